@@ -1,0 +1,244 @@
+/**
+ * Steps: the handlers a worker serves, and `processStep`, the pure, broker-free function that turns
+ * one step task into one step result.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type { StepError, StepEvent, StepResult, StepTask } from "../protocol/StepProtocol.js"
+import { FatalError } from "./FatalError.js"
+import { captureEffectLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
+import { toStepError } from "./internal/stepError.js"
+import { externalParent } from "./internal/traceparent.js"
+
+export { FatalError } from "./FatalError.js"
+export type { StepLogger } from "./internal/stepLogger.js"
+
+/**
+ * What a step handler knows about the task it runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepContext {
+  readonly runId: string
+  readonly seq: number
+  /** `${runId}:${seq}`: stable across retries and redeliveries; dedupe side effects on it. */
+  readonly stepId: string
+  /** 1-based; goes up each time the engine re-dispatches the step. */
+  readonly attempt: number
+  readonly name: string
+  /** The routing token the task arrived on (`name` sanitised, plus `@tenant` when partitioned). */
+  readonly group: string
+  readonly traceparent: string | undefined
+  /** The engine's opaque context carrier (tenant/user/correlation ids), passed through untouched. */
+  readonly context: Readonly<Record<string, unknown>> | undefined
+  /** Records step events (returned to the engine with the result) and logs them. */
+  readonly log: StepLogger
+  /** Aborted when the step is interrupted (shutdown deadline, run cancelled). */
+  readonly signal: AbortSignal
+}
+
+/**
+ * A registered step: a name and the handler that runs it. Build one with {@link make} (Effect
+ * handlers) or {@link fromPromise} (async functions).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Step<out R = never> {
+  readonly name: string
+  /** Runs the handler on a raw input; input/output schemas, when given, are applied here. */
+  readonly run: (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown, R>
+}
+
+/**
+ * Options of a step: optional `Schema`s for its input (decoded before the handler runs) and output
+ * (encoded before it goes on the wire). A value that does not fit fails the step as non-retryable.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepOptions<I, II, O, OI, R> {
+  readonly input?: Schema.Schema<I, II, R>
+  readonly output?: Schema.Schema<O, OI, R>
+}
+
+const withSchemas = <I, O, E, R, RS>(
+  name: string,
+  handler: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>,
+  options: StepOptions<I, unknown, O, unknown, RS> | undefined
+): Step<R | RS>["run"] => {
+  const decode = options?.input ? Schema.decodeUnknown(options.input) : undefined
+  const encode = options?.output ? Schema.encode(options.output) : undefined
+  return (input, ctx) => {
+    const decoded = decode
+      ? Effect.mapError(decode(input), (e) =>
+        new FatalError(`invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_input"))
+      : Effect.succeed(input as I)
+    return Effect.flatMap(decoded, (value) => {
+      const output = handler(value, ctx)
+      return encode
+        ? Effect.flatMap(output, (out) =>
+          Effect.mapError(encode(out), (e) =>
+            new FatalError(
+              `invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+              "invalid_output"
+            )))
+        : output
+    })
+  }
+}
+
+/**
+ * A step whose handler is an Effect. Interruption (shutdown deadline, cancelled run) interrupts the
+ * handler; a failure with {@link FatalError} is final, any other failure is retried by the engine.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <I = unknown, O = unknown, E = never, R = never, RS = never>(
+  name: string,
+  handler: (input: I, ctx: StepContext) => Effect.Effect<O, E, R>,
+  options?: StepOptions<I, any, O, any, RS>
+): Step<R | RS> => ({ name, run: withSchemas(name, handler, options) })
+
+/**
+ * A step whose handler is an async function. On interruption `ctx.signal` is aborted and the result
+ * of the promise, if it still settles, is ignored.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromPromise = <I = unknown, O = unknown, RS = never>(
+  name: string,
+  handler: (input: I, ctx: StepContext) => Promise<O> | O,
+  options?: StepOptions<I, any, O, any, RS>
+): Step<RS> =>
+  make(name, (input: I, ctx) => Effect.tryPromise({ try: async () => handler(input, ctx), catch: (e) => e }), options)
+
+/**
+ * Steps by name, as the worker looks them up (`task.name`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StepRegistry<R = never> = ReadonlyMap<string, Step<R>>
+
+/**
+ * Two steps were registered under one name.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DuplicateStepError extends Schema.TaggedError<DuplicateStepError>()("DuplicateStepError", {
+  name: Schema.String
+}) {
+  override get message(): string {
+    return `step "${this.name}" is registered twice; each step name must have exactly one handler`
+  }
+}
+
+/**
+ * Builds a {@link StepRegistry}, refusing duplicate names.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const registry = <R>(steps: Iterable<Step<R>>): Effect.Effect<StepRegistry<R>, DuplicateStepError> =>
+  Effect.suspend(() => {
+    const map = new Map<string, Step<R>>()
+    for (const step of steps) {
+      if (map.has(step.name)) return Effect.fail(new DuplicateStepError({ name: step.name }))
+      map.set(step.name, step)
+    }
+    return Effect.succeed(map)
+  })
+
+interface ResultBase {
+  readonly runId: string
+  readonly seq: number
+  readonly stepId: string
+  readonly startedAt: number
+}
+
+const completed = (base: ResultBase, output: unknown, events: ReadonlyArray<StepEvent>): StepResult => ({
+  ...base,
+  status: "completed",
+  ...(output === undefined ? {} : { output }),
+  ...(events.length > 0 ? { events } : {})
+})
+
+const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEvent>): StepResult => ({
+  ...base,
+  status: "failed",
+  error,
+  ...(events.length > 0 ? { events } : {})
+})
+
+/**
+ * Runs one step task and builds its result. Pure: no broker, time only from Effect's `Clock`.
+ *
+ * - no handler for `task.name` → failed, `{ message: "no handler for <name>", retryable: false }`;
+ * - a {@link FatalError} → failed, `retryable: false` with its `code`;
+ * - any other failure, thrown value or defect → failed and retryable; a string `code` and a boolean
+ *   `retryable` on the thrown value are carried through;
+ * - `startedAt` is the pickup time; events the handler logged are returned (omitted when none).
+ *
+ * The task runs in a span that continues its W3C `traceparent`, with the run and step ids as log
+ * annotations. Interrupting the returned effect interrupts the handler; no result is produced then.
+ *
+ * @since 0.1.0
+ * @category processing
+ */
+export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.Effect<StepResult, never, R> =>
+  Effect.gen(function*() {
+    const clock = yield* Effect.clock
+    const startedAt = clock.unsafeCurrentTimeMillis()
+    const base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
+    const step = steps.get(task.name)
+    if (step === undefined) {
+      yield* Effect.logWarning(`no handler for step "${task.name}"`)
+      return failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
+    }
+    const events: Array<StepEvent> = []
+    const controller = new AbortController()
+    const ctx: StepContext = {
+      runId: task.runId,
+      seq: task.seq,
+      stepId: task.stepId,
+      attempt: task.attempt,
+      name: task.name,
+      group: task.group,
+      traceparent: task.traceparent,
+      context: task.context,
+      log: makeStepLogger(events, clock, yield* Effect.runtime<never>()),
+      signal: controller.signal
+    }
+    const exit = yield* step.run(task.input, ctx).pipe(
+      captureEffectLogs(events, clock),
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort())),
+      Effect.exit
+    )
+    if (Exit.isSuccess(exit)) {
+      return completed(base, exit.value, events)
+    }
+    const failure = Option.getOrElse(
+      Cause.failureOption(exit.cause),
+      () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
+    )
+    yield* Effect.logWarning("step failed", Cause.pretty(exit.cause))
+    return failed(base, toStepError(failure), events)
+  }).pipe(
+    Effect.annotateLogs({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }),
+    Effect.withSpan(`durable.step ${task.name}`, {
+      kind: "consumer",
+      attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
+      ...externalParent(task.traceparent)
+    })
+  )

@@ -1,0 +1,39 @@
+import type { StepError } from "../../protocol/StepProtocol.js"
+
+const describe = (value: unknown): string => {
+  if (typeof value === "string") return value.length > 0 ? value : "step handler failed with an empty string"
+  if (value === undefined || value === null) return `step handler failed with ${String(value)}`
+  if (typeof value === "object") {
+    const message = (value as { message?: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+    try {
+      const json = JSON.stringify(value)
+      if (json !== undefined && json !== "{}") return `step handler failed with ${json}`
+    } catch {
+      // fall through: cyclic or otherwise unserialisable values are described by their type
+    }
+    const ctor = (value as { constructor?: { name?: unknown } }).constructor?.name
+    return `step handler failed with a ${typeof ctor === "string" ? ctor : "value"} that has no message`
+  }
+  return `step handler failed with ${typeof value} ${String(value)}`
+}
+
+/**
+ * Maps whatever a handler failed with to the wire `StepError`: the message (for non-`Error` values a
+ * description of the value), a string `code` and a boolean `retryable` when the value carries them,
+ * and the stack of an `Error`.
+ *
+ * @internal
+ */
+export const toStepError = (failure: unknown): StepError => {
+  const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
+  const code = carrier.code
+  const retryable = carrier.retryable
+  const stack = failure instanceof Error ? failure.stack : undefined
+  return {
+    message: describe(failure),
+    ...(typeof code === "string" ? { code } : {}),
+    ...(typeof retryable === "boolean" ? { retryable } : {}),
+    ...(stack !== undefined ? { stack } : {})
+  }
+}

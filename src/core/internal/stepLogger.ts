@@ -1,0 +1,101 @@
+import type * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as HashSet from "effect/HashSet"
+import * as Logger from "effect/Logger"
+import type * as LogLevel from "effect/LogLevel"
+import * as Runtime from "effect/Runtime"
+import type { StepEvent } from "../../protocol/StepProtocol.js"
+
+/**
+ * The logger a step handler gets as `ctx.log`. Every call records a step event (returned to the
+ * engine with the result) and goes to Effect's `Logger` with the run and step annotations.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepLogger {
+  readonly debug: (message: string, data?: unknown) => void
+  readonly info: (message: string, data?: unknown) => void
+  readonly warn: (message: string, data?: unknown) => void
+  readonly error: (message: string, data?: unknown) => void
+  /** Records a sub-process outcome (`status` ok/failed/skipped sets the level to info/error/warn). */
+  readonly sub: (
+    subId: string,
+    status: "ok" | "failed" | "skipped",
+    message: string,
+    extra?: { readonly name?: string; readonly phase?: string; readonly data?: unknown }
+  ) => void
+}
+
+const toEffectLevel = {
+  debug: Effect.logDebug,
+  info: Effect.logInfo,
+  warn: Effect.logWarning,
+  error: Effect.logError
+} as const
+
+/** @internal */
+export const makeStepLogger = (
+  events: Array<StepEvent>,
+  clock: Clock.Clock,
+  runtime: Runtime.Runtime<never>
+): StepLogger => {
+  const record = (event: Omit<StepEvent, "at">) => {
+    events.push({ at: clock.unsafeCurrentTimeMillis(), ...event })
+    const log = toEffectLevel[event.level]
+    Runtime.runSync(runtime)(event.data === undefined ? log(event.message) : log(event.message, event.data))
+  }
+  const at = (level: StepEvent["level"]) => (message: string, data?: unknown) =>
+    record({ level, message, ...(data === undefined ? {} : { data }) })
+  return {
+    debug: at("debug"),
+    info: at("info"),
+    warn: at("warn"),
+    error: at("error"),
+    sub: (subId, status, message, extra) =>
+      record({
+        level: status === "failed" ? "error" : status === "skipped" ? "warn" : "info",
+        message,
+        subId,
+        status,
+        ...(extra?.name === undefined ? {} : { name: extra.name }),
+        ...(extra?.phase === undefined ? {} : { phase: extra.phase }),
+        ...(extra?.data === undefined ? {} : { data: extra.data })
+      })
+  }
+}
+
+const levelOf = (level: LogLevel.LogLevel): StepEvent["level"] => {
+  switch (level._tag) {
+    case "Error":
+    case "Fatal":
+      return "error"
+    case "Warning":
+      return "warn"
+    case "Info":
+      return "info"
+    default:
+      return "debug"
+  }
+}
+
+const render = (message: unknown): { readonly message: string; readonly data?: unknown } => {
+  const parts = Array.isArray(message) ? message : [message]
+  const text = parts.filter((part) => typeof part === "string").join(" ")
+  const rest = parts.filter((part) => typeof part !== "string")
+  return { message: text, ...(rest.length === 0 ? {} : { data: rest.length === 1 ? rest[0] : rest }) }
+}
+
+/**
+ * Records what an Effect handler logs with `Effect.log*` as step events too.
+ *
+ * @internal
+ */
+export const captureEffectLogs = (events: Array<StepEvent>, clock: Clock.Clock) => {
+  const logger = Logger.make<unknown, void>(({ logLevel, message }) => {
+    events.push({ at: clock.unsafeCurrentTimeMillis(), level: levelOf(logLevel), ...render(message) })
+  })
+  return <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.locallyWith(self, FiberRef.currentLoggers, HashSet.add(logger))
+}

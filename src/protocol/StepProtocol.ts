@@ -1,0 +1,152 @@
+/**
+ * The nestjs-durable remote step wire: the task the engine dispatches and the result a worker sends
+ * back. Field by field as the engine's `RemoteTask` / `StepResult` define them; optional fields are
+ * optional, unknown extra fields are ignored on decode.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+
+/**
+ * A step task, engine → worker (`RemoteTask`).
+ *
+ * `stepId` is always `${runId}:${seq}` and stays the same across retries and redeliveries: it is the
+ * idempotency key. The tenant travels only as the `@<tenant>` suffix of `group`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export class StepTask extends Schema.Class<StepTask>("StepTask")({
+  runId: Schema.String,
+  seq: Schema.Int,
+  name: Schema.String,
+  stepId: Schema.String,
+  group: Schema.String,
+  input: Schema.optional(Schema.Unknown),
+  attempt: Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)),
+  traceparent: Schema.optional(Schema.String),
+  context: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  priority: Schema.optional(Schema.Number),
+  transport: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * The error carried by a failed step result. `retryable: false` stops the engine's retries; a missing
+ * `retryable` counts as retryable.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StepError = Schema.Struct({
+  message: Schema.String,
+  code: Schema.optional(Schema.String),
+  retryable: Schema.optional(Schema.Boolean),
+  stack: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StepError = typeof StepError.Type
+
+/**
+ * A log line or sub-process outcome recorded while a step ran; persisted on the engine's checkpoint.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StepEvent = Schema.Struct({
+  at: Schema.Number,
+  level: Schema.Literal("debug", "info", "warn", "error"),
+  message: Schema.String,
+  subId: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  group: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.Literal("ok", "failed", "skipped")),
+  phase: Schema.optional(Schema.String),
+  data: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StepEvent = typeof StepEvent.Type
+
+/**
+ * A step result, worker → engine. The engine correlates by `(runId, seq)`; there is no `name`,
+ * `attempt` or `transport` in a result.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const StepResult = Schema.Struct({
+  runId: Schema.String,
+  seq: Schema.Int,
+  stepId: Schema.String,
+  status: Schema.Literal("completed", "failed"),
+  output: Schema.optional(Schema.Unknown),
+  error: Schema.optional(StepError),
+  startedAt: Schema.optional(Schema.Number),
+  events: Schema.optional(Schema.Array(StepEvent))
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StepResult = typeof StepResult.Type
+
+/**
+ * A task payload that could not be decoded as the protocol requires. `identity` holds the run/step
+ * coordinates when the payload carried them, so the runtime can still answer with a failed result.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TaskDecodeError extends Schema.TaggedError<TaskDecodeError>()("TaskDecodeError", {
+  kind: Schema.String,
+  detail: Schema.String,
+  identity: Schema.optional(Schema.Struct({ runId: Schema.String, seq: Schema.Number, stepId: Schema.String }))
+}) {
+  override get message(): string {
+    return `malformed ${this.kind} task: ${this.detail}`
+  }
+}
+
+const decodeStepTaskEither = Schema.decodeUnknownEither(StepTask, { errors: "all" })
+
+const Identity = Schema.Struct({ runId: Schema.String, seq: Schema.Int, stepId: Schema.String })
+const decodeIdentity = Schema.decodeUnknownOption(Identity)
+
+/**
+ * Decodes a raw payload into a {@link StepTask}, or a {@link TaskDecodeError} that says which fields
+ * are wrong (and keeps the run/step coordinates if they are readable).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDecodeError> =>
+  Either.mapLeft(decodeStepTaskEither(payload), (error) => {
+    const identity = decodeIdentity(payload)
+    return new TaskDecodeError({
+      kind: "step",
+      detail: ParseResult.TreeFormatter.formatErrorSync(error),
+      ...(identity._tag === "Some" ? { identity: identity.value } : {})
+    })
+  })
+
+/**
+ * Whether a payload on a step queue is a coordinator-driven workflow turn rather than a step task:
+ * the engine's own shape test (`workflow` is a string and `history` an array).
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const isWorkflowTaskShape = (payload: unknown): boolean =>
+  typeof payload === "object" && payload !== null &&
+  typeof (payload as { workflow?: unknown }).workflow === "string" &&
+  Array.isArray((payload as { history?: unknown }).history)

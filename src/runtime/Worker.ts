@@ -1,0 +1,503 @@
+/**
+ * The worker runtime: registration, pollers, dispatch under a concurrency limit, heartbeats,
+ * drain-with-deadline and single-flight deregistration, over any {@link Transport}.
+ *
+ * Lifecycle guarantees (DESIGN.md L1–L10): registration happens before any poll and a failed one is
+ * never followed by a deregistration; shutdown stops the pollers, drains accepted work within one
+ * `shutdownTimeout` deadline, interrupts what is still running at it, then deregisters exactly once;
+ * `stop` is single-flight and every caller shares its outcome; something that cannot be stopped fails
+ * the shutdown by name and leaves the registration in place; a worker instance runs once.
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import { hostname, totalmem } from "node:os"
+import * as Step from "../core/Step.js"
+import type { StepResult, TaskDecodeError } from "../protocol/StepProtocol.js"
+import {
+  type DeregistrationError,
+  type Delivery,
+  type Poller,
+  type RegistrationError,
+  type Registration,
+  type TaskPool,
+  Transport,
+  type TransportError,
+  type WorkerDescription,
+  type WorkerStatus
+} from "../transport/Transport.js"
+import { type Limiter, makeLimiter } from "./internal/limiter.js"
+import { type Outcome, processPayload } from "./internal/processPayload.js"
+import { RunUntilTimeoutError, ShutdownTimeoutError, WorkerLoopError, WorkerOptionsError, WorkerStateError } from "./WorkerError.js"
+
+export * from "./WorkerError.js"
+
+/**
+ * Worker options. Durations take anything `Duration.decode` accepts (`"30 seconds"`, millis, …).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerOptions {
+  /** The worker's instance id. Default `ts-<hostname>-<pid>`. */
+  readonly workerId?: string
+  /** The build id announced to orchestrators that route by it. Must not be blank. */
+  readonly buildId?: string
+  /** At most this many step tasks (and, where they share a poller, workflow turns) at once. Default 10. */
+  readonly concurrency?: number
+  /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
+  readonly workflowConcurrency?: number
+  /** How long one poll waits for work. Default 35 seconds. */
+  readonly pollTimeout?: Duration.DurationInput
+  /** One deadline for the whole drain at shutdown. Default 30 seconds; negative counts as 0. */
+  readonly shutdownTimeout?: Duration.DurationInput
+  /** Overrides the transport's heartbeat interval. */
+  readonly heartbeatInterval?: Duration.DurationInput
+  /**
+   * How long an interrupted poller or task may take to stop before shutdown reports it as stuck
+   * (and leaves the registration in place). Default 5 seconds.
+   */
+  readonly interruptTimeout?: Duration.DurationInput
+  /** The pause after a failed poll before the next one. Default 1 second. */
+  readonly pollRetryDelay?: Duration.DurationInput
+}
+
+/**
+ * What a worker serves, and how.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerConfig<R = never> extends WorkerOptions {
+  readonly steps: Iterable<Step.Step<R>>
+}
+
+/**
+ * Why `stop` failed: the deregistration failed, or something could not be stopped.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ShutdownError = DeregistrationError | ShutdownTimeoutError
+
+/**
+ * Why `run` failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunError = RegistrationError | WorkerStateError | WorkerLoopError | ShutdownError
+
+/**
+ * A worker. Build it with {@link make}, then `run` it with a {@link Transport} layer provided.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Worker<R = never> {
+  readonly id: string
+  /**
+   * Registers, polls and runs tasks until `stop` (or an interruption, which stops gracefully), then
+   * drains and deregisters. Fails with the registration error, a loop error (with any shutdown
+   * error as its `cause`), or the shutdown error.
+   */
+  readonly run: Effect.Effect<void, RunError, Transport | R>
+  /**
+   * Runs the worker until `until` succeeds (then stops and returns its value) or `timeout` passes
+   * (then stops and fails with {@link RunUntilTimeoutError}). An external `stop` makes it fail with
+   * an interruption once accepted work has drained or been interrupted.
+   */
+  readonly runUntil: <A, E, R2>(
+    until: Effect.Effect<A, E, R2>,
+    options?: { readonly timeout?: Duration.DurationInput }
+  ) => Effect.Effect<A, E | RunError | RunUntilTimeoutError, Transport | R | R2>
+  /** Single-flight graceful stop: every caller shares one shutdown and its outcome. */
+  readonly stop: Effect.Effect<void, ShutdownError>
+  /** Like `stop`, but the drain deadline is now: running work is interrupted at once. */
+  readonly forceStop: Effect.Effect<void, ShutdownError>
+  /** The status published in heartbeats. */
+  readonly status: Effect.Effect<WorkerStatus>
+  /** Runs one task payload without any broker (what a poller does with each delivery). */
+  readonly processTask: (payload: unknown) => Effect.Effect<StepResult, TaskDecodeError, R>
+}
+
+interface Resolved {
+  readonly workerId: string
+  readonly buildId: string | undefined
+  readonly concurrency: number
+  readonly workflowConcurrency: number
+  readonly pollTimeout: Duration.Duration
+  readonly shutdownTimeout: Duration.Duration
+  readonly heartbeatInterval: Duration.Duration | undefined
+  readonly interruptTimeout: Duration.Duration
+  readonly pollRetryDelay: Duration.Duration
+}
+
+const positiveInt = (option: string, value: number | undefined, fallback: number) =>
+  value === undefined
+    ? Effect.succeed(fallback)
+    : Number.isInteger(value) && value >= 1
+    ? Effect.succeed(value)
+    : Effect.fail(new WorkerOptionsError({ option, message: `${option} must be an integer of at least 1, got ${value}` }))
+
+const duration = (option: string, value: Duration.DurationInput | undefined, fallback: Duration.DurationInput) =>
+  Option.match(Duration.decodeUnknown(value ?? fallback), {
+    onNone: () =>
+      Effect.fail(
+        new WorkerOptionsError({
+          option,
+          message: `${option} must be a duration (milliseconds, or a string such as "30 seconds"), got ${String(value)}`
+        })
+      ),
+    onSome: (d) => Effect.succeed(Duration.max(d, Duration.zero))
+  })
+
+const resolveOptions = (options: WorkerOptions): Effect.Effect<Resolved, WorkerOptionsError> =>
+  Effect.gen(function*() {
+    if (options.buildId !== undefined && options.buildId.trim() === "") {
+      return yield* new WorkerOptionsError({ option: "buildId", message: "buildId must be a non-empty string when provided" })
+    }
+    if (options.workerId !== undefined && options.workerId.trim() === "") {
+      return yield* new WorkerOptionsError({ option: "workerId", message: "workerId must be a non-empty string when provided" })
+    }
+    const heartbeatInterval = options.heartbeatInterval === undefined
+      ? undefined
+      : yield* duration("heartbeatInterval", options.heartbeatInterval, 0)
+    if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
+      return yield* new WorkerOptionsError({ option: "heartbeatInterval", message: "heartbeatInterval must be positive" })
+    }
+    return {
+      workerId: options.workerId ?? `ts-${hostname()}-${process.pid}`,
+      buildId: options.buildId,
+      concurrency: yield* positiveInt("concurrency", options.concurrency, 10),
+      workflowConcurrency: yield* positiveInt("workflowConcurrency", options.workflowConcurrency, 10),
+      pollTimeout: yield* duration("pollTimeout", options.pollTimeout, "35 seconds"),
+      shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, "30 seconds"),
+      heartbeatInterval,
+      interruptTimeout: yield* duration("interruptTimeout", options.interruptTimeout, "5 seconds"),
+      pollRetryDelay: yield* duration("pollRetryDelay", options.pollRetryDelay, "1 second")
+    }
+  })
+
+type Phase = "idle" | "running" | "ran" | "stopped-before-run"
+
+/** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
+const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
+
+/**
+ * Builds a worker. Fails on invalid options (naming the option) or duplicate step names.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <R = never>(
+  config: WorkerConfig<R>
+): Effect.Effect<Worker<R>, WorkerOptionsError | Step.DuplicateStepError> =>
+  Effect.gen(function*() {
+    const options = yield* resolveOptions(config)
+    const steps = yield* Step.registry(config.steps)
+    const startedAt = yield* Clock.currentTimeMillis
+    const phase = yield* Ref.make<Phase>("idle")
+    const stopRequested = yield* Deferred.make<void>()
+    const forceRequested = yield* Deferred.make<void>()
+    const shutdownOutcome = yield* Deferred.make<void, ShutdownError>()
+    const limiters: Record<TaskPool, Limiter> = {
+      step: yield* makeLimiter(options.concurrency),
+      workflow: yield* makeLimiter(options.workflowConcurrency)
+    }
+    const inFlight = yield* Ref.make(0)
+    const process_ = processPayload(steps)
+
+    const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
+      const rssBytes = process.memoryUsage.rss()
+      const rssLimitBytes = totalmem()
+      return {
+        runtime: "node",
+        concurrency: { mode: "fixed", limit: options.concurrency },
+        inFlight: yield* Ref.get(inFlight),
+        rssBytes,
+        rssLimitBytes,
+        rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
+      }
+    })
+
+    const description: WorkerDescription = {
+      workerId: options.workerId,
+      buildId: options.buildId,
+      steps: Array.from(steps.keys()).sort(),
+      workflows: [],
+      startedAt,
+      pollTimeout: options.pollTimeout,
+      status
+    }
+
+    const answer = (delivery: Delivery, outcome: Outcome) =>
+      (outcome._tag === "Reply"
+        ? delivery.complete(outcome.reply)
+        : Effect.zipRight(
+          Effect.logError("rejected an undecodable task", outcome.error.message),
+          delivery.reject(outcome.error)
+        )).pipe(
+          Effect.retry(replyRetry),
+          Effect.catchAll((error) =>
+            Effect.logError(
+              "could not deliver the reply; the task stays with the broker and will be redelivered",
+              error
+            )
+          )
+        )
+
+    const handle = (delivery: Delivery) =>
+      Effect.gen(function*() {
+        yield* Option.match(delivery.keepAlive, {
+          onNone: () => Effect.void,
+          onSome: (keepAlive) =>
+            keepAlive.renew.pipe(
+              Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
+              Effect.repeat(Schedule.spaced(keepAlive.interval)),
+              Effect.delay(keepAlive.interval),
+              Effect.fork
+            )
+        })
+        const outcome = yield* process_(delivery.payload, delivery.cancelled)
+        yield* answer(delivery, outcome)
+      }).pipe(
+        Effect.onInterrupt(() =>
+          delivery.abandon.pipe(
+            Effect.timeout(options.interruptTimeout),
+            Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error))
+          )
+        ),
+        Effect.annotateLogs({ delivery: delivery.id })
+      )
+
+    const pollOnce = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>) => {
+      const limiter = limiters[poller.pool]
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const taken = yield* restore(limiter.takeUpTo(Number.MAX_SAFE_INTEGER))
+          const polled = yield* Effect.exit(restore(poller.poll(taken)))
+          if (Exit.isFailure(polled)) {
+            yield* limiter.release(taken)
+            return yield* polled
+          }
+          const deliveries = polled.value
+          yield* limiter.release(taken - deliveries.length)
+          for (const delivery of deliveries) {
+            yield* Ref.update(inFlight, (n) => n + 1)
+            const fiber = yield* FiberSet.run(
+              work,
+              Effect.interruptible(handle(delivery)).pipe(
+                Effect.ensuring(Effect.zipRight(limiter.release(1), Ref.update(inFlight, (n) => n - 1)))
+              )
+            )
+            labels.set(fiber, `task ${delivery.id} from ${poller.name}`)
+            fiber.addObserver(() => labels.delete(fiber))
+          }
+        })
+      )
+    }
+
+    const pollLoop = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>) =>
+      pollOnce(poller, work, labels).pipe(
+        Effect.catchIf(
+          (error: TransportError) => !error.fatal,
+          (error) =>
+            Effect.zipRight(
+              Effect.logWarning(`poll failed on ${poller.name}; retrying`, error),
+              Effect.sleep(options.pollRetryDelay)
+            )
+        ),
+        Effect.forever,
+        Effect.catchAllCause((cause) =>
+          Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) }))
+        )
+      )
+
+    const heartbeatLoop = (registration: Registration) =>
+      Option.match(registration.heartbeat, {
+        onNone: () => Effect.never,
+        onSome: (heartbeat) => {
+          const interval = options.heartbeatInterval ?? heartbeat.interval
+          return status.pipe(
+            Effect.flatMap(heartbeat.beat),
+            Effect.catchAll((error) => Effect.logWarning("worker heartbeat failed", error)),
+            Effect.repeat(Schedule.spaced(interval)),
+            Effect.delay(interval),
+            Effect.zipRight(Effect.never)
+          )
+        }
+      })
+
+    /** Interrupts fibers and waits for each up to the bound; returns the labels of those still running. */
+    const stopFibers = (fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>, label: (f: Fiber.RuntimeFiber<unknown, unknown>) => string) =>
+      Effect.gen(function*() {
+        for (const fiber of fibers) yield* Fiber.interruptFork(fiber)
+        const stopped = yield* Effect.forEach(
+          fibers,
+          (fiber) => Fiber.await(fiber).pipe(Effect.timeout(options.interruptTimeout), Effect.option),
+          { concurrency: "unbounded" }
+        )
+        return fibers.flatMap((fiber, i) => Option.isNone(stopped[i]!) ? [label(fiber)] : [])
+      })
+
+    const shutdown = (
+      registration: Registration,
+      loops: FiberSet.FiberSet<never, WorkerLoopError>,
+      loopNames: Map<Fiber.RuntimeFiber<unknown, unknown>, string>,
+      work: FiberSet.FiberSet,
+      labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>
+    ): Effect.Effect<void, ShutdownError> =>
+      Effect.gen(function*() {
+        const begun = yield* Clock.currentTimeMillis
+        const deadline = begun + Duration.toMillis(options.shutdownTimeout)
+        yield* Effect.logInfo("worker stopping: pollers first, then draining accepted work")
+        const stuckPollers = yield* stopFibers(Array.from(loops), (f) => loopNames.get(f) ?? "a worker loop")
+        const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
+        const drained = yield* FiberSet.awaitEmpty(work).pipe(
+          Effect.as(true),
+          Effect.raceFirst(Effect.as(Effect.sleep(remaining), false)),
+          Effect.raceFirst(Effect.as(Deferred.await(forceRequested), false))
+        )
+        const leftover = Array.from(work)
+        if (!drained && leftover.length > 0) {
+          yield* Effect.logWarning(`interrupting ${leftover.length} task(s) still running at the shutdown deadline`)
+        }
+        const stuckTasks = yield* stopFibers(leftover, (f) => labels.get(f) ?? "a task")
+        if (stuckPollers.length > 0 || stuckTasks.length > 0) {
+          return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
+        }
+        yield* registration.deregister
+        yield* Effect.logInfo("worker stopped and deregistered")
+      })
+
+    const lifecycle = Effect.gen(function*() {
+      const transport = yield* Transport
+      const resources = yield* Scope.make()
+      const registered = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
+      if (Exit.isFailure(registered)) {
+        yield* Scope.close(resources, registered)
+        yield* Deferred.succeed(shutdownOutcome, undefined)
+        return yield* Effect.failCause(registered.cause)
+      }
+      const registration = registered.value
+      yield* Effect.logInfo(`worker ${options.workerId} registered on ${transport.name}`)
+      const fibers = yield* Scope.make()
+      const loops = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
+      const work = yield* FiberSet.make().pipe(Scope.extend(fibers))
+      const loopNames = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
+      const labels = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
+      for (const poller of registration.pollers) {
+        loopNames.set(yield* FiberSet.run(loops, pollLoop(poller, work, labels)), poller.name)
+      }
+      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
+      const loopError = yield* Effect.raceFirst(
+        Effect.as(Deferred.await(stopRequested), Option.none<WorkerLoopError>()),
+        FiberSet.join(loops).pipe(Effect.zipRight(Effect.never), Effect.catchAll((e) => Effect.succeed(Option.some(e))))
+      )
+      const shutdownExit = yield* Effect.exit(shutdown(registration, loops, loopNames, work, labels))
+      yield* Deferred.done(shutdownOutcome, shutdownExit)
+      if (Exit.isSuccess(shutdownExit)) yield* Scope.close(fibers, Exit.void)
+      yield* Scope.close(resources, Exit.void)
+      if (Option.isSome(loopError)) {
+        return yield* new WorkerLoopError({
+          poller: loopError.value.poller,
+          reason: loopError.value.reason,
+          ...(Exit.isFailure(shutdownExit) ? { cause: Cause.squash(shutdownExit.cause) } : {})
+        })
+      }
+      return yield* shutdownExit
+    }).pipe(Effect.annotateLogs({ workerId: options.workerId }))
+
+    const run: Worker<R>["run"] = Effect.gen(function*() {
+      const previous = yield* Ref.getAndUpdate(phase, (p) => p === "idle" ? "running" : p)
+      if (previous !== "idle") {
+        return yield* new WorkerStateError({ reason: previous === "stopped-before-run" ? "stopped" : "already-running" })
+      }
+      const fiber = yield* Effect.forkDaemon(lifecycle)
+      return yield* Fiber.join(fiber).pipe(
+        Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(stopRequested, undefined), Fiber.await(fiber))),
+        Effect.ensuring(Ref.set(phase, "ran"))
+      )
+    })
+
+    const stop: Worker<R>["stop"] = Effect.gen(function*() {
+      const previous = yield* Ref.getAndUpdate(phase, (p) => p === "idle" ? "stopped-before-run" : p)
+      yield* Deferred.succeed(stopRequested, undefined)
+      if (previous === "idle" || previous === "stopped-before-run") {
+        yield* Deferred.succeed(shutdownOutcome, undefined)
+      }
+      return yield* Deferred.await(shutdownOutcome)
+    })
+
+    const runUntil: Worker<R>["runUntil"] = (until, untilOptions) =>
+      Effect.gen(function*() {
+        const running = yield* Effect.fork(run)
+        const timeout = untilOptions?.timeout === undefined ? undefined : Duration.decode(untilOptions.timeout)
+        const first = yield* Effect.raceAll([
+          Effect.map(Effect.either(until), (result) => ({ _tag: "Until" as const, result })),
+          Effect.map(Fiber.await(running), (exit) => ({ _tag: "Ended" as const, exit })),
+          ...(timeout === undefined ? [] : [Effect.as(Effect.sleep(timeout), { _tag: "Timeout" as const })])
+        ])
+        if (first._tag === "Ended") {
+          // stopped from outside (or failed): an external stop ends runUntil with an interruption
+          return yield* Exit.isSuccess(first.exit) ? Effect.interrupt : Effect.failCause(first.exit.cause)
+        }
+        yield* Deferred.succeed(stopRequested, undefined)
+        const ended = yield* Fiber.await(running)
+        if (first._tag === "Timeout") {
+          return yield* new RunUntilTimeoutError({
+            timeoutMillis: Duration.toMillis(timeout!),
+            ...(Exit.isFailure(ended) ? { cause: Cause.squash(ended.cause) } : {})
+          })
+        }
+        if (Exit.isFailure(ended)) return yield* Effect.failCause(ended.cause)
+        return yield* first.result
+      })
+
+    return {
+      id: options.workerId,
+      run,
+      runUntil,
+      stop,
+      forceStop: Effect.zipRight(Deferred.succeed(forceRequested, undefined), stop),
+      status,
+      processTask: (payload) =>
+        Effect.flatMap(
+          process_(payload, Effect.never),
+          (outcome) => outcome._tag === "Reply" ? Effect.succeed(outcome.reply.result) : Effect.fail(outcome.error)
+        )
+    }
+  })
+
+/**
+ * A layer that runs a worker for as long as it is in use; releasing it stops the worker gracefully
+ * (a failed shutdown is logged, as finalizers cannot fail).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <R = never>(
+  config: WorkerConfig<R>
+): Layer.Layer<never, WorkerOptionsError | Step.DuplicateStepError, Transport | R> =>
+  Layer.scopedDiscard(
+    Effect.gen(function*() {
+      const worker = yield* make(config)
+      yield* worker.run.pipe(
+        Effect.tapErrorCause((cause) => Effect.logError("worker failed", cause)),
+        Effect.forkScoped
+      )
+    })
+  )

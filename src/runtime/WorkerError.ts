@@ -1,0 +1,89 @@
+/**
+ * The errors a worker's `run`, `runUntil` and `stop` can fail with.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+/**
+ * A worker instance runs once: a second `run`, or a `run` after `stop`, fails with this.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkerStateError extends Schema.TaggedError<WorkerStateError>()("WorkerStateError", {
+  reason: Schema.Literal("already-running", "stopped")
+}) {
+  override get message(): string {
+    return this.reason === "stopped"
+      ? "worker cannot run after stop() has been called; create a new worker"
+      : "worker is already running or has already run; a worker instance runs once, create a new one"
+  }
+}
+
+/**
+ * Shutdown could not stop something within its bound (an uninterruptible region, a client call that
+ * ignores its abort). The registration is deliberately left in place: no deregistration was sent.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ShutdownTimeoutError extends Schema.TaggedError<ShutdownTimeoutError>()("ShutdownTimeoutError", {
+  stuckPollers: Schema.Array(Schema.String),
+  stuckTasks: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const parts = [
+      ...(this.stuckPollers.length > 0
+        ? [`${this.stuckPollers.length} poller(s) (${this.stuckPollers.join(", ")})`]
+        : []),
+      ...(this.stuckTasks.length > 0 ? [`${this.stuckTasks.length} in-flight task(s) (${this.stuckTasks.join(", ")})`] : [])
+    ]
+    return `worker shutdown timed out while stopping ${parts.join(" and ")}; ` +
+      "the worker registration remains active and needs operator attention"
+  }
+}
+
+/**
+ * A worker loop (a poller) failed with an error it cannot recover from. When the shutdown that
+ * followed failed too, that error is attached as `cause`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkerLoopError extends Schema.TaggedError<WorkerLoopError>()("WorkerLoopError", {
+  poller: Schema.String,
+  reason: Schema.Defect,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const reason = this.reason instanceof Error ? this.reason.message : String(this.reason)
+    return `worker loop ${this.poller} failed: ${reason}`
+  }
+}
+
+/**
+ * `runUntil`'s condition did not hold within its timeout; the worker was stopped.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RunUntilTimeoutError extends Schema.TaggedError<RunUntilTimeoutError>()("RunUntilTimeoutError", {
+  timeoutMillis: Schema.Number,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `runUntil: the condition did not hold within ${this.timeoutMillis} ms; the worker was stopped`
+  }
+}
+
+/**
+ * An invalid worker option, named, with the accepted forms.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkerOptionsError extends Schema.TaggedError<WorkerOptionsError>()("WorkerOptionsError", {
+  option: Schema.String,
+  message: Schema.String
+}) {}

@@ -1,0 +1,233 @@
+/**
+ * An in-process broker: a real queue with leases, a registration record and a journal of every
+ * operation, with switches that make registration, deregistration or polling fail or hang. It backs
+ * the unit tests and the demo; nothing leaves the process.
+ *
+ * @since 0.1.0
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import type { TaskDecodeError } from "../protocol/StepProtocol.js"
+import {
+  type Delivery,
+  DeregistrationError,
+  type Registration,
+  RegistrationError,
+  type Reply,
+  Transport,
+  TransportError,
+  type WorkerDescription,
+  type WorkerStatus
+} from "./Transport.js"
+
+/**
+ * One line of the broker's journal, in the order things happened.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type JournalEntry =
+  | { readonly op: "register"; readonly workerId: string }
+  | { readonly op: "poll" }
+  | { readonly op: "deliver" | "renew" | "complete" | "reject" | "abandon"; readonly id: string }
+  | { readonly op: "heartbeat"; readonly status: WorkerStatus }
+  | { readonly op: "deregister" }
+
+/**
+ * How a faulty operation behaves: fail with a message, or never return (and ignore interruption).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Fault = { readonly _tag: "Fail"; readonly message: string; readonly fatal?: boolean } | { readonly _tag: "Hang" }
+
+/**
+ * Options of the in-memory broker.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InMemoryOptions {
+  /** Worker heartbeat interval. Default 10 seconds. */
+  readonly heartbeatInterval?: Duration.DurationInput
+  /** How often a running task's lease is renewed. Default 15 seconds. */
+  readonly leaseRenewInterval?: Duration.DurationInput
+}
+
+/**
+ * The broker and its controls.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InMemoryBroker {
+  /** Puts a task payload (any JSON value, malformed ones included) on the queue. */
+  readonly enqueue: (payload: unknown) => Effect.Effect<void>
+  /** Waits for the next reply a worker delivered. */
+  readonly takeReply: Effect.Effect<Reply>
+  /** Every reply delivered so far. */
+  readonly replies: Effect.Effect<ReadonlyArray<Reply>>
+  /** Every task rejected as undecodable so far. */
+  readonly rejected: Effect.Effect<ReadonlyArray<TaskDecodeError>>
+  /** Tasks waiting on the queue. */
+  readonly pending: Effect.Effect<number>
+  /** Everything that happened, in order. */
+  readonly journal: Effect.Effect<ReadonlyArray<JournalEntry>>
+  /** The registered worker while its registration is active. */
+  readonly registered: Effect.Effect<Option.Option<WorkerDescription>>
+  /** Announces that a run was cancelled: its running tasks are interrupted. */
+  readonly cancel: (runId: string) => Effect.Effect<void>
+  /** Makes registration fail or hang (`undefined` restores it). */
+  readonly setRegisterFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /** Makes deregistration fail or hang. */
+  readonly setDeregisterFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /** Makes polls fail or hang. */
+  readonly setPollFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /** Makes replies fail to deliver (the task then stays un-acknowledged). */
+  readonly setCompleteFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /** The transport service over this broker. */
+  readonly layer: Layer.Layer<Transport>
+}
+
+interface Entry {
+  readonly id: string
+  readonly payload: unknown
+}
+
+const NAME = "in-memory"
+
+const runFault = <E>(fault: Fault | undefined, fail: (message: string, fatal: boolean) => E): Effect.Effect<void, E> =>
+  fault === undefined
+    ? Effect.void
+    : fault._tag === "Hang"
+    ? Effect.uninterruptible(Effect.never)
+    : Effect.fail(fail(fault.message, fault.fatal ?? false))
+
+/**
+ * Creates an in-memory broker.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroker> =>
+  Effect.gen(function*() {
+    const heartbeatInterval = Duration.decode(options.heartbeatInterval ?? "10 seconds")
+    const leaseRenewInterval = Duration.decode(options.leaseRenewInterval ?? "15 seconds")
+    const queue = yield* Queue.unbounded<Entry>()
+    const replyQueue = yield* Queue.unbounded<Reply>()
+    const replies = yield* Ref.make<ReadonlyArray<Reply>>([])
+    const rejected = yield* Ref.make<ReadonlyArray<TaskDecodeError>>([])
+    const journal = yield* Ref.make<ReadonlyArray<JournalEntry>>([])
+    const registered = yield* Ref.make(Option.none<WorkerDescription>())
+    const cancellations = yield* Ref.make(new Map<string, Deferred.Deferred<void>>())
+    const faults = {
+      register: yield* Ref.make<Fault | undefined>(undefined),
+      deregister: yield* Ref.make<Fault | undefined>(undefined),
+      poll: yield* Ref.make<Fault | undefined>(undefined),
+      complete: yield* Ref.make<Fault | undefined>(undefined)
+    }
+    let nextId = 0
+
+    const log = (entry: JournalEntry) => Ref.update(journal, (entries) => [...entries, entry])
+
+    const cancellation = (runId: string) =>
+      Effect.flatMap(Deferred.make<void>(), (fresh) =>
+        Ref.modify(cancellations, (map) => {
+          const existing = map.get(runId)
+          if (existing !== undefined) return [existing, map]
+          map.set(runId, fresh)
+          return [fresh, map]
+        }))
+
+    const transportError = (operation: string) => (message: string, fatal: boolean) =>
+      new TransportError({ transport: NAME, operation, message, fatal })
+
+    const toDelivery = (entry: Entry): Delivery => {
+      const runId = (entry.payload as { runId?: unknown } | null)?.runId
+      return {
+        id: entry.id,
+        payload: entry.payload,
+        keepAlive: Option.some({ interval: leaseRenewInterval, renew: log({ op: "renew", id: entry.id }) }),
+        cancelled: typeof runId === "string" ? Effect.flatMap(cancellation(runId), Deferred.await) : Effect.never,
+        complete: (reply) =>
+          Effect.flatMap(Ref.get(faults.complete), (fault) => runFault(fault, transportError("complete"))).pipe(
+            Effect.zipRight(Ref.update(replies, (all) => [...all, reply])),
+            Effect.zipRight(Queue.offer(replyQueue, reply)),
+            Effect.zipRight(log({ op: "complete", id: entry.id }))
+          ),
+        reject: (error) =>
+          Ref.update(rejected, (all) => [...all, error]).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
+        abandon: Queue.offer(queue, entry).pipe(Effect.zipRight(log({ op: "abandon", id: entry.id })))
+      }
+    }
+
+    const register = (worker: WorkerDescription) =>
+      Effect.gen(function*() {
+        yield* log({ op: "register", workerId: worker.workerId })
+        yield* Effect.flatMap(
+          Ref.get(faults.register),
+          (fault) => runFault(fault, (message) => new RegistrationError({ transport: NAME, message }))
+        )
+        yield* Ref.set(registered, Option.some(worker))
+        const registration: Registration = {
+          pollers: [{
+            name: "in-memory queue",
+            pool: "step",
+            poll: (max) =>
+              Effect.gen(function*() {
+                yield* log({ op: "poll" })
+                yield* Effect.flatMap(Ref.get(faults.poll), (fault) => runFault(fault, transportError("poll")))
+                const first = yield* Queue.take(queue).pipe(Effect.timeoutOption(worker.pollTimeout))
+                if (Option.isNone(first)) return []
+                const rest = max > 1 ? yield* Queue.takeUpTo(queue, max - 1) : []
+                const entries = [first.value, ...rest]
+                for (const entry of entries) yield* log({ op: "deliver", id: entry.id })
+                return entries.map(toDelivery)
+              })
+          }],
+          heartbeat: Option.some({
+            interval: heartbeatInterval,
+            beat: (status) => log({ op: "heartbeat", status })
+          }),
+          deregister: Effect.gen(function*() {
+            yield* log({ op: "deregister" })
+            yield* Effect.flatMap(
+              Ref.get(faults.deregister),
+              (fault) => runFault(fault, (message) => new DeregistrationError({ transport: NAME, message }))
+            )
+            yield* Ref.set(registered, Option.none())
+          })
+        }
+        return registration
+      })
+
+    return {
+      enqueue: (payload) => Queue.offer(queue, { id: `m${++nextId}`, payload }),
+      takeReply: Queue.take(replyQueue),
+      replies: Ref.get(replies),
+      rejected: Ref.get(rejected),
+      pending: Effect.map(Queue.size(queue), (size) => Math.max(0, size)),
+      journal: Ref.get(journal),
+      registered: Ref.get(registered),
+      cancel: (runId) => Effect.flatMap(cancellation(runId), (d) => Deferred.succeed(d, undefined)),
+      setRegisterFault: (fault) => Ref.set(faults.register, fault),
+      setDeregisterFault: (fault) => Ref.set(faults.deregister, fault),
+      setPollFault: (fault) => Ref.set(faults.poll, fault),
+      setCompleteFault: (fault) => Ref.set(faults.complete, fault),
+      layer: Layer.succeed(Transport, { name: NAME, register })
+    }
+  })
+
+/**
+ * A transport layer over a fresh broker (use {@link make} to keep hold of the broker's controls).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: InMemoryOptions): Layer.Layer<Transport> =>
+  Layer.unwrapEffect(Effect.map(make(options), (broker) => broker.layer))

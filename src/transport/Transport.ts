@@ -1,0 +1,199 @@
+/**
+ * The one seam between the worker runtime and a broker. BullMQ (jobs with locks), SQL (claimed rows
+ * with leases), SQS (messages with visibility) and HTTP long-poll (leased tasks) are each a `Layer`
+ * providing {@link Transport}; the runtime never knows which one it talks to.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type { StepResult, TaskDecodeError } from "../protocol/StepProtocol.js"
+
+/**
+ * A concurrency pool: step/activity tasks and workflow turns have separate limits where a transport
+ * has both kinds on separate pollers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskPool = "step" | "workflow"
+
+/**
+ * What the worker tells a transport about itself when it registers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerDescription {
+  readonly workerId: string
+  readonly buildId: string | undefined
+  /** Registered step (activity) names. */
+  readonly steps: ReadonlyArray<string>
+  /** Registered workflow names. */
+  readonly workflows: ReadonlyArray<string>
+  /** Epoch ms at which the worker was created. */
+  readonly startedAt: number
+  /** How long one poll may wait for work before it returns empty. */
+  readonly pollTimeout: Duration.Duration
+  /** The worker's current status, for transports that publish it at registration. */
+  readonly status: Effect.Effect<WorkerStatus>
+}
+
+/**
+ * The worker's status as published in heartbeats.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerStatus {
+  readonly runtime: "node"
+  readonly concurrency: {
+    readonly mode: "fixed" | "adaptive"
+    readonly limit: number
+    readonly min?: number
+    readonly max?: number
+  }
+  readonly inFlight: number
+  readonly rssBytes?: number
+  readonly rssLimitBytes?: number
+  readonly rssPct?: number
+  readonly [extra: string]: unknown
+}
+
+/**
+ * What a worker sends back for a task.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Reply = { readonly _tag: "StepResult"; readonly result: StepResult }
+
+/**
+ * How a delivery keeps its lock / lease / visibility while it runs or waits for admission.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeepAlive {
+  readonly interval: Duration.Duration
+  readonly renew: Effect.Effect<void, TransportError>
+}
+
+/**
+ * One task taken from the broker. A task taken is a task started: the runtime holds a concurrency
+ * permit for it before it is polled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Delivery {
+  /** The broker's id for the task (job id, row key, receipt, task id), for logs. */
+  readonly id: string
+  /** The task as it came off the wire (parsed JSON); the runtime decodes it. */
+  readonly payload: unknown
+  readonly keepAlive: Option.Option<KeepAlive>
+  /** Completes when the broker announces that this task's run was cancelled. */
+  readonly cancelled: Effect.Effect<void>
+  /** Delivers the reply, then acknowledges the task. */
+  readonly complete: (reply: Reply) => Effect.Effect<void, TransportError>
+  /** Acknowledges a task that cannot be answered (undecodable, no identity), after it was logged. */
+  readonly reject: (error: TaskDecodeError) => Effect.Effect<void, TransportError>
+  /** Gives un-finished work back to the broker (shutdown), where the broker allows it. */
+  readonly abandon: Effect.Effect<void, TransportError>
+}
+
+/**
+ * A source of tasks for one subscription (a queue, a table group, a task kind).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Poller {
+  /** Names the subscription in logs and in shutdown errors, e.g. `queue durable-tasks-pay`. */
+  readonly name: string
+  readonly pool: TaskPool
+  /**
+   * Takes up to `max` tasks, waiting at most the worker's poll timeout; an empty array when none
+   * came. Must be interruptible: stopping the worker interrupts an outstanding poll.
+   */
+  readonly poll: (max: number) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
+}
+
+/**
+ * A live registration with the orchestrator.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Registration {
+  readonly pollers: ReadonlyArray<Poller>
+  /** Worker heartbeats, when the transport has them: the first beat is sent one interval in. */
+  readonly heartbeat: Option.Option<{
+    readonly interval: Duration.Duration
+    readonly beat: (status: WorkerStatus) => Effect.Effect<void, TransportError>
+  }>
+  /**
+   * The worker-plane deregistration. The runtime calls it at most once, after a clean drain, and
+   * reports its failure from `stop()` and `run()`.
+   */
+  readonly deregister: Effect.Effect<void, DeregistrationError>
+}
+
+/**
+ * A broker.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Transport extends Context.Tag("effect-durable-worker/Transport")<Transport, {
+  /** A short name for logs and errors, e.g. `bullmq redis://127.0.0.1:6379 prefix durable`. */
+  readonly name: string
+  /**
+   * Registers the worker. Connections and subscriptions it opens live in the given scope, which the
+   * runtime closes after deregistration.
+   */
+  readonly register: (worker: WorkerDescription) => Effect.Effect<Registration, RegistrationError, Scope.Scope>
+}>() {}
+
+/**
+ * A broker operation failed. Transient ones (the default) are logged and retried by the runtime;
+ * `fatal` ones end the worker loop.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransportError extends Schema.TaggedError<TransportError>()("TransportError", {
+  transport: Schema.String,
+  operation: Schema.String,
+  message: Schema.String,
+  fatal: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * The worker could not register; no task was taken and no deregistration will be sent.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RegistrationError extends Schema.TaggedError<RegistrationError>()("RegistrationError", {
+  transport: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * The worker-plane deregistration failed (auth, protocol, connection). It is not retried.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DeregistrationError extends Schema.TaggedError<DeregistrationError>()("DeregistrationError", {
+  transport: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}

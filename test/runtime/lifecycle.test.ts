@@ -1,0 +1,472 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import * as Step from "../../src/core/Step.js"
+import * as Worker from "../../src/runtime/Worker.js"
+import * as InMemory from "../../src/transport/InMemoryTransport.js"
+
+const task = (runId: string, name: string, input?: unknown) => ({
+  runId,
+  seq: 0,
+  name,
+  stepId: `${runId}:0`,
+  group: name,
+  attempt: 1,
+  transport: "default",
+  ...(input === undefined ? {} : { input })
+})
+
+/** A step that sleeps for the given number of milliseconds (on the test clock) and records how it ended. */
+const sleeper = (ended: Ref.Ref<ReadonlyArray<string>>) =>
+  Step.make("sleep", (input: { ms: number; id: string }) =>
+    Effect.sleep(input.ms).pipe(
+      Effect.zipRight(Ref.update(ended, (e) => [...e, `done ${input.id}`])),
+      Effect.onInterrupt(() => Ref.update(ended, (e) => [...e, `interrupted ${input.id}`])),
+      Effect.as(input.id)
+    ))
+
+const setup = (options: Partial<Worker.WorkerOptions> = {}, steps: ReadonlyArray<Step.Step> = []) =>
+  Effect.gen(function*() {
+    const ended = yield* Ref.make<ReadonlyArray<string>>([])
+    const broker = yield* InMemory.make()
+    const worker = yield* Worker.make({
+      steps: [sleeper(ended), ...steps],
+      concurrency: 4,
+      pollTimeout: "5 seconds",
+      shutdownTimeout: "10 seconds",
+      interruptTimeout: "2 seconds",
+      ...options
+    })
+    // daemon fibers: a test that leaves a worker running (or stuck on purpose) must not wait for it at its end
+    const start = <A, E>(effect: Effect.Effect<A, E, import("../../src/transport/Transport.js").Transport>) =>
+      Effect.forkDaemon(Effect.provide(effect, broker.layer))
+    const ops = Effect.map(broker.journal, (entries) => entries.map((e) => e.op))
+    return { broker, worker, ended, start, ops }
+  })
+
+/** Lets forked fibers run until they block. */
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+describe("Worker lifecycle", () => {
+  it.effect("L1: registers before any poll, and takes nothing while registration is pending", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setRegisterFault({ _tag: "Hang" })
+      yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
+      yield* start(worker.run)
+      yield* settle
+      yield* TestClock.adjust("1 minute")
+      assert.deepStrictEqual(yield* ops, ["register"])
+      assert.strictEqual(yield* broker.pending, 1)
+    }))
+
+  it.effect("L1: the first poll follows a successful registration", () =>
+    Effect.gen(function*() {
+      const { worker, start, ops } = yield* setup()
+      yield* start(worker.run)
+      yield* settle
+      const journal = yield* ops
+      assert.strictEqual(journal[0], "register")
+      assert.strictEqual(journal[1], "poll")
+    }))
+
+  it.effect("L2: a failed registration fails run with that error and never deregisters", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setRegisterFault({ _tag: "Fail", message: "401 unauthorized" })
+      const running = yield* start(worker.run)
+      const exit = yield* Fiber.await(running)
+      assert.isTrue(Exit.isFailure(exit))
+      const error = yield* Effect.flip(Fiber.join(running))
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.strictEqual(error.message, "401 unauthorized")
+      yield* worker.stop
+      assert.deepStrictEqual(yield* ops, ["register"])
+    }))
+
+  it.effect("L3: a drain that finishes just inside the deadline completes, then deregisters", () =>
+    Effect.gen(function*() {
+      const { broker, worker, ended, start, ops } = yield* setup()
+      const running = yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 9_999, id: "a" }))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(9_998)
+      assert.deepStrictEqual(yield* Ref.get(ended), [])
+      assert.isFalse((yield* ops).includes("deregister"))
+      yield* TestClock.adjust(1)
+      yield* Fiber.join(stopping)
+      yield* Fiber.join(running)
+      assert.deepStrictEqual(yield* Ref.get(ended), ["done a"])
+      const journal = yield* ops
+      assert.isTrue(journal.indexOf("complete") < journal.indexOf("deregister"))
+      assert.strictEqual(journal.filter((op) => op === "deregister").length, 1)
+      const reply = yield* broker.takeReply
+      assert.strictEqual(reply.result.status, "completed")
+    }))
+
+  it.effect("L3: work still running at the deadline is interrupted exactly then, and given back before deregistering", () =>
+    Effect.gen(function*() {
+      const { broker, worker, ended, start, ops } = yield* setup()
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 60_000, id: "long" }))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(9_999)
+      assert.deepStrictEqual(yield* Ref.get(ended), [])
+      yield* TestClock.adjust(1)
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(yield* Ref.get(ended), ["interrupted long"])
+      const journal = yield* ops
+      assert.isFalse(journal.includes("complete"))
+      assert.isTrue(journal.indexOf("abandon") < journal.indexOf("deregister"))
+      assert.strictEqual(yield* broker.pending, 1)
+    }))
+
+  it.effect("L3: pollers stop first: nothing is taken after stop, queued work stays with the broker", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup({ concurrency: 1 })
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 1_000, id: "a" }))
+      yield* broker.enqueue(task("r2", "sleep", { ms: 1_000, id: "b" }))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(1_000)
+      yield* Fiber.join(stopping)
+      const journal = yield* ops
+      assert.strictEqual(journal.filter((op) => op === "deliver").length, 1)
+      assert.strictEqual(yield* broker.pending, 1)
+    }))
+
+  it.effect("L4: concurrent and repeated stop() share one shutdown, one outcome and one deregistration", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      const running = yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 3_000, id: "a" }))
+      yield* settle
+      const stops = yield* Effect.all([worker.stop, worker.stop, worker.stop], { concurrency: "unbounded" }).pipe(Effect.fork)
+      yield* settle
+      yield* TestClock.adjust(3_000)
+      yield* Fiber.join(stops)
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual((yield* ops).filter((op) => op === "deregister").length, 1)
+    }))
+
+  it.effect("L4/L7: a failed deregistration reaches every stop() caller and run(), and is not retried", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" })
+      const running = yield* start(worker.run)
+      yield* settle
+      const [a, b] = yield* Effect.all([Effect.flip(worker.stop), Effect.flip(worker.stop)], { concurrency: 2 })
+      const later = yield* Effect.flip(worker.stop)
+      const fromRun = yield* Effect.flip(Fiber.join(running))
+      for (const error of [a, b, later, fromRun]) {
+        assert.strictEqual(error._tag, "DeregistrationError")
+        assert.strictEqual(error.message, "403 forbidden")
+      }
+      assert.strictEqual(a, later)
+      assert.strictEqual((yield* ops).filter((op) => op === "deregister").length, 1)
+    }))
+
+  it.effect("L5: an external stop() ends runUntil with an interruption after accepted work drained", () =>
+    Effect.gen(function*() {
+      const { broker, worker, ended, start, ops } = yield* setup()
+      const running = yield* start(worker.runUntil(Effect.never))
+      yield* broker.enqueue(task("r1", "sleep", { ms: 2_000, id: "a" }))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      assert.isNull(running.unsafePoll())
+      yield* TestClock.adjust(2_000)
+      yield* Fiber.join(stopping)
+      const exit = yield* Fiber.await(running)
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual(yield* Ref.get(ended), ["done a"])
+      const journal = yield* ops
+      assert.isTrue(journal.indexOf("complete") < journal.indexOf("deregister"))
+    }))
+
+  it.effect("runUntil returns the condition's value once it holds, after a clean stop", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      const running = yield* start(worker.runUntil(Effect.map(broker.takeReply, (reply) => reply.result.output)))
+      yield* broker.enqueue(task("r1", "sleep", { ms: 10, id: "a" }))
+      yield* settle
+      yield* TestClock.adjust(10)
+      assert.strictEqual(yield* Fiber.join(running), "a")
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
+  it.effect("runUntil fails with RunUntilTimeoutError when the condition does not hold in time", () =>
+    Effect.gen(function*() {
+      const { worker, start, ops } = yield* setup()
+      const running = yield* start(worker.runUntil(Effect.never, { timeout: "30 seconds" }))
+      yield* settle
+      yield* TestClock.adjust("30 seconds")
+      const error = yield* Effect.flip(Fiber.join(running))
+      assert.strictEqual(error._tag, "RunUntilTimeoutError")
+      assert.include(error.message, "30000 ms")
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
+  it.effect("L6: a poller that cannot be stopped fails stop() by name and leaves the registration in place", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setPollFault({ _tag: "Hang" })
+      yield* start(worker.run)
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(1_999)
+      assert.isNull(stopping.unsafePoll())
+      yield* TestClock.adjust(1)
+      const error = yield* Effect.flip(Fiber.join(stopping))
+      assert.strictEqual(error._tag, "ShutdownTimeoutError")
+      assert.include(error.message, "in-memory queue")
+      assert.include(error.message, "registration remains active")
+      assert.isFalse((yield* ops).includes("deregister"))
+      assert.isTrue(Option.isSome(yield* broker.registered))
+    }))
+
+  it.effect("L6: a task that ignores interruption fails stop() by name, with no deregistration", () =>
+    Effect.gen(function*() {
+      const stubborn = Step.make("stubborn", () => Effect.uninterruptible(Effect.sleep("1 hour")))
+      const { broker, worker, start, ops } = yield* setup({ shutdownTimeout: "1 second" }, [stubborn])
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r9", "stubborn"))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      const error = yield* Effect.flip(Fiber.join(stopping))
+      assert.strictEqual(error._tag, "ShutdownTimeoutError")
+      if (error._tag === "ShutdownTimeoutError") assert.deepStrictEqual(error.stuckTasks, ["task m1 from in-memory queue"])
+      assert.isFalse((yield* ops).includes("deregister"))
+    }))
+
+  it.effect("L8: a loop error is raised with the deregistration error attached as its cause", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start } = yield* setup()
+      yield* broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" })
+      yield* broker.setPollFault({ _tag: "Fail", message: "unsupported task kind", fatal: true })
+      const running = yield* start(worker.run)
+      yield* settle
+      const error = yield* Effect.flip(Fiber.join(running))
+      assert.strictEqual(error._tag, "WorkerLoopError")
+      if (error._tag === "WorkerLoopError") {
+        assert.include(error.message, "unsupported task kind")
+        assert.strictEqual((error.cause as { _tag?: string })._tag, "DeregistrationError")
+      }
+      const fromStop = yield* Effect.flip(worker.stop)
+      assert.strictEqual(fromStop._tag, "DeregistrationError")
+    }))
+
+  it.effect("L8: a loop error with a clean shutdown is raised alone", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setPollFault({ _tag: "Fail", message: "boom", fatal: true })
+      const running = yield* start(worker.run)
+      yield* settle
+      const error = yield* Effect.flip(Fiber.join(running))
+      assert.strictEqual(error._tag, "WorkerLoopError")
+      if (error._tag === "WorkerLoopError") assert.isUndefined(error.cause)
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
+  it.effect("L10: a worker runs once; a second run, or a run after stop, fails clearly", () =>
+    Effect.gen(function*() {
+      const { worker, start } = yield* setup()
+      yield* start(worker.run)
+      yield* settle
+      const again = yield* Effect.flip(Fiber.join(yield* start(worker.run)))
+      assert.strictEqual(again._tag, "WorkerStateError")
+      assert.include(again.message, "already running or has already run")
+      yield* worker.stop
+      const afterwards = yield* Effect.flip(Fiber.join(yield* start(worker.run)))
+      assert.include(afterwards.message, "already running or has already run")
+
+      const fresh = yield* setup()
+      yield* fresh.worker.stop
+      const stopped = yield* Effect.flip(Fiber.join(yield* fresh.start(fresh.worker.run)))
+      assert.include(stopped.message, "cannot run after stop()")
+      assert.deepStrictEqual(yield* fresh.ops, [])
+    }))
+
+  it.effect("interrupting run() stops gracefully: drains, then deregisters", () =>
+    Effect.gen(function*() {
+      const { broker, worker, ended, start, ops } = yield* setup()
+      const running = yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 500, id: "a" }))
+      yield* settle
+      const interrupting = yield* Effect.fork(Fiber.interrupt(running))
+      yield* settle
+      yield* TestClock.adjust(500)
+      const exit = yield* Fiber.join(interrupting)
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.deepStrictEqual(yield* Ref.get(ended), ["done a"])
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
+  it.effect("forceStop interrupts running work at once", () =>
+    Effect.gen(function*() {
+      const { broker, worker, ended, start, ops } = yield* setup()
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 60_000, id: "a" }))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* worker.forceStop
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(yield* Ref.get(ended), ["interrupted a"])
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+})
+
+describe("Worker dispatch", () => {
+  it.effect("never runs more than `concurrency` tasks at once, and takes no task it has no permit for", () =>
+    Effect.gen(function*() {
+      const running = yield* Ref.make(0)
+      const peak = yield* Ref.make(0)
+      const counted = Step.make("count", () =>
+        Effect.acquireUseRelease(
+          Ref.updateAndGet(running, (n) => n + 1).pipe(Effect.tap((n) => Ref.update(peak, (p) => Math.max(p, n)))),
+          () => Effect.sleep(1_000),
+          () => Ref.update(running, (n) => n - 1)
+        ))
+      const { broker, worker, start } = yield* setup({ concurrency: 2 }, [counted])
+      for (let i = 0; i < 7; i++) yield* broker.enqueue(task(`r${i}`, "count"))
+      yield* start(worker.run)
+      yield* settle
+      assert.strictEqual(yield* broker.pending, 5)
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust(1_000)
+        yield* settle
+      }
+      assert.strictEqual((yield* broker.replies).length, 7)
+      assert.strictEqual(yield* Ref.get(peak), 2)
+    }))
+
+  it.effect("a transient poll error is logged and retried after pollRetryDelay; nothing is lost", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start } = yield* setup()
+      yield* broker.setPollFault({ _tag: "Fail", message: "connection reset" })
+      yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
+      const running = yield* start(worker.run)
+      yield* settle
+      yield* broker.setPollFault(undefined)
+      assert.strictEqual(yield* broker.pending, 1)
+      yield* TestClock.adjust(1_000)
+      yield* settle
+      yield* TestClock.adjust(1)
+      const reply = yield* broker.takeReply
+      assert.strictEqual(reply.result.output, "a")
+      assert.isNull(running.unsafePoll())
+    }))
+
+  it.effect("heartbeats every interval, the first one interval after registration, with the status", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup({ heartbeatInterval: "10 seconds" })
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 60_000, id: "a" }))
+      yield* settle
+      yield* TestClock.adjust(9_999)
+      assert.isFalse((yield* ops).includes("heartbeat"))
+      yield* TestClock.adjust(1)
+      yield* TestClock.adjust(10_000)
+      const beats = (yield* broker.journal).flatMap((e) => e.op === "heartbeat" ? [e.status] : [])
+      assert.strictEqual(beats.length, 2)
+      assert.strictEqual(beats[0]!.inFlight, 1)
+      assert.deepStrictEqual(beats[0]!.concurrency, { mode: "fixed", limit: 4 })
+      assert.isTrue((beats[0]!.rssBytes ?? 0) > 0)
+    }))
+
+  it.effect("keeps a running task's lease alive at the transport's interval", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 40_000, id: "a" }))
+      yield* settle
+      yield* TestClock.adjust(14_999)
+      assert.isFalse((yield* ops).includes("renew"))
+      yield* TestClock.adjust(1)
+      yield* TestClock.adjust(15_000)
+      yield* TestClock.adjust(10_000)
+      const journal = yield* ops
+      assert.strictEqual(journal.filter((op) => op === "renew").length, 2)
+      assert.strictEqual(journal.filter((op) => op === "complete").length, 1)
+    }))
+
+  it.effect("a cancelled run interrupts its running step (signal aborted) and reports no success", () =>
+    Effect.gen(function*() {
+      const aborted = yield* Deferred.make<void>()
+      const waiting = Step.fromPromise("wait", (_: unknown, ctx) =>
+        new Promise(() => {
+          ctx.signal.addEventListener("abort", () => Deferred.unsafeDone(aborted, Exit.void))
+        }))
+      const { broker, worker, start } = yield* setup({}, [waiting])
+      yield* start(worker.run)
+      yield* broker.enqueue(task("run-x", "wait"))
+      yield* settle
+      yield* broker.cancel("run-x")
+      yield* Deferred.await(aborted)
+      const reply = yield* broker.takeReply
+      assert.strictEqual(reply.result.status, "failed")
+      assert.deepStrictEqual(reply.result.error, { message: "run run-x was cancelled", code: "cancelled", retryable: false })
+    }))
+
+  it.effect("bad input loses nothing: malformed tasks are answered or rejected and the worker goes on", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start } = yield* setup()
+      yield* start(worker.run)
+      yield* broker.enqueue("not a task")
+      yield* broker.enqueue({ runId: "r2", seq: 0, stepId: "r2:0", name: "sleep", attempt: "one" })
+      yield* broker.enqueue(task("r3", "unknown.step"))
+      yield* broker.enqueue({ workflow: "pipeline", history: [], runId: "r4" })
+      yield* broker.enqueue(task("r5", "sleep", { ms: 1, id: "ok" }))
+      yield* settle
+      yield* TestClock.adjust(1)
+      const replies = yield* broker.replies
+      const byRun = new Map(replies.map((r) => [r.result.runId, r.result]))
+      assert.strictEqual(byRun.get("r2")?.error?.code, "malformed_task")
+      assert.strictEqual(byRun.get("r2")?.error?.retryable, false)
+      assert.strictEqual(byRun.get("r3")?.error?.message, "no handler for unknown.step")
+      assert.strictEqual(byRun.get("r5")?.output, "ok")
+      const rejected = yield* broker.rejected
+      assert.strictEqual(rejected.length, 2)
+      assert.strictEqual(yield* broker.pending, 0)
+    }))
+
+  it.effect("a reply that cannot be delivered is retried, then left with the broker (not lost, no crash)", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setCompleteFault({ _tag: "Fail", message: "broker down" })
+      const running = yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
+      yield* settle
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* broker.replies).length, 0)
+      assert.isFalse((yield* ops).includes("complete"))
+      assert.isNull(running.unsafePoll())
+    }))
+
+  it.effect("invalid options fail at construction, naming the option", () =>
+    Effect.gen(function*() {
+      const zero = yield* Effect.flip(Worker.make({ steps: [], concurrency: 0 }))
+      assert.strictEqual(zero._tag, "WorkerOptionsError")
+      assert.include(zero.message, "concurrency must be an integer of at least 1")
+      const blank = yield* Effect.flip(Worker.make({ steps: [], buildId: " " }))
+      assert.include(blank.message, "buildId must be a non-empty string")
+      const hb = yield* Effect.flip(Worker.make({ steps: [], heartbeatInterval: 0 }))
+      assert.include(hb.message, "heartbeatInterval must be positive")
+    }))
+})
