@@ -232,8 +232,10 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       Cause.failureOption(exit.cause),
       () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
     )
-    yield* Effect.logWarning("step failed", Cause.pretty(exit.cause))
-    return failed(base, toStepError(failure), events)
+    const error = toStepError(failure)
+    yield* Effect.logWarning(`step failed: ${error.message}`)
+    yield* Effect.logDebug(Cause.pretty(exit.cause))
+    return failed(base, error, events)
   }).pipe(
     Effect.annotateLogs({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }),
     Effect.withSpan(`durable.step ${task.name}`, {

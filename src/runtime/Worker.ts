@@ -421,17 +421,24 @@ export const make = <R = never>(
       return yield* shutdownExit
     }).pipe(Effect.annotateLogs({ workerId: options.workerId }))
 
-    const run: Worker<R>["run"] = Effect.gen(function*() {
+    /** Claims this instance's single run (L10). */
+    const claim = Effect.gen(function*() {
       const previous = yield* Ref.getAndUpdate(phase, (p) => p === "idle" ? "running" : p)
       if (previous !== "idle") {
         return yield* new WorkerStateError({ reason: previous === "stopped-before-run" ? "stopped" : "already-running" })
       }
+    })
+
+    /** The claimed run: the lifecycle in its own fiber; interrupting this stops gracefully. */
+    const serve = Effect.gen(function*() {
       const fiber = yield* Effect.forkDaemon(lifecycle)
       return yield* Fiber.join(fiber).pipe(
         Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(stopRequested, undefined), Fiber.await(fiber))),
         Effect.ensuring(Ref.set(phase, "ran"))
       )
     })
+
+    const run: Worker<R>["run"] = Effect.zipRight(claim, serve)
 
     const stop: Worker<R>["stop"] = Effect.gen(function*() {
       const previous = yield* Ref.getAndUpdate(phase, (p) => p === "idle" ? "stopped-before-run" : p)
@@ -444,7 +451,8 @@ export const make = <R = never>(
 
     const runUntil: Worker<R>["runUntil"] = (until, untilOptions) =>
       Effect.gen(function*() {
-        const running = yield* Effect.fork(run)
+        yield* claim
+        const running = yield* Effect.fork(serve)
         const timeout = untilOptions?.timeout === undefined ? undefined : Duration.decode(untilOptions.timeout)
         const first = yield* Effect.raceAll([
           Effect.map(Effect.either(until), (result) => ({ _tag: "Until" as const, result })),

@@ -1,0 +1,297 @@
+/**
+ * The plain-promise facade: the whole worker without writing Effect code.
+ *
+ * ```ts
+ * import { Worker, FatalError, inMemory } from "effect-durable-worker/promise"
+ *
+ * const worker = new Worker({ concurrency: 4, shutdownTimeoutMs: 30_000 })
+ * worker.step("payments.charge-card", async (input, ctx) => ({ chargeId: "ch_1" }))
+ * const running = worker.run(inMemory())
+ * await worker.stop()
+ * await running
+ * ```
+ *
+ * It only wraps the Effect API (`Worker`, `Step`, the transport layers).
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Schedule from "effect/Schedule"
+import type * as Schema from "effect/Schema"
+import * as Step from "./core/Step.js"
+import type { StepResult } from "./protocol/StepProtocol.js"
+import * as EffectWorker from "./runtime/Worker.js"
+import * as InMemoryTransport from "./transport/InMemoryTransport.js"
+import type { Reply, Transport } from "./transport/Transport.js"
+
+export { FatalError } from "./core/FatalError.js"
+export type { StepContext, StepLogger } from "./core/Step.js"
+export type { StepError, StepEvent, StepResult, StepTask } from "./protocol/StepProtocol.js"
+
+/**
+ * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
+ * return.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransportHandle {
+  readonly layer: Layer.Layer<Transport, unknown>
+}
+
+/**
+ * Options of a promise-facade worker; durations in milliseconds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerOptions {
+  readonly workerId?: string
+  readonly buildId?: string
+  /** At most this many tasks at once. Default 10. */
+  readonly concurrency?: number
+  readonly workflowConcurrency?: number
+  /** Default 35,000. */
+  readonly pollTimeoutMs?: number
+  /** One deadline for the drain at shutdown. Default 30,000. */
+  readonly shutdownTimeoutMs?: number
+  readonly heartbeatIntervalMs?: number
+  /** How long an interrupted task may take to stop before shutdown reports it stuck. Default 5,000. */
+  readonly interruptTimeoutMs?: number
+  /**
+   * Stop gracefully on SIGTERM/SIGINT while running (a second signal forces the stop: running work
+   * is interrupted at once). Default true.
+   */
+  readonly handleSignals?: boolean
+  /** Minimum level of the worker's own logs. Default "Info". */
+  readonly logLevel?: "All" | "Trace" | "Debug" | "Info" | "Warning" | "Error" | "Fatal" | "None"
+}
+
+/**
+ * Options of a step: `Schema`s for its input and output.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepOptions<I, O> {
+  readonly input?: Schema.Schema<I, any>
+  readonly output?: Schema.Schema<O, any>
+}
+
+/**
+ * When `runUntil` should stop: a promise that settles, or a predicate polled every `pollIntervalMs`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunUntilOptions {
+  readonly until: PromiseLike<unknown> | (() => boolean | PromiseLike<boolean>)
+  /** Default 500. */
+  readonly pollIntervalMs?: number
+  readonly timeoutMs?: number
+}
+
+const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => ({
+  ...(options.workerId === undefined ? {} : { workerId: options.workerId }),
+  ...(options.buildId === undefined ? {} : { buildId: options.buildId }),
+  ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+  ...(options.workflowConcurrency === undefined ? {} : { workflowConcurrency: options.workflowConcurrency }),
+  ...(options.pollTimeoutMs === undefined ? {} : { pollTimeout: options.pollTimeoutMs }),
+  ...(options.shutdownTimeoutMs === undefined ? {} : { shutdownTimeout: options.shutdownTimeoutMs }),
+  ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
+  ...(options.interruptTimeoutMs === undefined ? {} : { interruptTimeout: options.interruptTimeoutMs })
+})
+
+/** Runs an effect and settles with its value, or rejects with its error itself (not a wrapper). */
+const settle = async <A, E>(effect: Effect.Effect<A, E>): Promise<A> => {
+  const exit = await Effect.runPromiseExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
+
+/** Runs a synchronous effect, throwing its error itself (not a wrapper). */
+const settleSync = <A, E>(effect: Effect.Effect<A, E>): A => {
+  const exit = Effect.runSyncExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
+
+/**
+ * A worker. Register steps with {@link Worker.step}, then {@link Worker.run} it on a transport.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export class Worker {
+  readonly #options: WorkerOptions
+  readonly #steps: Array<Step.Step> = []
+  #worker: EffectWorker.Worker | undefined
+  /** Settles once a requested run has claimed the worker (or failed before), so a stop() issued
+   * right after run() applies to that run instead of preventing it. */
+  #runClaimed: Promise<void> = Promise.resolve()
+
+  /** Throws a `WorkerOptionsError` naming the option when one is invalid. */
+  constructor(options: WorkerOptions = {}) {
+    this.#options = options
+    // validate now, so a bad option fails where it is written rather than at run()
+    settleSync(EffectWorker.make({ ...toEffectOptions(options), steps: [] }))
+  }
+
+  /** The worker's instance id. */
+  get id(): string {
+    return this.#build().id
+  }
+
+  /** Registers a step handler under the name the engine dispatches (`task.name`). */
+  step<I = any, O = unknown>(
+    name: string,
+    handler: (input: I, ctx: Step.StepContext) => Promise<O> | O,
+    options?: StepOptions<I, O>
+  ): this {
+    if (this.#worker !== undefined) throw new Error(`cannot register step "${name}": the worker has already started`)
+    if (this.#steps.some((step) => step.name === name)) {
+      throw new Error(`step "${name}" is registered twice; each step name must have exactly one handler`)
+    }
+    this.#steps.push(Step.fromPromise(name, handler, options))
+    return this
+  }
+
+  /**
+   * Registers, then takes and runs tasks until {@link Worker.stop} (or SIGTERM/SIGINT), drains and
+   * deregisters. Rejects with the registration error, a worker-loop error (with any shutdown error
+   * as its `cause`), or the shutdown error.
+   */
+  run(transport: TransportHandle): Promise<void> {
+    return this.#withSignals(this.#provide(this.#build().run, transport))
+  }
+
+  /**
+   * Runs until `until` settles / returns true (then stops and resolves), or `timeoutMs` passes
+   * (then stops and rejects with `RunUntilTimeoutError`). An external {@link Worker.stop} makes it
+   * reject with an interruption once accepted work has drained.
+   */
+  runUntil(transport: TransportHandle, options: RunUntilOptions): Promise<void> {
+    const { until } = options
+    const condition = typeof until === "function"
+      ? Effect.promise(async () => until()).pipe(
+        Effect.repeat({ until: (done) => done, schedule: Schedule.spaced(options.pollIntervalMs ?? 500) })
+      )
+      : Effect.promise(() => Promise.resolve(until))
+    return this.#withSignals(
+      this.#provide(
+        Effect.asVoid(
+          this.#build().runUntil(
+            condition,
+            options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs }
+          )
+        ),
+        transport
+      )
+    )
+  }
+
+  /**
+   * Stops the worker: pollers first, then accepted work drains within `shutdownTimeoutMs`, then one
+   * deregistration. Single-flight: every call shares one outcome; rejects with the deregistration
+   * error, if any.
+   */
+  async stop(): Promise<void> {
+    await this.#runClaimed
+    return settle(this.#build().stop)
+  }
+
+  /** Like {@link Worker.stop}, but running work is interrupted at once. */
+  async forceStop(): Promise<void> {
+    await this.#runClaimed
+    return settle(this.#build().forceStop)
+  }
+
+  /** Runs one task payload without a broker and returns its result. */
+  processTask(task: unknown): Promise<StepResult> {
+    return settle(this.#build().processTask(task))
+  }
+
+  #build(): EffectWorker.Worker {
+    this.#worker ??= settleSync(EffectWorker.make({ ...toEffectOptions(this.#options), steps: this.#steps }))
+    return this.#worker
+  }
+
+  #provide<A, E>(effect: Effect.Effect<A, E, Transport>, transport: TransportHandle): Effect.Effect<A, unknown> {
+    let claimed!: () => void
+    this.#runClaimed = new Promise((resolve) => (claimed = resolve))
+    // the layer is built first (connections); the run claims the worker right after, in the same step
+    return Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
+      Effect.provide(transport.layer),
+      Effect.ensuring(Effect.sync(() => claimed())),
+      Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))
+    )
+  }
+
+  async #withSignals(effect: Effect.Effect<void, unknown>): Promise<void> {
+    if (this.#options.handleSignals === false) return settle(effect)
+    let received = 0
+    const onSignal = (signal: NodeJS.Signals) => {
+      received++
+      const stopping = received === 1 ? this.stop() : this.forceStop()
+      console.error(
+        received === 1
+          ? `[effect-durable-worker] ${signal}: stopping gracefully (send it again to interrupt running work)`
+          : `[effect-durable-worker] ${signal} again: interrupting running work`
+      )
+      stopping.catch(() => {
+        // the same outcome is reported by run()
+      })
+    }
+    process.on("SIGTERM", onSignal)
+    process.on("SIGINT", onSignal)
+    try {
+      return await settle(effect)
+    } finally {
+      process.off("SIGTERM", onSignal)
+      process.off("SIGINT", onSignal)
+    }
+  }
+}
+
+/**
+ * The in-memory broker as a transport handle, with promise controls to feed it tasks and read the
+ * replies (tests, demos).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InMemoryHandle extends TransportHandle {
+  readonly enqueue: (task: unknown) => Promise<void>
+  readonly takeReply: () => Promise<Reply>
+  readonly replies: () => Promise<ReadonlyArray<Reply>>
+  readonly pending: () => Promise<number>
+  readonly cancel: (runId: string) => Promise<void>
+  /** The Effect broker behind this handle, with its fault switches. */
+  readonly broker: InMemoryTransport.InMemoryBroker
+}
+
+/**
+ * An in-process transport: no server needed.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): InMemoryHandle => {
+  const broker = Effect.runSync(
+    InMemoryTransport.make(options?.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs })
+  )
+  return {
+    broker,
+    layer: broker.layer,
+    enqueue: (task) => Effect.runPromise(broker.enqueue(task)),
+    takeReply: () => Effect.runPromise(broker.takeReply),
+    replies: () => Effect.runPromise(broker.replies),
+    pending: () => Effect.runPromise(broker.pending),
+    cancel: (runId) => Effect.runPromise(broker.cancel(runId))
+  }
+}
