@@ -1,0 +1,213 @@
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import { captureEffectLogs } from "../stepLogger.js"
+import type { SleepDuration } from "./duration.js"
+import type { GatherFailed, StepFailed } from "./errors.js"
+import { failureOfCause } from "./failure.js"
+import type { CallSpec, GatherOptions, LocalResult, LocalScope, LocalStep, Outcome, StepOptions, Turn } from "./replay.js"
+
+/**
+ * The body of a local op in an Effect workflow: an `Effect`, or a function of the {@link LocalStep}
+ * (its logger and fail-fast signal) returning one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LocalBody<A, E, R> = Effect.Effect<A, E, R> | ((step: LocalStep) => Effect.Effect<A, E, R>)
+
+/**
+ * What an Effect workflow body gets to reach the outside world durably. Every op takes the next seq;
+ * on replay an op whose result is in history returns it without doing anything, a new blocking op
+ * (`step`, `sleep`, `waitForSignal`, `child`, `gatherCalls`, `all`) records its command and stops the
+ * turn, a new local op (`now`, `sideEffect`, `gather`) runs once and records its result.
+ *
+ * Stopping the turn is an interruption of the body (so `catchAll` and `catchTag` never see it; a
+ * finalizer still runs). A failure recorded in history fails the op with {@link StepFailed}, which
+ * workflow code may catch to compensate. Non-determinism and unsupported ops are defects that fail
+ * the turn even when caught.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkflowContext {
+  /** The run this turn replays. */
+  readonly runId: string
+  /** Dispatches the step `name` with `input` to a step worker (the `call` command) and waits for it. */
+  readonly step: <A = unknown>(name: string, input?: unknown, options?: StepOptions) => Effect.Effect<A, StepFailed>
+  /** Epoch milliseconds, read from `Clock` once and recorded (`recordStep` `"now"`), replayed afterwards. */
+  readonly now: () => Effect.Effect<number, StepFailed>
+  /** Runs `body` once and records its value (`recordStep` `"sideEffect"`); replays it without running it. */
+  readonly sideEffect: <A, E = never, R = never>(body: LocalBody<A, E, R>) => Effect.Effect<A, StepFailed, R>
+  /** A durable timer: milliseconds, a `Duration`, or a string such as `"30s"` or `"5 minutes"`. */
+  readonly sleep: (duration: SleepDuration) => Effect.Effect<void, StepFailed>
+  /** Waits for the signal `name` and returns its payload. A bounded wait (`timeoutMs`) is unsupported. */
+  readonly waitForSignal: <A = unknown>(
+    name: string,
+    options?: { readonly timeoutMs?: number | undefined }
+  ) => Effect.Effect<A, StepFailed>
+  /** Starts the child run `<runId>.child.<seq>` of `workflow` and waits for its output. */
+  readonly child: <A = unknown>(workflow: string, input?: unknown) => Effect.Effect<A, StepFailed>
+  /**
+   * Runs named local bodies concurrently, each recorded as a `recordStep` of one parallel group;
+   * returns their values in input order or fails with a {@link GatherFailed} naming every failed item.
+   */
+  readonly gather: <A = never, E = never, R = never>(
+    items: ReadonlyArray<readonly [name: string, body: LocalBody<A, E, R>]>,
+    options?: GatherOptions
+  ) => Effect.Effect<Array<A>, GatherFailed, R>
+  /** Dispatches several steps at once (one parallel group) and waits for all of them. */
+  readonly gatherCalls: <A = unknown>(
+    calls: ReadonlyArray<CallSpec>,
+    options?: GatherOptions
+  ) => Effect.Effect<Array<A>, GatherFailed>
+  /** Starts one child run of `workflow` per input (one parallel group) and waits for all of them. */
+  readonly all: <A = unknown>(
+    workflow: string,
+    inputs: ReadonlyArray<unknown>,
+    options?: GatherOptions
+  ) => Effect.Effect<Array<A>, GatherFailed>
+  /** Unsupported in a remote workflow (no absolute-deadline timer on the wire); fails the turn. */
+  readonly sleepUntil: (when: Date | number) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (continue-as-new is an engine lifecycle op); fails the turn. */
+  readonly continueAsNew: (input?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (no patch markers; versioning is pinning); fails the turn. */
+  readonly patched: (id: string) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (no fire-and-forget child command); fails the turn. */
+  readonly startChild: (workflow: string, input?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (events are an engine store feature); fails the turn. */
+  readonly waitForEvent: (name: string, options?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (queryable values live in the engine store); fails the turn. */
+  readonly setEvent: (key: string, value: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (updates are delivered by the engine); fails the turn. */
+  readonly onUpdate: (name: string, options?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (needs the engine's transactional store); fails the turn. */
+  readonly transaction: (name: string, body: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (entities run on the engine); fails the turn. */
+  readonly callEntity: (name: string, key: string, op: string, arg?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (entities run on the engine); fails the turn. */
+  readonly signalEntity: (name: string, key: string, op: string, arg?: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (async-completion tasks are engine-driven); fails the turn. */
+  readonly task: (name: string, dispatch: unknown) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (breakpoints are engine checkpoints); fails the turn. */
+  readonly breakpoint: (label?: string) => Effect.Effect<never>
+  /** Unsupported in a remote workflow (webhooks are minted by the engine); fails the turn. */
+  readonly webhook: () => Effect.Effect<never>
+  /** Unsupported in a remote workflow (search attributes live on the engine's run record); fails the turn. */
+  readonly upsertSearchAttributes: (attributes: unknown) => Effect.Effect<never>
+}
+
+/** Turns a replay outcome into the op's Effect: blocked and cancelled ops interrupt the body. */
+const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E> => {
+  switch (outcome._tag) {
+    case "Value":
+      return turn.takeYield() ? Effect.as(Effect.yieldNow(), outcome.value) : Effect.succeed(outcome.value)
+    case "Failed":
+      return Effect.fail(outcome.error as E)
+    case "Fatal":
+      return Effect.die(outcome.error)
+    case "Blocked":
+    case "Cancelled":
+    case "Closed":
+      return Effect.interrupt
+  }
+}
+
+const bodyOf = <A, E, R>(body: LocalBody<A, E, R>, step: LocalStep): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => (typeof body === "function" ? body(step) : body))
+
+/**
+ * Runs one local body and captures how it ended; `None` when it was interrupted (the turn is being
+ * interrupted, or the body interrupted itself), in which case nothing is recorded.
+ */
+const runLocal = <A, E, R>(
+  turn: Turn,
+  scope: LocalScope,
+  body: LocalBody<A, E, R>
+): Effect.Effect<Option.Option<LocalResult>, never, R> =>
+  Effect.clockWith((clock) =>
+    bodyOf(body, scope.step).pipe(
+      captureEffectLogs(scope.events, clock),
+      Effect.exit,
+      Effect.map((exit): Option.Option<LocalResult> => {
+        if (Exit.isSuccess(exit)) return Option.some({ _tag: "Success", value: exit.value })
+        if (Cause.isInterruptedOnly(exit.cause)) return Option.none()
+        return Option.some(turn.localFailure(Option.getOrUndefined(failureOfCause(exit.cause))))
+      })
+    )
+  )
+
+const localOp = <A, E, R>(
+  turn: Turn,
+  name: string,
+  names: (seq: number) => ReadonlyArray<string>,
+  body: LocalBody<A, E, R>
+): Effect.Effect<A, StepFailed, R> =>
+  Effect.suspend(() => {
+    const begin = turn.beginLocal<A>(name, names)
+    if (begin._tag !== "Run") return fromOutcome<A, StepFailed>(turn, begin)
+    const scope = turn.startLocal(begin.seq, begin.name, turn.now(), undefined)
+    return Effect.flatMap(runLocal(turn, scope, body), (result) =>
+      Option.isNone(result)
+        ? Effect.interrupt
+        : fromOutcome<A, StepFailed>(turn, turn.finishLocal<A>(scope, result.value)))
+  })
+
+/** Builds the Effect context of one turn over its {@link Turn}. @internal */
+export const makeEffectContext = (turn: Turn): WorkflowContext => {
+  const unsupported = (op: string): Effect.Effect<never> => Effect.suspend(() => fromOutcome(turn, turn.unsupported(op)))
+  return {
+    runId: turn.runId,
+    step: (name, input, options) => Effect.suspend(() => fromOutcome(turn, turn.step(name, input, options))),
+    now: () => localOp(turn, "now", (seq) => ["now", `now#${seq}`], Effect.sync(() => turn.now())),
+    sideEffect: (body) => localOp(turn, "sideEffect", () => ["sideEffect"], body),
+    sleep: (duration) => Effect.suspend(() => fromOutcome(turn, turn.sleep(duration))),
+    waitForSignal: (name, options) => Effect.suspend(() => fromOutcome(turn, turn.waitForSignal(name, options))),
+    child: (workflow, input) => Effect.suspend(() => fromOutcome(turn, turn.child(workflow, input))),
+    gather: <A, E, R>(
+      items: ReadonlyArray<readonly [name: string, body: LocalBody<A, E, R>]>,
+      options?: GatherOptions
+    ): Effect.Effect<Array<A>, GatherFailed, R> =>
+      Effect.suspend(() => {
+        const begin = turn.beginGather<A>(items.map(([name]) => name))
+        if (begin._tag !== "Run") return fromOutcome<Array<A>, GatherFailed>(turn, begin)
+        const startedAt = turn.now()
+        const abort = new AbortController()
+        const scopes = begin.items.map((item) => turn.startLocal(item.seq, item.name, startedAt, begin.parallelGroup, abort))
+        const failFast = options?.mode === "failFast"
+        return Effect.forEach(
+          scopes,
+          (scope, i) =>
+            Effect.tap(runLocal(turn, scope, items[i]![1]), (result) =>
+              Effect.sync(() => {
+                if (failFast && Option.isSome(result) && result.value._tag === "Failure") abort.abort()
+              })),
+          { concurrency: "unbounded" }
+        ).pipe(Effect.flatMap((results) => {
+          const finished: Array<LocalResult> = []
+          for (const result of results) {
+            if (Option.isNone(result)) return Effect.interrupt
+            finished.push(result.value)
+          }
+          return fromOutcome<Array<A>, GatherFailed>(turn, turn.finishGather<A>(scopes, finished, begin.parallelGroup))
+        }))
+      }),
+    gatherCalls: (calls, options) => Effect.suspend(() => fromOutcome(turn, turn.gatherCalls(calls, options))),
+    all: (workflow, inputs, options) => Effect.suspend(() => fromOutcome(turn, turn.all(workflow, inputs, options))),
+    sleepUntil: () => unsupported("sleepUntil"),
+    continueAsNew: () => unsupported("continueAsNew"),
+    patched: () => unsupported("patched"),
+    startChild: () => unsupported("startChild"),
+    waitForEvent: () => unsupported("waitForEvent"),
+    setEvent: () => unsupported("setEvent"),
+    onUpdate: () => unsupported("onUpdate"),
+    transaction: () => unsupported("transaction"),
+    callEntity: () => unsupported("callEntity"),
+    signalEntity: () => unsupported("signalEntity"),
+    task: () => unsupported("task"),
+    breakpoint: () => unsupported("breakpoint"),
+    webhook: () => unsupported("webhook"),
+    upsertSearchAttributes: () => unsupported("upsertSearchAttributes")
+  }
+}

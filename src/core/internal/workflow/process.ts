@@ -1,0 +1,137 @@
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import type { WorkflowDecision, WorkflowStepEvent, WorkflowTask } from "../../../protocol/WorkflowProtocol.js"
+import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
+import { runAsyncTurn } from "./asyncContext.js"
+import { makeEffectContext } from "./effectContext.js"
+import { failureOfCause } from "./failure.js"
+import { type BodyOutcome, Turn } from "./replay.js"
+
+/**
+ * Options of {@link processWorkflowTask}. Everything impure the turn may touch comes in here.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessWorkflowTaskOptions {
+  /**
+   * The partition a `call` without an explicit `group` is sent with (the worker's partition). The
+   * engine routes a call to `tenantGroup(sanitizeQueueToken(name), group)`; `"default"` (the default)
+   * and `""` both mean the bare step queue.
+   */
+  readonly partition?: string | undefined
+  /** Checked at every op boundary; `true` ends the turn with a `cancelled` decision. */
+  readonly isCancelled?: ((runId: string) => boolean) | undefined
+  /**
+   * Receives each local step's lifecycle while the turn runs (best-effort: a throwing sink is
+   * ignored). It must not block; hand the event off, e.g. with `Queue.unsafeOffer`.
+   */
+  readonly onStepEvent?: ((event: WorkflowStepEvent) => void) | undefined
+  /**
+   * Lets other fibers (Effect bodies) or the event loop (async bodies) run once every this many ops
+   * replayed from history, so a long replay does not starve heartbeats and lock renewals. Yielding
+   * never changes the decision. Default 500; `0` disables it.
+   */
+  readonly yieldEvery?: number | undefined
+}
+
+const DEFAULT_YIELD_EVERY = 500
+
+const findWorkflow = <R>(registry: WorkflowRegistry<R>, name: string): Workflow<any, any, R> | undefined => {
+  if ("get" in registry && typeof registry.get === "function") return (registry as ReadonlyMap<string, Workflow<any, any, R>>).get(name)
+  for (const workflow of registry as ReadonlyArray<Workflow<any, any, R>>) {
+    if (workflow.name === name) return workflow
+  }
+  return undefined
+}
+
+const registeredNames = <R>(registry: WorkflowRegistry<R>): Array<string> =>
+  "get" in registry && typeof registry.get === "function"
+    ? [...(registry as ReadonlyMap<string, Workflow<any, any, R>>).keys()]
+    : (registry as ReadonlyArray<Workflow<any, any, R>>).map((workflow) => workflow.name)
+
+const failedTurn = (task: WorkflowTask, error: { readonly message: string; readonly code?: string }): WorkflowDecision => ({
+  taskId: task.taskId,
+  runId: task.runId,
+  status: "failed",
+  commands: [],
+  error
+})
+
+const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): BodyOutcome => {
+  if (Exit.isSuccess(exit)) return { _tag: "Completed", value: exit.value }
+  if (Cause.isInterruptedOnly(exit.cause)) return { _tag: "Stopped" }
+  return { _tag: "Failed", failure: Option.getOrUndefined(failureOfCause(exit.cause)) }
+}
+
+/**
+ * Replays one workflow turn and returns its decision. Pure: no broker, no store; the only time it
+ * reads is the `Clock` (for `now` and local step windows). It never fails: an unknown workflow, an
+ * input that does not match the workflow's schema, a failing or throwing body, non-determinism and
+ * unsupported ops all become `failed` decisions. Interrupting it abandons the turn (no decision).
+ *
+ * How a turn ends:
+ * - Effect body: a blocking op that is not in history records its command and interrupts the body;
+ *   a body that ends interrupted with an op blocked is `continue` (or `cancelled`).
+ * - Async body: that op returns a promise that never settles. The turn is decided once the body is
+ *   provably parked: a macrotask barrier (`setImmediate`) has drained every microtask it queued, no
+ *   ctx-owned work (a local op's body, a deferred replay) is in flight, and an op is blocked (or the
+ *   run was cancelled, or a fatal error was raised). Until then the driver sleeps on the body's
+ *   promise and on a change signal raised by every op. The rule this imposes: an async body may only
+ *   await ctx ops and promise chains built on them; anything else it awaits (timers, I/O) is not
+ *   tracked, so put it in `ctx.sideEffect`.
+ *
+ * Cost is linear in history length (history is indexed by seq once). Every `yieldEvery` replayed ops
+ * the turn yields (`Effect.yieldNow` for Effect bodies, a macrotask for async bodies) so heartbeats and
+ * lock renewals keep running during long replays; yielding only delays, so the decision is unchanged.
+ *
+ * @since 0.1.0
+ * @category processing
+ */
+export const processWorkflowTask = <R = never>(
+  registry: WorkflowRegistry<R>,
+  task: WorkflowTask,
+  options?: ProcessWorkflowTaskOptions
+): Effect.Effect<WorkflowDecision, never, R> =>
+  Effect.gen(function*() {
+    const workflow = findWorkflow(registry, task.workflow)
+    if (workflow === undefined) {
+      const names = registeredNames(registry)
+      return failedTurn(task, {
+        message: `no workflow registered for ${JSON.stringify(task.workflow)}` +
+          (names.length === 0 ? " (this worker registers no workflows)" : ` (this worker runs: ${names.join(", ")})`),
+        code: "no_workflow"
+      })
+    }
+    const input = workflow.decodeInput(task.input)
+    if (Either.isLeft(input)) {
+      return failedTurn(task, {
+        message: `workflow ${JSON.stringify(task.workflow)}: the run input does not match the workflow's input schema: ` +
+          ParseResult.TreeFormatter.formatErrorSync(input.left)
+      })
+    }
+    const turn = new Turn(task, {
+      partition: options?.partition ?? "default",
+      isCancelled: options?.isCancelled,
+      onStepEvent: options?.onStepEvent,
+      yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
+      clock: yield* Effect.clock,
+      runtime: yield* Effect.runtime<never>()
+    })
+    const body = workflow.body
+    const run: Effect.Effect<BodyOutcome | undefined, never, R> = body._tag === "Effect"
+      ? Effect.map(Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))), outcomeOfExit)
+      : Effect.async<BodyOutcome | undefined>((resume, signal) => {
+        runAsyncTurn(turn, body.run, input.right, signal).then(
+          (outcome) => resume(Effect.succeed(outcome)),
+          (defect: unknown) => resume(Effect.die(defect))
+        )
+      })
+    // An interrupted turn is closed, so ops an abandoned async body still reaches do nothing.
+    const outcome = yield* Effect.onInterrupt(run, () => Effect.sync(() => turn.close()))
+    return turn.decide(outcome ?? { _tag: "Stopped" })
+  })

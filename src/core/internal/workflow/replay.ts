@@ -1,0 +1,600 @@
+import type * as Clock from "effect/Clock"
+import * as Either from "effect/Either"
+import type * as Runtime from "effect/Runtime"
+import type { StepEvent } from "../../../protocol/StepProtocol.js"
+import type {
+  HistoryEvent,
+  HistoryEventKind,
+  PendingSignal,
+  WorkflowCommand,
+  WorkflowDecision,
+  WorkflowStepError,
+  WorkflowStepEvent,
+  WorkflowTask
+} from "../../../protocol/WorkflowProtocol.js"
+import { makeStepLogger, type StepLogger } from "../stepLogger.js"
+import { type SleepDuration, toSleepMillis } from "./duration.js"
+import {
+  type FatalReplayError,
+  GatherFailed,
+  type GatherItemFailure,
+  InvalidWorkflowCall,
+  NondeterminismError,
+  StepFailed,
+  UnsupportedInRemoteWorkflow
+} from "./errors.js"
+import { toWorkflowStepError } from "./failure.js"
+
+/**
+ * What a local op's body (a `sideEffect`, a gather item) is handed: where it runs in the run, a
+ * logger whose lines and sub-process outcomes are recorded with the step, and an `AbortSignal` that a
+ * fail-fast gather aborts when a sibling fails (cooperative: nothing is interrupted).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LocalStep {
+  readonly runId: string
+  readonly seq: number
+  readonly name: string
+  readonly log: StepLogger
+  readonly signal: AbortSignal
+}
+
+/**
+ * Options of a dispatched step. Only `group` travels on the wire: the partition the step is routed
+ * to (the engine sends it to `tenantGroup(sanitizeQueueToken(name), group)`, so `"pipeline"` reaches the
+ * step workers started with that partition); without it the worker's partition is used. The other
+ * keys are engine-side settings the wire has no room for: setting one fails the turn with
+ * `UnsupportedInRemoteWorkflow`, so code written for the in-process engine does not silently lose a
+ * retry policy or a compensation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepOptions {
+  readonly group?: string | undefined
+  readonly retries?: unknown
+  readonly backoff?: unknown
+  readonly timeoutMs?: unknown
+  readonly compensate?: unknown
+  readonly priority?: unknown
+}
+
+/**
+ * One dispatched step of a `gatherCalls`: `{ name, input?, group? }`, `[name, input]` or
+ * `[name, input, group]`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CallSpec =
+  | { readonly name: string; readonly input?: unknown; readonly group?: string | undefined }
+  | readonly [name: string, input: unknown]
+  | readonly [name: string, input: unknown, group: string | undefined]
+
+/**
+ * How a gather treats failures: `waitAll` (default) waits for every item and reports every failure;
+ * `failFast` reports the first failure seen (a local gather still runs and records every item, and
+ * aborts the siblings' `signal`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface GatherOptions {
+  readonly mode?: "waitAll" | "failFast" | undefined
+}
+
+/**
+ * The result of one durable op as the replay sees it, before an adapter turns it into an `Effect`
+ * or a `Promise`.
+ *
+ * @internal
+ */
+export type Outcome<A> =
+  | { readonly _tag: "Value"; readonly value: A }
+  | { readonly _tag: "Failed"; readonly error: StepFailed }
+  | { readonly _tag: "Blocked" }
+  | { readonly _tag: "Cancelled" }
+  | { readonly _tag: "Fatal"; readonly error: FatalReplayError }
+  | { readonly _tag: "Closed" }
+
+/** A local op that is not in history and must run now. @internal */
+export interface LocalRun {
+  readonly _tag: "Run"
+  readonly seq: number
+  readonly name: string
+}
+
+/** The items of a local gather that must run now (history does not hold all of them). @internal */
+export interface GatherRun {
+  readonly _tag: "Run"
+  readonly items: ReadonlyArray<{ readonly seq: number; readonly name: string }>
+  readonly parallelGroup: string
+}
+
+/** How one local body ended. @internal */
+export type LocalResult =
+  | { readonly _tag: "Success"; readonly value: unknown }
+  | { readonly _tag: "Failure"; readonly error: WorkflowStepError }
+
+/** A running local step: its logger scope and the events it has logged so far. @internal */
+export interface LocalScope {
+  readonly step: LocalStep
+  readonly events: Array<StepEvent>
+  readonly startedAt: number
+}
+
+/**
+ * How the workflow body ended, as the driver saw it: it returned, it failed, or it stopped without a
+ * result (blocked on an op, or cancelled).
+ *
+ * @internal
+ */
+export type BodyOutcome =
+  | { readonly _tag: "Completed"; readonly value: unknown }
+  | { readonly _tag: "Failed"; readonly failure: unknown }
+  | { readonly _tag: "Stopped" }
+
+/** Options of one turn. @internal */
+export interface TurnOptions {
+  readonly partition: string
+  readonly isCancelled: ((runId: string) => boolean) | undefined
+  readonly onStepEvent: ((event: WorkflowStepEvent) => void) | undefined
+  readonly yieldEvery: number
+  readonly clock: Clock.Clock
+  readonly runtime: Runtime.Runtime<never>
+}
+
+const UNSUPPORTED_STEP_OPTIONS = ["retries", "backoff", "timeoutMs", "compensate", "priority"] as const
+
+const value = <A>(a: A): Outcome<A> => ({ _tag: "Value", value: a })
+const BLOCKED: Outcome<never> = { _tag: "Blocked" }
+const CANCELLED: Outcome<never> = { _tag: "Cancelled" }
+const CLOSED: Outcome<never> = { _tag: "Closed" }
+
+const normalizeCall = (
+  spec: CallSpec
+): { readonly name: string; readonly input: unknown; readonly group: string | undefined } => {
+  if (Array.isArray(spec)) {
+    const tuple = spec as ReadonlyArray<unknown>
+    return { name: tuple[0] as string, input: tuple[1], group: tuple[2] as string | undefined }
+  }
+  const object = spec as { readonly name: string; readonly input?: unknown; readonly group?: string | undefined }
+  return { name: object.name, input: object.input, group: object.group }
+}
+
+/**
+ * The state of one workflow turn: history indexed by seq, the seq counter, the commands produced so
+ * far and how the turn stands (blocked, cancelled, poisoned by a fatal error, closed). Synchronous and
+ * free of any I/O; the Effect and Promise contexts are thin adapters over it, so both replay the
+ * same way. Every op costs O(1) amortised, so a turn is linear in history length.
+ *
+ * @internal
+ */
+export class Turn {
+  readonly runId: string
+  private readonly history = new Map<number, HistoryEvent>()
+  private readonly signals = new Map<number, PendingSignal>()
+  private readonly commands: Array<WorkflowCommand> = []
+  private seq = 0
+  private replayed = 0
+  private replayedAtLastYield = 0
+  private fatalError: { readonly error: FatalReplayError; readonly commandCount: number } | undefined
+  /** Ops that recorded a command and wait for a result that is not in history. */
+  blocked = 0
+  /** The run was found cancelled at an op boundary. */
+  cancelled = false
+  /** The turn has been decided; later ops do nothing and never resolve. */
+  closed = false
+
+  constructor(readonly task: WorkflowTask, private readonly options: TurnOptions) {
+    this.runId = task.runId
+    for (const event of task.history) this.history.set(event.seq, event)
+    for (const signal of task.pendingSignals ?? []) this.signals.set(signal.seq, signal)
+  }
+
+  /** The first fatal error of the turn, if any. */
+  get fatal(): FatalReplayError | undefined {
+    return this.fatalError?.error
+  }
+
+  /**
+   * Whether the op that just resolved should let other work run first: true once every `yieldEvery`
+   * ops replayed from history. Yielding only delays a resolution, so it never changes the decision.
+   */
+  takeYield(): boolean {
+    if (this.options.yieldEvery <= 0 || this.replayed - this.replayedAtLastYield < this.options.yieldEvery) return false
+    this.replayedAtLastYield = this.replayed
+    return true
+  }
+
+  now(): number {
+    return this.options.clock.unsafeCurrentTimeMillis()
+  }
+
+  private poison(error: FatalReplayError): Outcome<never> {
+    if (this.fatalError === undefined) this.fatalError = { error, commandCount: this.commands.length }
+    return { _tag: "Fatal", error }
+  }
+
+  /** Fails the turn because `op` has no command on the wire. */
+  unsupported(op: string): Outcome<never> {
+    if (this.closed) return CLOSED
+    return this.poison(new UnsupportedInRemoteWorkflow({ op }))
+  }
+
+  private invalid(op: string, reason: string): Outcome<never> {
+    return this.poison(new InvalidWorkflowCall({ op, reason }))
+  }
+
+  /** The next seq, or why the op must stop: the single cancellation check point. */
+  private next(): number | Outcome<never> {
+    if (this.closed) return CLOSED
+    if (this.options.isCancelled?.(this.runId) === true) {
+      this.cancelled = true
+      return CANCELLED
+    }
+    return this.seq++
+  }
+
+  /**
+   * The history entry at `seq`, `undefined` when the op is new, or a fatal outcome when history holds
+   * another kind or another name there (a missing name in history matches any name).
+   */
+  private lookup(
+    seq: number,
+    kind: HistoryEventKind,
+    names: ReadonlyArray<string> | undefined
+  ): HistoryEvent | undefined | Outcome<never> {
+    const event = this.history.get(seq)
+    if (event === undefined) return undefined
+    if (event.kind !== kind || (names !== undefined && event.name !== undefined && !names.includes(event.name))) {
+      return this.poison(
+        new NondeterminismError({
+          runId: this.runId,
+          seq,
+          recordedKind: event.kind,
+          ...(event.name === undefined ? {} : { recordedName: event.name }),
+          reachedKind: kind,
+          ...(names === undefined ? {} : { reachedName: names[0]! })
+        })
+      )
+    }
+    this.replayed++
+    return event
+  }
+
+  private resolved<A>(event: HistoryEvent): Outcome<A> {
+    return event.error !== undefined
+      ? { _tag: "Failed", error: new StepFailed({ error: event.error }) }
+      : value(event.output as A)
+  }
+
+  private block(command: WorkflowCommand): Outcome<never> {
+    this.commands.push(command)
+    this.blocked++
+    return BLOCKED
+  }
+
+  // -- blocking ops -----------------------------------------------------------------------------
+
+  step<A>(name: string, input: unknown, options: StepOptions | undefined): Outcome<A> {
+    if (this.closed) return CLOSED
+    if (typeof name !== "string" || name.length === 0) return this.invalid("step", "the step name must be a non-empty string")
+    for (const key of UNSUPPORTED_STEP_OPTIONS) {
+      if (options?.[key] != null) return this.unsupported(`step(..., { ${key} })`)
+    }
+    const seq = this.next()
+    if (typeof seq !== "number") return seq
+    const event = this.lookup(seq, "call", [name])
+    if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
+    return this.block({ kind: "call", seq, name, group: options?.group ?? this.options.partition, input })
+  }
+
+  sleep(duration: SleepDuration): Outcome<void> {
+    if (this.closed) return CLOSED
+    const ms = toSleepMillis(duration)
+    if (Either.isLeft(ms)) return this.invalid("sleep", ms.left)
+    const seq = this.next()
+    if (typeof seq !== "number") return seq
+    const event = this.lookup(seq, "timer", undefined)
+    if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
+    return this.block({ kind: "sleep", seq, ms: ms.right })
+  }
+
+  waitForSignal<A>(name: string, options: { readonly timeoutMs?: number | undefined } | undefined): Outcome<A> {
+    if (this.closed) return CLOSED
+    if (options?.timeoutMs != null) return this.unsupported("waitForSignal(..., { timeoutMs })")
+    if (typeof name !== "string" || name.length === 0) {
+      return this.invalid("waitForSignal", "the signal name must be a non-empty string")
+    }
+    const seq = this.next()
+    if (typeof seq !== "number") return seq
+    const event = this.lookup(seq, "signal", [name])
+    if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
+    const pending = this.signals.get(seq)
+    if (pending !== undefined) return value(pending.payload as A)
+    return this.block({ kind: "waitSignal", seq, signal: name })
+  }
+
+  child<A>(workflow: string, input: unknown): Outcome<A> {
+    if (this.closed) return CLOSED
+    if (typeof workflow !== "string" || workflow.length === 0) {
+      return this.invalid("child", "the child workflow name must be a non-empty string")
+    }
+    const seq = this.next()
+    if (typeof seq !== "number") return seq
+    const event = this.lookup(seq, "child", [workflow])
+    if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
+    return this.block({ kind: "startChild", seq, workflow, input })
+  }
+
+  /** A fan of dispatched steps (`call`) or child runs (`startChild`) sharing one `parallelGroup`. */
+  private fan<A>(
+    kind: "call" | "child",
+    items: ReadonlyArray<{ readonly name: string; readonly command: (seq: number, parallelGroup: string) => WorkflowCommand }>,
+    mode: GatherOptions["mode"]
+  ): Outcome<Array<A>> {
+    if (this.closed) return CLOSED
+    if (items.length === 0) return value([])
+    const seqs: Array<number> = []
+    for (let i = 0; i < items.length; i++) {
+      const seq = this.next()
+      if (typeof seq !== "number") return seq
+      seqs.push(seq)
+    }
+    const parallelGroup = `gather:${seqs[0]!}`
+    const events: Array<HistoryEvent | undefined> = []
+    for (let i = 0; i < items.length; i++) {
+      const event = this.lookup(seqs[i]!, kind, [items[i]!.name])
+      if (event !== undefined && "_tag" in event) return event
+      events.push(event)
+    }
+    const labelOf = (i: number) => kind === "call" ? events[i]?.name ?? items[i]!.name : items[i]!.name
+    if (mode === "failFast") {
+      const failed = events.findIndex((event) => event?.error !== undefined)
+      if (failed >= 0) return { _tag: "Failed", error: new GatherFailed([{ name: labelOf(failed), error: events[failed]!.error! }]) }
+    }
+    let missing = false
+    for (let i = 0; i < items.length; i++) {
+      if (events[i] === undefined) {
+        this.commands.push(items[i]!.command(seqs[i]!, parallelGroup))
+        missing = true
+      }
+    }
+    if (missing) {
+      this.blocked++
+      return BLOCKED
+    }
+    const failures: Array<GatherItemFailure> = []
+    const outputs = events.map((event, i) => {
+      if (event!.error !== undefined) failures.push({ name: labelOf(i), error: event!.error })
+      return event!.output as A
+    })
+    return failures.length > 0 ? { _tag: "Failed", error: new GatherFailed(failures) } : value(outputs)
+  }
+
+  gatherCalls<A>(calls: ReadonlyArray<CallSpec>, options: GatherOptions | undefined): Outcome<Array<A>> {
+    if (this.closed) return CLOSED
+    const normalized = calls.map(normalizeCall)
+    if (normalized.some((call) => typeof call.name !== "string" || call.name.length === 0)) {
+      return this.invalid("gatherCalls", "every call needs a non-empty step name")
+    }
+    return this.fan<A>(
+      "call",
+      normalized.map((call) => ({
+        name: call.name,
+        command: (seq, parallelGroup) => ({
+          kind: "call",
+          seq,
+          name: call.name,
+          group: call.group ?? this.options.partition,
+          input: call.input,
+          parallelGroup
+        })
+      })),
+      options?.mode
+    )
+  }
+
+  all<A>(workflow: string, inputs: ReadonlyArray<unknown>, options: GatherOptions | undefined): Outcome<Array<A>> {
+    if (this.closed) return CLOSED
+    if (typeof workflow !== "string" || workflow.length === 0) {
+      return this.invalid("all", "the child workflow name must be a non-empty string")
+    }
+    return this.fan<A>(
+      "child",
+      inputs.map((input) => ({
+        name: workflow,
+        command: (seq, parallelGroup) => ({ kind: "startChild", seq, workflow, input, parallelGroup })
+      })),
+      options?.mode
+    )
+  }
+
+  // -- local ops --------------------------------------------------------------------------------
+
+  /**
+   * A local op (`now`, `sideEffect`): its recorded result, or a {@link LocalRun} when it is new and
+   * its body must run now. `names` are the names history may hold for it.
+   */
+  beginLocal<A>(name: string, names: (seq: number) => ReadonlyArray<string>): Outcome<A> | LocalRun {
+    const seq = this.next()
+    if (typeof seq !== "number") return seq
+    const event = this.lookup(seq, "step", names(seq))
+    if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
+    return { _tag: "Run", seq, name }
+  }
+
+  /**
+   * A local gather: the outputs recorded in history (when every item is there), or a
+   * {@link GatherRun} of every item to run now. Stops looking at the first item history lacks.
+   */
+  beginGather<A>(names: ReadonlyArray<string>): Outcome<Array<A>> | GatherRun {
+    if (this.closed) return CLOSED
+    if (names.length === 0) return value([])
+    if (names.some((name) => typeof name !== "string" || name.length === 0)) {
+      return this.invalid("gather", "every item needs a non-empty name")
+    }
+    const items: Array<{ readonly seq: number; readonly name: string }> = []
+    for (const name of names) {
+      const seq = this.next()
+      if (typeof seq !== "number") return seq
+      items.push({ seq, name })
+    }
+    const events: Array<HistoryEvent> = []
+    for (const item of items) {
+      const event = this.lookup(item.seq, "step", [item.name])
+      if (event === undefined) return { _tag: "Run", items, parallelGroup: `gather:${items[0]!.seq}` }
+      if ("_tag" in event) return event
+      events.push(event)
+    }
+    const failures: Array<GatherItemFailure> = []
+    const outputs = events.map((event, i) => {
+      if (event.error !== undefined) failures.push({ name: items[i]!.name, error: event.error })
+      return event.output as A
+    })
+    return failures.length > 0 ? { _tag: "Failed", error: new GatherFailed(failures) } : value(outputs)
+  }
+
+  private emit(event: WorkflowStepEvent): void {
+    if (this.options.onStepEvent === undefined) return
+    try {
+      this.options.onStepEvent(event)
+    } catch {
+      // best-effort observability: a broken sink never fails the workflow
+    }
+  }
+
+  /** Starts a local body: its logger scope, and the `running` event. */
+  startLocal(
+    seq: number,
+    name: string,
+    startedAt: number,
+    parallelGroup: string | undefined,
+    abort: AbortController = new AbortController()
+  ): LocalScope {
+    const events: Array<StepEvent> = []
+    const log = makeStepLogger(events, this.options.clock, this.options.runtime)
+    this.emit({
+      runId: this.runId,
+      seq,
+      name,
+      phase: "running",
+      startedAt,
+      ...(parallelGroup === undefined ? {} : { parallelGroup })
+    })
+    return { step: { runId: this.runId, seq, name, log, signal: abort.signal }, events, startedAt }
+  }
+
+  /** Records a finished local body as a `recordStep` and streams its `completed`/`failed` event. */
+  private record(
+    scope: LocalScope,
+    result: LocalResult,
+    finishedAt: number,
+    parallelGroup: string | undefined
+  ): void {
+    const { events, startedAt, step } = scope
+    const outcome = result._tag === "Success" ? { output: result.value } : { error: result.error }
+    this.commands.push({
+      kind: "recordStep",
+      seq: step.seq,
+      name: step.name,
+      ...outcome,
+      startedAt,
+      finishedAt,
+      ...(events.length > 0 ? { events: [...events] } : {}),
+      ...(parallelGroup === undefined ? {} : { parallelGroup })
+    })
+    this.emit({
+      runId: this.runId,
+      seq: step.seq,
+      name: step.name,
+      phase: result._tag === "Success" ? "completed" : "failed",
+      startedAt,
+      finishedAt,
+      ...outcome,
+      events: [...events],
+      ...(parallelGroup === undefined ? {} : { parallelGroup })
+    })
+  }
+
+  /** Finishes a local op: records it, and returns its value or a {@link StepFailed}. */
+  finishLocal<A>(scope: LocalScope, result: LocalResult): Outcome<A> {
+    if (this.closed) return CLOSED
+    this.record(scope, result, this.now(), undefined)
+    return result._tag === "Success"
+      ? value(result.value as A)
+      : { _tag: "Failed", error: new StepFailed({ error: result.error }) }
+  }
+
+  /**
+   * Finishes a local gather: records every item in seq order with the fan's shared time window, and
+   * returns the outputs in input order or a {@link GatherFailed} naming every failed item.
+   */
+  finishGather<A>(scopes: ReadonlyArray<LocalScope>, results: ReadonlyArray<LocalResult>, parallelGroup: string): Outcome<Array<A>> {
+    if (this.closed) return CLOSED
+    const finishedAt = this.now()
+    const failures: Array<GatherItemFailure> = []
+    const outputs = scopes.map((scope, i) => {
+      const result = results[i]!
+      this.record(scope, result, finishedAt, parallelGroup)
+      if (result._tag === "Failure") failures.push({ name: scope.step.name, error: result.error })
+      return (result._tag === "Success" ? result.value : undefined) as A
+    })
+    return failures.length > 0 ? { _tag: "Failed", error: new GatherFailed(failures) } : value(outputs)
+  }
+
+  /** The wire error of a failed local body. */
+  localFailure(failure: unknown): LocalResult {
+    return { _tag: "Failure", error: toWorkflowStepError(failure, "local step") }
+  }
+
+  /** Ends the turn without a decision: later ops do nothing and never resolve. */
+  close(): void {
+    this.closed = true
+  }
+
+  // -- the decision -----------------------------------------------------------------------------
+
+  /**
+   * Closes the turn and builds its decision. A fatal error wins (the commands made before it are
+   * kept); then the body's own result; a body that stopped without a result is `cancelled` when the
+   * run was cancelled, else `continue` when an op is blocked.
+   */
+  decide(outcome: BodyOutcome): WorkflowDecision {
+    this.closed = true
+    const base = { taskId: this.task.taskId, runId: this.task.runId }
+    const made = this.fatalError === undefined ? this.commands : this.commands.slice(0, this.fatalError.commandCount)
+    const commands = made.length > 1 ? [...made].sort((a, b) => a.seq - b.seq) : made
+    if (this.fatalError !== undefined) {
+      return { ...base, status: "failed", commands, error: toWorkflowStepError(this.fatalError.error, "workflow") }
+    }
+    switch (outcome._tag) {
+      case "Completed":
+        return { ...base, status: "completed", commands, output: outcome.value }
+      case "Failed":
+        return {
+          ...base,
+          status: "failed",
+          commands,
+          error: outcome.failure instanceof StepFailed
+            ? outcome.failure.error
+            : toWorkflowStepError(outcome.failure, `workflow ${JSON.stringify(this.task.workflow)}`)
+        }
+      case "Stopped":
+        if (this.cancelled) return { ...base, status: "cancelled", commands }
+        if (this.blocked > 0) return { ...base, status: "continue", commands }
+        return {
+          ...base,
+          status: "failed",
+          commands,
+          error: {
+            message: `workflow ${JSON.stringify(this.task.workflow)} was interrupted without waiting on a durable op; ` +
+              `a workflow body must not interrupt itself`
+          }
+        }
+    }
+  }
+}
