@@ -26,6 +26,7 @@ import type * as Schema from "effect/Schema"
 import * as Step from "./core/Step.js"
 import type { StepResult } from "./protocol/StepProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
+import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import type { Reply, Transport } from "./transport/Transport.js"
 
@@ -293,5 +294,52 @@ export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): I
     replies: () => Effect.runPromise(broker.replies),
     pending: () => Effect.runPromise(broker.pending),
     cancel: (runId) => Effect.runPromise(broker.cancel(runId))
+  }
+}
+
+/**
+ * Options of the Redis/BullMQ transport; durations in milliseconds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RedisOptions {
+  /** Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
+  readonly url?: string
+  /** ioredis connection options, used instead of `url`. */
+  readonly connection?: BullMQTransport.BullMQOptions["connection"]
+  /** Default `durable`, as the engine's. */
+  readonly prefix?: string
+  /** The transport namespace (keyspace `<prefix>-<namespace>`). */
+  readonly namespace?: string
+  /** Serve `<name>@<partition>` tokens: the steps of runs in that engine namespace. */
+  readonly partition?: string
+  readonly lockDurationMs?: number
+  /** Publish step beats on `<P>-heartbeat` this often while a step runs (engine-side `timeoutMs`). */
+  readonly stepBeatIntervalMs?: number
+  readonly connectTimeoutMs?: number
+  readonly stalledIntervalMs?: number
+}
+
+/**
+ * The Redis/BullMQ transport of the nestjs-durable engine.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const redis = (options: RedisOptions = {}): TransportHandle => {
+  const url = options.url ?? process.env.REDIS_URL
+  return {
+    layer: BullMQTransport.layer({
+      ...(url === undefined ? {} : { url }),
+      ...(options.connection === undefined ? {} : { connection: options.connection }),
+      ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
+      ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+      ...(options.partition === undefined ? {} : { partition: options.partition }),
+      ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
+      ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatInterval: options.stepBeatIntervalMs }),
+      ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
+      ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs })
+    })
   }
 }

@@ -287,8 +287,11 @@ export const make = <R = never>(
       const limiter = limiters[poller.pool]
       return Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
+          if (poller.ready !== undefined) yield* restore(poller.ready)
           const taken = yield* restore(limiter.takeUpTo(Number.MAX_SAFE_INTEGER))
-          const polled = yield* Effect.exit(restore(poller.poll(taken)))
+          // not restored: a poll is interruptible only where it says so (while it waits and has taken
+          // nothing), so the tasks it took are always handed over
+          const polled = yield* Effect.exit(poller.poll(taken))
           if (Exit.isFailure(polled)) {
             yield* limiter.release(taken)
             return yield* polled

@@ -182,7 +182,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
               Effect.gen(function*() {
                 yield* log({ op: "poll" })
                 yield* Effect.flatMap(Ref.get(faults.poll), (fault) => runFault(fault, transportError("poll")))
-                const first = yield* Queue.take(queue).pipe(Effect.timeoutOption(worker.pollTimeout))
+                const first = yield* Queue.take(queue).pipe(Effect.timeoutOption(worker.pollTimeout), Effect.interruptible)
                 if (Option.isNone(first)) return []
                 const rest = max > 1 ? yield* Queue.takeUpTo(queue, max - 1) : []
                 const entries = [first.value, ...rest]

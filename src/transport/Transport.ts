@@ -117,8 +117,16 @@ export interface Poller {
   readonly name: string
   readonly pool: TaskPool
   /**
+   * Waits, without holding any permit, until the subscription probably has work (a broker's
+   * wake-up signal, a notification, or a bounded wait). The runtime calls it before it takes permits
+   * for `poll`, so an idle subscription never holds capacity another one could use.
+   */
+  readonly ready?: Effect.Effect<void, TransportError>
+  /**
    * Takes up to `max` tasks, waiting at most the worker's poll timeout; an empty array when none
-   * came. Must be interruptible: stopping the worker interrupts an outstanding poll.
+   * came. It runs uninterruptibly, so the tasks it took are always handed to the runtime; it must mark
+   * the part that waits with `Effect.interruptible` (a wait that has taken nothing yet), because
+   * stopping the worker interrupts an outstanding poll.
    */
   readonly poll: (max: number) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
 }

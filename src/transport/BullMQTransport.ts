@@ -1,0 +1,469 @@
+/**
+ * The Redis/BullMQ transport: consumes the queues the nestjs-durable engine's BullMQ transport
+ * dispatches to, and answers on its results queue.
+ *
+ * - one subscription per registered step name on `<P>-tasks-<token>` (namespace folded into the
+ *   prefix, `:` sanitised, `@partition` suffixed), with the permit taken before a job is moved to
+ *   active, so unstarted jobs stay in Redis for other workers;
+ * - results go to `<P>-results` as job `result`, written in batches;
+ * - registration is the descriptor and liveness keys (`EX 35`, refreshed every 10 s), removed once
+ *   at deregistration;
+ * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
+ *   (stalled twice, for instance) gets a synthetic retryable failed result so its run never hangs;
+ * - a `cancel` on `<P>-control` interrupts that run's running steps;
+ * - Redis unreachable at start fails `run` fast; a connection lost later is re-established by the
+ *   client while the runtime retries its polls.
+ *
+ * @since 0.1.0
+ */
+import { Job, Queue, QueueEvents, Worker as BullWorker } from "bullmq"
+import * as Config from "effect/Config"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as EffectQueue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
+import { Redis, type RedisOptions } from "ioredis"
+import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
+import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
+import * as Naming from "./bullmq/internal/naming.js"
+import {
+  type Delivery,
+  DeregistrationError,
+  type Poller,
+  type Registration,
+  RegistrationError,
+  type Reply,
+  Transport,
+  TransportError,
+  type WorkerDescription,
+  type WorkerStatus
+} from "./Transport.js"
+
+/**
+ * Options of the BullMQ transport.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BullMQOptions {
+  /** `redis://[user:password@]host:port[/db]`. Default `redis://127.0.0.1:6379`. */
+  readonly url?: string
+  /** ioredis options, used instead of `url` when given. */
+  readonly connection?: RedisOptions
+  /** Key prefix shared with the engine. Default `durable`. */
+  readonly prefix?: string
+  /** The transport namespace: renames the keyspace to `<prefix>-<namespace>`. */
+  readonly namespace?: string
+  /** Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces). */
+  readonly partition?: string
+  /** BullMQ lock duration of a running job; renewed at half of it. Default 30 seconds. */
+  readonly lockDuration?: Duration.DurationInput
+  /** When set, running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat` this often. */
+  readonly stepBeatInterval?: Duration.DurationInput
+  /** How long the first connection may take before `run` fails. Default 5 seconds. */
+  readonly connectTimeout?: Duration.DurationInput
+  /** How often a peer's stalled jobs are looked for. Default 30 seconds (BullMQ's default). */
+  readonly stalledInterval?: Duration.DurationInput
+}
+
+const NAME = "bullmq"
+const RESULT_BATCH = 512
+const CANCELLED_RUNS_KEPT = 10_000
+
+const describeTarget = (options: BullMQOptions) =>
+  options.connection === undefined
+    ? (options.url ?? "redis://127.0.0.1:6379").replace(/\/\/[^@/]*@/, "//***@")
+    : `${options.connection.host ?? "127.0.0.1"}:${options.connection.port ?? 6379}`
+
+const messageOf = (error: unknown) => error instanceof Error ? error.message : String(error)
+
+const transportError = (operation: string) => (cause: unknown) =>
+  new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+
+/** Reads the run/step coordinates of a job payload, when it has them. */
+const stepIdentity = (data: unknown) => {
+  if (typeof data !== "object" || data === null || isWorkflowTaskShape(data)) return undefined
+  const { runId, seq, stepId, group } = data as Record<string, unknown>
+  return typeof runId === "string" && typeof seq === "number" && typeof stepId === "string"
+    ? { runId, seq, stepId, group: typeof group === "string" ? group : undefined }
+    : undefined
+}
+
+const connect = (options: BullMQOptions, connectTimeout: Duration.Duration) =>
+  Effect.acquireRelease(
+    Effect.gen(function*() {
+      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: true, lazyConnect: true } as const
+      const client = options.connection === undefined
+        ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
+        : new Redis({ ...options.connection, ...settings })
+      client.on("error", () => {
+        // connection errors surface through the commands that fail; ioredis reconnects by itself
+      })
+      yield* Effect.tryPromise(() => client.connect()).pipe(
+        Effect.timeoutFail({ duration: connectTimeout, onTimeout: () => new Error("timed out") }),
+        Effect.mapError((cause) =>
+          new RegistrationError({
+            transport: NAME,
+            message: `could not connect to Redis at ${describeTarget(options)} within ${
+              Duration.format(connectTimeout)
+            } (${messageOf(cause)}); check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
+            cause
+          })
+        ),
+        Effect.tapError(() => Effect.sync(() => client.disconnect()))
+      )
+      return client
+    }),
+    (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
+  )
+
+/** A duplicate connection for blocking reads or subscriptions, closed with the scope. */
+const duplicate = (client: Redis) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const copy = client.duplicate({ enableAutoPipelining: false })
+      copy.on("error", () => {})
+      return copy
+    }),
+    (copy) => Effect.sync(() => copy.disconnect())
+  )
+
+/**
+ * Writes results in batches: whatever accumulated while the previous `addBulk` was in flight goes
+ * in the next one, so there is no added latency when the worker is idle.
+ */
+const makeResultWriter = (queue: Queue) =>
+  Effect.gen(function*() {
+    const pending = yield* EffectQueue.unbounded<readonly [StepResult, Deferred.Deferred<void, TransportError>]>()
+    yield* EffectQueue.takeBetween(pending, 1, RESULT_BATCH).pipe(
+      Effect.flatMap((batch) => {
+        const items = Array.from(batch)
+        return Effect.tryPromise(() =>
+          queue.addBulk(
+            items.map(([result]) => ({ name: Naming.JobName.result, data: result, opts: Naming.resultJobOptions }))
+          )
+        ).pipe(
+          Effect.mapError(transportError("publishing results")),
+          Effect.exit,
+          Effect.flatMap((exit) => Effect.forEach(items, ([, done]) => Deferred.done(done, Exit.asVoid(exit)))),
+          Effect.asVoid
+        )
+      }),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    return (result: StepResult) =>
+      Effect.flatMap(Deferred.make<void, TransportError>(), (done) =>
+        Effect.zipRight(EffectQueue.offer(pending, [result, done] as const), Deferred.await(done)))
+  })
+
+/** Tracks `cancel` messages on `<P>-control`: a deferred per cancelled run, bounded in number. */
+const makeCancellations = (client: Redis, channel: string) =>
+  Effect.gen(function*() {
+    const runs = new Map<string, Deferred.Deferred<void>>()
+    const forRun = (runId: string) => {
+      let deferred = runs.get(runId)
+      if (deferred === undefined) {
+        deferred = Deferred.unsafeMake<void>(undefined as never)
+        runs.set(runId, deferred)
+        if (runs.size > CANCELLED_RUNS_KEPT) runs.delete(runs.keys().next().value!)
+      }
+      return deferred
+    }
+    const subscriber = yield* duplicate(client)
+    subscriber.on("message", (_channel: string, text: string) => {
+      try {
+        const message = JSON.parse(text) as { kind?: unknown; runId?: unknown }
+        if (message.kind === "cancel" && typeof message.runId === "string") {
+          Deferred.unsafeDone(forRun(message.runId), Effect.void)
+        }
+      } catch {
+        // not ours to judge: malformed control messages are ignored, as every SDK does
+      }
+    })
+    yield* Effect.tryPromise(() => subscriber.subscribe(channel)).pipe(
+      Effect.mapError((cause) =>
+        new RegistrationError({ transport: NAME, message: `could not subscribe to ${channel}: ${messageOf(cause)}`, cause })
+      )
+    )
+    return {
+      awaitCancel: (runId: string) => Effect.suspend(() => Deferred.await(forRun(runId))),
+    }
+  })
+
+/**
+ * Builds the transport service.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: BullMQOptions = {}): Transport["Type"] => {
+  const prefix = Naming.effectivePrefix(options.prefix ?? Naming.DEFAULT_PREFIX, options.namespace)
+  const lockDuration = Duration.decode(options.lockDuration ?? "30 seconds")
+  const stepBeat = options.stepBeatInterval === undefined ? undefined : Duration.decode(options.stepBeatInterval)
+  const renewEvery = Duration.min(Duration.divide(lockDuration, 2).pipe(Option.getOrElse(() => lockDuration)), stepBeat ?? Duration.infinity)
+  const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
+  const stalledInterval = Duration.toMillis(Duration.decode(options.stalledInterval ?? "30 seconds"))
+  const name = `bullmq ${describeTarget(options)} prefix ${prefix}`
+
+  const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
+    Effect.gen(function*() {
+      if (!Naming.isDefaultScope(options.namespace) && !Naming.isDefaultScope(options.partition)) {
+        return yield* new RegistrationError({
+          transport: NAME,
+          message: `partition "${options.partition}" cannot be used with namespace "${options.namespace}": ` +
+            "the engine never dispatches tenant (@) tokens on a namespaced transport, so this worker would consume nothing"
+        })
+      }
+      const runtime = yield* Effect.runtime<never>()
+      const client = yield* connect(options, connectTimeout)
+      const results = yield* Effect.acquireRelease(
+        Effect.sync(() => new Queue(Naming.resultsQueue(prefix), { connection: client })),
+        (queue) => Effect.promise(() => queue.close())
+      )
+      const publish = yield* makeResultWriter(results)
+      const cancellations = yield* makeCancellations(client, Naming.controlChannel(prefix))
+
+      const tokens = worker.steps.map((step) => Naming.routingToken(step, options.partition))
+      const descriptor = buildDescriptor({
+        instanceId: worker.workerId,
+        steps: worker.steps,
+        workflows: worker.workflows,
+        startedAt: worker.startedAt,
+        partition: options.partition,
+        namespace: options.namespace
+      })
+      const descriptorJson = JSON.stringify(descriptor)
+      const hash = descriptorHash(descriptor)
+      const keys = tokens.flatMap((token) => [
+        Naming.workerHeartbeatKey(prefix, token, worker.workerId),
+        Naming.workerDescriptorKey(prefix, token, worker.workerId)
+      ])
+      const beat = (status: WorkerStatus) =>
+        Effect.tryPromise(() => {
+          const value = heartbeatValue({ ts: Date.now(), status, descriptorHash: hash })
+          const multi = client.multi()
+          for (const token of tokens) {
+            multi.set(Naming.workerHeartbeatKey(prefix, token, worker.workerId), value, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+            multi.set(Naming.workerDescriptorKey(prefix, token, worker.workerId), descriptorJson, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+          }
+          return multi.exec()
+        }).pipe(Effect.mapError(transportError("writing the worker heartbeat")))
+
+      let tokenCounter = 0
+      const pollers: Array<Poller> = []
+      for (const token of tokens) {
+        const queueName = Naming.tasksQueue(prefix, token)
+        const bull = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            new BullWorker(queueName, undefined, {
+              connection: client,
+              autorun: false,
+              lockDuration: Duration.toMillis(lockDuration),
+              stalledInterval,
+              maxStalledCount: 1
+            })
+          ),
+          (w) => Effect.promise(() => w.close(true).catch(() => undefined))
+        )
+        bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
+        yield* Effect.promise(() => bull.startStalledCheckTimer())
+        yield* bridgeFailures(client, queueName, runtime, publish)
+        const blocking = yield* duplicate(client)
+        const marker = bull.keys.marker!
+        const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
+        let maybeMore = true
+
+        const toDelivery = (job: Job, token: string): Delivery => {
+          const identity = stepIdentity(job.data)
+          const stepBeatMessage = identity === undefined ? undefined : JSON.stringify({
+            runId: identity.runId,
+            seq: identity.seq,
+            stepId: identity.stepId,
+            group: identity.group ?? token
+          })
+          const renewLock = Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
+            Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
+            Effect.flatMap((renewed) =>
+              renewed === 1 ? Effect.void : Effect.fail(
+                new TransportError({ transport: NAME, operation: "extend lock", message: `the lock of job ${job.id} on ${queueName} was lost` })
+              )
+            )
+          )
+          return {
+            id: `${queueName}#${job.id}`,
+            payload: job.data,
+            keepAlive: Option.some({
+              interval: renewEvery,
+              renew: stepBeat === undefined || stepBeatMessage === undefined ? renewLock : Effect.zipRight(
+                renewLock,
+                Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), stepBeatMessage)).pipe(
+                  Effect.mapError(transportError("publishing a step beat"))
+                )
+              )
+            }),
+            cancelled: identity === undefined ? Effect.never : cancellations.awaitCancel(identity.runId),
+            complete: (reply: Reply) =>
+              Effect.zipRight(
+                publish(reply.result),
+                Effect.tryPromise(() => job.moveToCompleted(undefined, token, false)).pipe(
+                  Effect.mapError(transportError(`acknowledging job ${job.id}`))
+                )
+              ),
+            reject: (error) =>
+              Effect.tryPromise(() => job.moveToFailed(new Error(error.message), token)).pipe(
+                Effect.mapError(transportError(`rejecting job ${job.id}`))
+              ),
+            abandon: Effect.tryPromise(() => job.moveToWait(token)).pipe(
+              Effect.asVoid,
+              Effect.mapError(transportError(`giving job ${job.id} back`))
+            )
+          }
+        }
+
+        /**
+         * Moves up to `max` jobs to active, in growing batches, stopping at the first empty fetch. It
+         * never blocks (the wait is `ready`), so it stays uninterruptible as a whole.
+         */
+        const fetch = (max: number) =>
+          Effect.tryPromise(async () => {
+            const taken: Array<Delivery> = []
+            let batch = 1
+            while (taken.length < max) {
+              const size = Math.min(batch, max - taken.length)
+              const fetched = await Promise.all(Array.from({ length: size }, async () => {
+                const jobToken = `${worker.workerId}:${++tokenCounter}`
+                const job = await bull.getNextJob(jobToken, { block: false })
+                return job === undefined ? undefined : toDelivery(job, jobToken)
+              }))
+              for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
+              if (fetched.some((d) => d === undefined)) break
+              batch *= 2
+            }
+            maybeMore = taken.length === max
+            return taken
+          }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
+
+        pollers.push({
+          name: `queue ${queueName}`,
+          pool: "step",
+          ready: Effect.suspend(() =>
+            maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
+              Effect.asVoid,
+              Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
+            )
+          ),
+          poll: fetch
+        })
+      }
+
+      // announce the worker only once every subscription is in place
+      yield* Effect.flatMap(worker.status, beat).pipe(
+        Effect.mapError((e) => new RegistrationError({ transport: NAME, message: e.message, cause: e }))
+      )
+      return {
+        pollers,
+        heartbeat: Option.some({ interval: Duration.seconds(10), beat }),
+        deregister: Effect.tryPromise(() => client.del(...keys)).pipe(
+          Effect.asVoid,
+          Effect.mapError((cause) =>
+            new DeregistrationError({
+              transport: NAME,
+              message: `could not delete the worker's descriptor and heartbeat keys: ${messageOf(cause)}`,
+              cause
+            })
+          )
+        )
+      }
+    })
+
+  return { name, register }
+}
+
+/**
+ * Publishes a synthetic retryable failure for step jobs that reach BullMQ's failed state (stalled
+ * more than allowed, or failed by a peer's infrastructure), so the engine's pending checkpoint never
+ * hangs. Duplicates are harmless: the engine only takes a result for a pending step.
+ */
+const bridgeFailures = (
+  client: Redis,
+  queueName: string,
+  runtime: Runtime.Runtime<never>,
+  publish: (result: StepResult) => Effect.Effect<void, TransportError>
+) =>
+  Effect.gen(function*() {
+    const queue = yield* Effect.acquireRelease(
+      Effect.sync(() => new Queue(queueName, { connection: client })),
+      (q) => Effect.promise(() => q.close().catch(() => undefined))
+    )
+    const events = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const connection = client.duplicate()
+        connection.on("error", () => {})
+        // read from now on, even if the first blocking read is issued a little later
+        return new QueueEvents(queueName, { connection, lastEventId: `${Date.now()}-0` })
+      }),
+      (queueEvents) => Effect.promise(() => queueEvents.close().catch(() => undefined))
+    )
+    events.on("error", () => {})
+    events.on("failed", ({ jobId, failedReason }) => {
+      Runtime.runFork(runtime)(
+        Effect.gen(function*() {
+          const job = yield* Effect.tryPromise(() => Job.fromId(queue, jobId))
+          const identity = stepIdentity(job?.data)
+          if (identity === undefined) return
+          yield* publish({
+            runId: identity.runId,
+            seq: identity.seq,
+            stepId: identity.stepId,
+            status: "failed",
+            error: { message: `remote step worker failed: ${failedReason}`, retryable: true }
+          })
+          yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${failedReason}); reported a retryable failure`)
+        }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
+      )
+    })
+    yield* Effect.promise(() => events.waitUntilReady())
+  })
+
+/**
+ * The transport as a layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: BullMQOptions = {}): Layer.Layer<Transport> => Layer.succeed(Transport, make(options))
+
+/**
+ * The transport configured from the environment: `REDIS_URL` (default `redis://127.0.0.1:6379`),
+ * `DURABLE_PREFIX` (default `durable`), `DURABLE_NAMESPACE`, `DURABLE_PARTITION`. Explicit options
+ * win over the environment.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport, import("effect/ConfigError").ConfigError> =>
+  Layer.effect(
+    Transport,
+    Effect.map(
+      Config.all({
+        url: Config.string("REDIS_URL").pipe(Config.withDefault("redis://127.0.0.1:6379")),
+        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
+        namespace: Config.option(Config.string("DURABLE_NAMESPACE")),
+        partition: Config.option(Config.string("DURABLE_PARTITION"))
+      }),
+      (env) =>
+        make({
+          url: env.url,
+          prefix: env.prefix,
+          ...Option.match(env.namespace, { onNone: () => ({}), onSome: (namespace) => ({ namespace }) }),
+          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
+          ...options
+        })
+    )
+  )

@@ -1,0 +1,334 @@
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { Queue } from "bullmq"
+import { Redis } from "ioredis"
+import { spawn, type ChildProcess } from "node:child_process"
+import { createServer } from "node:net"
+import { FatalError, redis, Worker } from "../../src/promise.js"
+import { type EngineHarness, startEngine } from "../support/engine.js"
+
+const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
+
+/** Starts an engine on its own prefix and a worker on the same Redis and prefix. */
+const setup = async (options: { namespace?: string; partition?: string; concurrency?: number } = {}) => {
+  const engine = await startEngine(options.namespace === undefined ? {} : { namespace: options.namespace })
+  const worker = new Worker({ ...quiet, concurrency: options.concurrency ?? 8, shutdownTimeoutMs: 10_000 })
+  const transport = redis({
+    prefix: engine.prefix,
+    ...(options.partition === undefined ? {} : { partition: options.partition }),
+    stalledIntervalMs: 60_000
+  })
+  return { engine, worker, transport }
+}
+
+const harnesses: Array<EngineHarness> = []
+const track = <T extends { engine: EngineHarness }>(value: T): T => {
+  harnesses.push(value.engine)
+  return value
+}
+afterAll(async () => {
+  await Promise.all(harnesses.map((h) => h.close()))
+})
+
+describe("BullMQ transport against the real nestjs-durable engine", () => {
+  it("a step completes with the handler's output", async () => {
+    const { engine, worker, transport } = track(await setup())
+    worker.step("payments.charge-card", async (input: { amount: number }, ctx) => ({
+      chargeId: `ch_${input.amount}`,
+      attempt: ctx.attempt
+    }))
+    engine.register("checkout", async (ctx, input) =>
+      (await ctx.step("payments.charge-card", input)) as unknown)
+    const running = worker.run(transport)
+    const result = await engine.run("checkout", { amount: 99 })
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "completed")
+    assert.deepStrictEqual(result.output, { chargeId: "ch_99", attempt: 1 })
+  })
+
+  it("a FatalError fails the run after exactly one attempt and keeps its code on the checkpoint", async () => {
+    const { engine, worker, transport } = track(await setup())
+    let calls = 0
+    worker.step("payments.charge-card", async () => {
+      calls++
+      throw new FatalError("card declined", "card_declined")
+    })
+    engine.register("checkout", async (ctx) => ctx.step("payments.charge-card", {}, { retries: 3 }))
+    const running = worker.run(transport)
+    const runId = await engine.start("checkout", {})
+    const result = await engine.waitForRun(runId)
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "failed")
+    assert.strictEqual(calls, 1)
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.status, "failed")
+    assert.strictEqual(checkpoint.error.code, "card_declined")
+    assert.strictEqual(checkpoint.error.retryable, false)
+  })
+
+  it("a retryable error recovers within retries: 3", async () => {
+    const { engine, worker, transport } = track(await setup())
+    const attempts: Array<number> = []
+    worker.step("flaky", async (_input: unknown, ctx) => {
+      attempts.push(ctx.attempt)
+      if (ctx.attempt < 3) throw Object.assign(new Error("try again"), { code: "busy" })
+      return "ok"
+    })
+    engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
+    const running = worker.run(transport)
+    const result = await engine.run("wf", {})
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, "ok")
+    assert.deepStrictEqual(attempts, [1, 2, 3])
+  })
+
+  it("priority is honoured: higher priority runs first", async () => {
+    const { engine, worker, transport } = track(await setup({ concurrency: 1 }))
+    const order: Array<number> = []
+    worker.step("prio", async (input: { p: number }) => {
+      order.push(input.p)
+      return input.p
+    })
+    engine.register("wf", async (ctx, input) => ctx.step("prio", input, { priority: (input as { p: number }).p }))
+    const runIds = []
+    for (const p of [1, 5, 3, 9]) runIds.push(await engine.start("wf", { p }))
+    // all four tasks wait in the queue before the worker starts
+    const tasks = new Queue(`${engine.effectivePrefix}-tasks-prio`, { connection: engine.connection })
+    for (let i = 0; i < 100 && (await tasks.getWaitingCount()) + (await tasks.getPrioritizedCount()) < 4; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    await tasks.close()
+    const running = worker.run(transport)
+    for (const runId of runIds) assert.strictEqual((await engine.waitForRun(runId)).status, "completed")
+    await worker.stop()
+    await running
+    assert.deepStrictEqual(order, [9, 5, 3, 1])
+  })
+
+  it("an engine namespace (@tenant) reaches a worker with that partition", async () => {
+    const { engine, worker, transport } = track(await setup({ namespace: "acme", partition: "acme" }))
+    worker.step("billing:charge", async (_input: unknown, ctx) => ctx.group)
+    engine.register("wf", async (ctx) => ctx.step("billing:charge", {}))
+    const running = worker.run(transport)
+    const result = await engine.run("wf", {})
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, "billing-charge@acme")
+  })
+
+  it("a cancel reaches the running handler: its signal aborts and no success is reported", async () => {
+    const { engine, worker, transport } = track(await setup())
+    let started!: () => void
+    const running = new Promise<void>((resolve) => (started = resolve))
+    let aborted = false
+    worker.step("slow", (_input: unknown, ctx) =>
+      new Promise((_, reject) => {
+        started()
+        ctx.signal.addEventListener("abort", () => {
+          aborted = true
+          reject(new Error("aborted"))
+        })
+      }))
+    engine.register("wf", async (ctx) => ctx.step("slow", {}))
+    const run = worker.run(transport)
+    const runId = await engine.start("wf", {})
+    await running
+    await engine.cancel(runId)
+    for (let i = 0; i < 100 && !aborted; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    assert.isTrue(aborted)
+    const final = await engine.getRun(runId)
+    assert.strictEqual(final?.status, "cancelled")
+    const checkpoint = await engine.checkpoint(runId, 0)
+    assert.notStrictEqual(checkpoint?.status, "completed")
+    await worker.stop()
+    await run
+  })
+
+  it("a fan-out of 500 steps completes with exactly 500 results and no duplicate execution", async () => {
+    const { engine, worker, transport } = track(await setup({ concurrency: 32 }))
+    const seen = new Map<string, number>()
+    worker.step("item", async (input: { i: number }, ctx) => {
+      seen.set(ctx.stepId, (seen.get(ctx.stepId) ?? 0) + 1)
+      return input.i * 2
+    })
+    engine.register("fanout", async (ctx) => {
+      const outputs = await Promise.all(Array.from({ length: 500 }, (_, i) => ctx.step("item", { i })))
+      return (outputs as Array<number>).reduce((a, b) => a + b, 0)
+    })
+    const running = worker.run(transport)
+    const result = await engine.run("fanout", {}, { timeoutMs: 60_000 })
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, 2 * (499 * 500) / 2)
+    assert.strictEqual(seen.size, 500)
+    assert.isTrue([...seen.values()].every((n) => n === 1))
+  })
+
+  it("registers the descriptor and heartbeat keys; stop() under load finishes accepted work, then they are gone", async () => {
+    const { engine, worker, transport } = track(await setup({ concurrency: 4 }))
+    let finished = 0
+    worker.step("work", async () => {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      return ++finished
+    })
+    engine.register("wf", async (ctx) => ctx.step("work", {}))
+    const runIds = await Promise.all(Array.from({ length: 12 }, () => engine.start("wf", {})))
+    for (const runId of runIds) await engine.waitForCheckpoint(runId, 0, { status: "pending" })
+    const running = worker.run(transport)
+    const client = new Redis(engine.connection)
+    const heartbeatKey = `${engine.prefix}-worker-heartbeat:work:${worker.id}`
+    const descriptorKey = `${engine.prefix}-worker-descriptor:work:${worker.id}`
+    for (let i = 0; i < 100 && finished === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+    const beat = JSON.parse((await client.get(heartbeatKey))!)
+    const descriptor = JSON.parse((await client.get(descriptorKey))!)
+    assert.strictEqual(descriptor.instanceId, worker.id)
+    assert.deepStrictEqual(descriptor.steps, ["work"])
+    assert.deepStrictEqual(descriptor.protocol, { version: 1, range: [1, 1] })
+    assert.strictEqual(beat.status.runtime, "node")
+    assert.match(beat.descriptorHash, /^[0-9a-f]{16}$/)
+    const ttl = await client.ttl(heartbeatKey)
+    assert.isTrue(ttl > 25 && ttl <= 35, `ttl ${ttl}`)
+    await worker.stop()
+    await running
+    const checkpoints = await Promise.all(runIds.map((id) => engine.checkpoint(id, 0)))
+    const completed = checkpoints.filter((c) => c?.status === "completed").length
+    assert.isTrue(completed >= 4, `${completed} completed`)
+    assert.strictEqual(finished, completed)
+    assert.strictEqual(await client.exists(heartbeatKey, descriptorKey), 0)
+    // what was not taken is still queued for other workers
+    const tasks = new Queue(`${engine.prefix}-tasks-work`, { connection: engine.connection })
+    const counts = await tasks.getJobCounts()
+    assert.strictEqual(await tasks.getWaitingCount(), 12 - completed, JSON.stringify(counts))
+    await tasks.close()
+    await client.quit()
+  })
+
+  it("Redis unreachable at start fails run fast with an error that says what to check", async () => {
+    const port = await freePort()
+    const worker = new Worker(quiet)
+    worker.step("x", () => 1)
+    const started = Date.now()
+    const error = await worker.run(redis({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 1_000 })).then(
+      () => assert.fail("run should fail"),
+      (e: Error) => e
+    )
+    assert.isBelow(Date.now() - started, 5_000)
+    assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
+    assert.match(error.message, new RegExp(`could not connect to Redis at redis://127.0.0.1:${port}`))
+    assert.match(error.message, /REDIS_URL/)
+  })
+
+  it("a workflow-shaped task on a step queue is recognised, not crashed on, and the worker goes on", async () => {
+    const { engine, worker, transport } = track(await setup())
+    worker.step("shared", async () => "step-ok")
+    engine.register("wf", async (ctx) => ctx.step("shared", {}))
+    const running = worker.run(transport)
+    const tasks = new Queue(`${engine.prefix}-tasks-shared`, { connection: engine.connection })
+    await tasks.add("workflow", { taskId: "t1", runId: "w1", workflow: "shared", history: [], group: "shared", attempt: 1 })
+    const result = await engine.run("wf", {})
+    assert.strictEqual(result.status, "completed")
+    for (let i = 0; i < 100 && (await tasks.getFailedCount()) === 0; i++) await new Promise((r) => setTimeout(r, 20))
+    const [failed] = await tasks.getFailed()
+    assert.strictEqual(failed?.name, "workflow")
+    assert.match(failed?.failedReason ?? "", /no workflow "shared" is registered/)
+    await tasks.close()
+    await worker.stop()
+    await running
+  })
+
+  it("a step job failed at the infrastructure level gets a synthetic retryable failure, so the run does not hang", async () => {
+    const { engine, worker, transport } = track(await setup())
+    let calls = 0
+    worker.step("doomed", () => ++calls)
+    engine.register("wf", async (ctx) => ctx.step("doomed", {}, { retries: 1 }))
+    const runId = await engine.start("wf", {})
+    // a peer worker takes the job before ours starts, then dies: BullMQ fails the job
+    const { Worker: BullWorker } = await import("bullmq")
+    const peer = new BullWorker(`${engine.prefix}-tasks-doomed`, undefined, {
+      connection: { ...engine.connection, maxRetriesPerRequest: null },
+      autorun: false
+    })
+    let job = await peer.getNextJob("peer-token", { block: true })
+    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
+    assert.isDefined(job)
+    const running = worker.run(transport)
+    const client = new Redis(engine.connection)
+    const descriptorKey = `${engine.prefix}-worker-descriptor:doomed:${worker.id}`
+    for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
+    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    const result = await engine.waitForRun(runId, { timeoutMs: 15_000 })
+    assert.strictEqual(result.status, "failed")
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.error.message, "remote step worker failed: worker process crashed")
+    assert.strictEqual(checkpoint.error.retryable, true)
+    assert.strictEqual(calls, 0)
+    await peer.close()
+    await client.quit()
+    await worker.stop()
+    await running
+  })
+})
+
+describe("BullMQ transport when Redis goes away", () => {
+  let server: ChildProcess | undefined
+  let port = 0
+  const startServer = async () => {
+    server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore"
+    })
+    const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
+    probe.on("error", () => {})
+    await probe.connect().catch(() => undefined)
+    await probe.ping()
+    probe.disconnect()
+  }
+  beforeAll(async () => {
+    port = await freePort()
+    await startServer()
+  })
+  afterAll(() => {
+    server?.kill("SIGKILL")
+  })
+
+  it("reconnects and goes on after Redis restarts; accepted work is not lost", async () => {
+    const engine = await startEngine({ connection: { host: "127.0.0.1", port } })
+    try {
+    const worker = new Worker({ ...quiet, concurrency: 4 })
+    let calls = 0
+    worker.step("echo", async (input: { i: number }) => {
+      calls++
+      return input.i
+    })
+    engine.register("wf", async (ctx, input) => ctx.step("echo", input))
+    const running = worker.run(redis({ url: `redis://127.0.0.1:${port}`, prefix: engine.prefix }))
+    assert.strictEqual((await engine.run("wf", { i: 1 })).output, 1)
+    server!.kill("SIGKILL")
+    await new Promise((resolve) => server!.once("exit", resolve))
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    await startServer()
+    // the restarted server is empty: the engine's state lives in its own memory store, its queues are new
+    const result = await engine.run("wf", { i: 2 }, { timeoutMs: 30_000 })
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, 2)
+    await worker.stop()
+    await running
+    assert.isAtLeast(calls, 2)
+    } finally {
+      await engine.close()
+    }
+  })
+})
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const srv = createServer()
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address()
+      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
