@@ -52,7 +52,9 @@ for (const order of orders) await dispatch(order.id, 0, plan(order)[0]!.name, pl
 const started = Date.now()
 let open = orders.length
 while (open > 0) {
-  const { result } = await broker.takeReply()
+  const reply = await broker.takeReply()
+  if (reply._tag !== "StepResult") continue
+  const { result } = reply
   const order = orders.find((o) => o.id === result.runId)!
   const step = plan(order)[result.seq]!
   const took = result.startedAt === undefined ? "" : ` (picked up at +${result.startedAt - started} ms)`

@@ -24,15 +24,22 @@ import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import * as Step from "./core/Step.js"
+import * as Workflow from "./core/Workflow.js"
 import type { StepResult } from "./protocol/StepProtocol.js"
+import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
-import type { Reply, Transport } from "./transport/Transport.js"
+import type { NestReply } from "./transport/InMemoryTransport.js"
+import type { Transport } from "./transport/Transport.js"
 
 export { FatalError } from "./core/FatalError.js"
 export type { StepContext, StepLogger } from "./core/Step.js"
+export type { AsyncWorkflowContext } from "./core/Workflow.js"
+export { GatherFailed, NondeterminismError, StepFailed, UnsupportedInRemoteWorkflow } from "./core/Workflow.js"
 export type { StepError, StepEvent, StepResult, StepTask } from "./protocol/StepProtocol.js"
+export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./protocol/WorkflowProtocol.js"
+export type { NestReply } from "./transport/InMemoryTransport.js"
 
 /**
  * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
@@ -131,6 +138,7 @@ const settleSync = <A, E>(effect: Effect.Effect<A, E>): A => {
 export class Worker {
   readonly #options: WorkerOptions
   readonly #steps: Array<Step.Step> = []
+  readonly #workflows: Array<Workflow.Workflow> = []
   #worker: EffectWorker.Worker | undefined
   /** Settles once a requested run has claimed the worker (or failed before), so a stop() issued
    * right after run() applies to that run instead of preventing it. */
@@ -159,6 +167,25 @@ export class Worker {
       throw new Error(`step "${name}" is registered twice; each step name must have exactly one handler`)
     }
     this.#steps.push(Step.fromPromise(name, handler, options))
+    return this
+  }
+
+  /**
+   * Registers a coordinator-driven workflow: the engine sends its history each turn, the body is
+   * replayed deterministically and the commands it produced go back as a decision. The body may only
+   * await `ctx` operations (`ctx.step`, `ctx.sleep`, `ctx.waitForSignal`, `ctx.child`, `ctx.gather`,
+   * `ctx.now`, `ctx.sideEffect`, …) and what is built on them.
+   */
+  workflow<I = any, O = unknown>(
+    name: string,
+    body: (ctx: Workflow.AsyncWorkflowContext, input: I) => O | PromiseLike<O>,
+    options?: { readonly version?: string }
+  ): this {
+    if (this.#worker !== undefined) throw new Error(`cannot register workflow "${name}": the worker has already started`)
+    if (this.#workflows.some((workflow) => workflow.name === name)) {
+      throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
+    }
+    this.#workflows.push(Workflow.fromPromise(name, body, options))
     return this
   }
 
@@ -212,13 +239,15 @@ export class Worker {
     return settle(this.#build().forceStop)
   }
 
-  /** Runs one task payload without a broker and returns its result. */
-  processTask(task: unknown): Promise<StepResult> {
+  /** Runs one task payload without a broker: a step result for a step task, a decision for a turn. */
+  processTask(task: unknown): Promise<StepResult | WorkflowDecision> {
     return settle(this.#build().processTask(task))
   }
 
   #build(): EffectWorker.Worker {
-    this.#worker ??= settleSync(EffectWorker.make({ ...toEffectOptions(this.#options), steps: this.#steps }))
+    this.#worker ??= settleSync(
+      EffectWorker.make({ ...toEffectOptions(this.#options), steps: this.#steps, workflows: this.#workflows })
+    )
     return this.#worker
   }
 
@@ -268,8 +297,8 @@ export class Worker {
  */
 export interface InMemoryHandle extends TransportHandle {
   readonly enqueue: (task: unknown) => Promise<void>
-  readonly takeReply: () => Promise<Reply>
-  readonly replies: () => Promise<ReadonlyArray<Reply>>
+  readonly takeReply: () => Promise<NestReply>
+  readonly replies: () => Promise<ReadonlyArray<NestReply>>
   readonly pending: () => Promise<number>
   readonly cancel: (runId: string) => Promise<void>
   /** The Effect broker behind this handle, with its fault switches. */

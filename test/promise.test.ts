@@ -1,6 +1,6 @@
 import { Cause } from "effect"
 import { assert, describe, it } from "vitest"
-import { FatalError, inMemory, Worker } from "../src/promise.js"
+import { FatalError, inMemory, type StepResult, Worker } from "../src/promise.js"
 
 const task = (runId: string, name: string, input?: unknown) => ({
   runId,
@@ -22,7 +22,10 @@ describe("promise facade", () => {
     const broker = inMemory()
     const running = worker.run(broker)
     await broker.enqueue(task("r1", "payments.charge-card", { amount: 99 }))
-    const { result } = await broker.takeReply()
+    const reply = await broker.takeReply()
+    assert.strictEqual(reply._tag, "StepResult")
+    if (reply._tag !== "StepResult") return
+    const { result } = reply
     assert.strictEqual(result.status, "completed")
     assert.deepStrictEqual(result.output, { chargeId: "ch_99" })
     await Promise.all([worker.stop(), worker.stop()])
@@ -38,14 +41,14 @@ describe("promise facade", () => {
       if (input.declined) throw new FatalError("card declined", "card_declined")
       throw "gateway said no"
     })
-    const fatal = await worker.processTask(task("r1", "pay", { declined: true }))
+    const fatal = await worker.processTask(task("r1", "pay", { declined: true })) as StepResult
     assert.deepStrictEqual(
       { message: fatal.error?.message, code: fatal.error?.code, retryable: fatal.error?.retryable },
       { message: "card declined", code: "card_declined", retryable: false }
     )
-    const other = await worker.processTask(task("r2", "pay", { declined: false }))
+    const other = await worker.processTask(task("r2", "pay", { declined: false })) as StepResult
     assert.deepStrictEqual(other.error, { message: "gateway said no" })
-    const missing = await worker.processTask(task("r3", "nope"))
+    const missing = await worker.processTask(task("r3", "nope")) as StepResult
     assert.deepStrictEqual(missing.error, { message: "no handler for nope", retryable: false })
     await worker.processTask("garbage").then(() => assert.fail("should reject"), (e: Error) => assert.match(e.message, /malformed step task/))
   })

@@ -24,8 +24,12 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { hostname, totalmem } from "node:os"
+import { nestDurable } from "../core/internal/nestDurable.js"
+import type { Handlers, Outcome } from "../core/internal/protocol.js"
 import * as Step from "../core/Step.js"
-import type { StepResult, TaskDecodeError } from "../protocol/StepProtocol.js"
+import * as Workflow from "../core/Workflow.js"
+import type { StepResult } from "../protocol/StepProtocol.js"
+import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import {
   type DeregistrationError,
   type Delivery,
@@ -39,8 +43,14 @@ import {
   type WorkerStatus
 } from "../transport/Transport.js"
 import { type Limiter, makeLimiter } from "./internal/limiter.js"
-import { type Outcome, processPayload } from "./internal/processPayload.js"
-import { RunUntilTimeoutError, ShutdownTimeoutError, WorkerLoopError, WorkerOptionsError, WorkerStateError } from "./WorkerError.js"
+import {
+  RunUntilTimeoutError,
+  ShutdownTimeoutError,
+  TaskRejected,
+  WorkerLoopError,
+  WorkerOptionsError,
+  WorkerStateError
+} from "./WorkerError.js"
 
 export * from "./WorkerError.js"
 
@@ -81,7 +91,9 @@ export interface WorkerOptions {
  * @category models
  */
 export interface WorkerConfig<R = never> extends WorkerOptions {
-  readonly steps: Iterable<Step.Step<R>>
+  readonly steps?: Iterable<Step.Step<R>>
+  /** Coordinator-driven workflows whose turns this worker replays. */
+  readonly workflows?: Iterable<Workflow.Workflow<any, any, R>>
 }
 
 /**
@@ -129,8 +141,12 @@ export interface Worker<R = never> {
   readonly forceStop: Effect.Effect<void, ShutdownError>
   /** The status published in heartbeats. */
   readonly status: Effect.Effect<WorkerStatus>
-  /** Runs one task payload without any broker (what a poller does with each delivery). */
-  readonly processTask: (payload: unknown) => Effect.Effect<StepResult, TaskDecodeError, R>
+  /**
+   * Runs one nestjs-durable task payload without any broker (what a poller does with each
+   * delivery): a step result for a step task, a decision for a workflow turn. Fails with the reason
+   * when the payload is not a task at all.
+   */
+  readonly processTask: (payload: unknown) => Effect.Effect<StepResult | WorkflowDecision, TaskRejected, R>
 }
 
 interface Resolved {
@@ -191,6 +207,18 @@ const resolveOptions = (options: WorkerOptions): Effect.Effect<Resolved, WorkerO
     }
   })
 
+const workflowRegistry = <R>(
+  definitions: Iterable<Workflow.Workflow<any, any, R>>
+): Effect.Effect<ReadonlyMap<string, Workflow.Workflow<any, any, R>>, Step.DuplicateStepError> =>
+  Effect.suspend(() => {
+    const map = new Map<string, Workflow.Workflow<any, any, R>>()
+    for (const workflow of definitions) {
+      if (map.has(workflow.name)) return Effect.fail(new Step.DuplicateStepError({ name: workflow.name }))
+      map.set(workflow.name, workflow)
+    }
+    return Effect.succeed(map)
+  })
+
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
 
 /** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
@@ -207,7 +235,9 @@ export const make = <R = never>(
 ): Effect.Effect<Worker<R>, WorkerOptionsError | Step.DuplicateStepError> =>
   Effect.gen(function*() {
     const options = yield* resolveOptions(config)
-    const steps = yield* Step.registry(config.steps)
+    const steps = yield* Step.registry(config.steps ?? [])
+    const workflows = yield* workflowRegistry(config.workflows ?? [])
+    const handlers: Handlers<R> = { steps, workflows }
     const startedAt = yield* Clock.currentTimeMillis
     const phase = yield* Ref.make<Phase>("idle")
     const stopRequested = yield* Deferred.make<void>()
@@ -218,7 +248,6 @@ export const make = <R = never>(
       workflow: yield* makeLimiter(options.workflowConcurrency)
     }
     const inFlight = yield* Ref.make(0)
-    const process_ = processPayload(steps)
 
     const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
       const rssBytes = process.memoryUsage.rss()
@@ -237,19 +266,16 @@ export const make = <R = never>(
       workerId: options.workerId,
       buildId: options.buildId,
       steps: Array.from(steps.keys()).sort(),
-      workflows: [],
+      workflows: Array.from(workflows.keys()).sort(),
       startedAt,
       pollTimeout: options.pollTimeout,
       status
     }
 
-    const answer = (delivery: Delivery, outcome: Outcome) =>
+    const answer = (delivery: Delivery, outcome: Outcome<unknown>) =>
       (outcome._tag === "Reply"
         ? delivery.complete(outcome.reply)
-        : Effect.zipRight(
-          Effect.logError("rejected an undecodable task", outcome.error.message),
-          delivery.reject(outcome.error)
-        )).pipe(
+        : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))).pipe(
           Effect.retry(replyRetry),
           Effect.catchAll((error) =>
             Effect.logError(
@@ -271,7 +297,7 @@ export const make = <R = never>(
               Effect.fork
             )
         })
-        const outcome = yield* process_(delivery.payload, delivery.cancelled)
+        const outcome = yield* delivery.protocol.process(handlers, delivery.payload, delivery.cancelled)
         yield* answer(delivery, outcome)
       }).pipe(
         Effect.onInterrupt(() =>
@@ -487,8 +513,11 @@ export const make = <R = never>(
       status,
       processTask: (payload) =>
         Effect.flatMap(
-          process_(payload, Effect.never),
-          (outcome) => outcome._tag === "Reply" ? Effect.succeed(outcome.reply.result) : Effect.fail(outcome.error)
+          nestDurable().process(handlers, payload, Effect.never),
+          (outcome) =>
+            outcome._tag === "Reject"
+              ? Effect.fail(new TaskRejected({ reason: outcome.reason }))
+              : Effect.succeed(outcome.reply._tag === "StepResult" ? outcome.reply.result : outcome.reply.decision)
         )
     }
   })

@@ -87,3 +87,17 @@ export class WorkerOptionsError extends Schema.TaggedError<WorkerOptionsError>()
   option: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * A payload given to `processTask` is not a task of the protocol (no run or step to answer).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TaskRejected extends Schema.TaggedError<TaskRejected>()("TaskRejected", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}

@@ -28,7 +28,9 @@ import * as EffectQueue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
+import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
 import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
+import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import {
@@ -37,7 +39,6 @@ import {
   type Poller,
   type Registration,
   RegistrationError,
-  type Reply,
   Transport,
   TransportError,
   type WorkerDescription,
@@ -72,6 +73,7 @@ export interface BullMQOptions {
 }
 
 const NAME = "bullmq"
+const RUN_BEAT_INTERVAL = Duration.seconds(5)
 const RESULT_BATCH = 512
 const CANCELLED_RUNS_KEPT = 10_000
 
@@ -92,6 +94,13 @@ const stepIdentity = (data: unknown) => {
   return typeof runId === "string" && typeof seq === "number" && typeof stepId === "string"
     ? { runId, seq, stepId, group: typeof group === "string" ? group : undefined }
     : undefined
+}
+
+/** Reads the run of a workflow-turn payload, when it is one. */
+const runTurnIdentity = (data: unknown) => {
+  if (!isWorkflowTaskShape(data)) return undefined
+  const { runId, group } = data as Record<string, unknown>
+  return typeof runId === "string" ? { runId, group: typeof group === "string" ? group : undefined } : undefined
 }
 
 const connect = (options: BullMQOptions, connectTimeout: Duration.Duration) =>
@@ -134,21 +143,21 @@ const duplicate = (client: Redis) =>
   )
 
 /**
- * Writes results in batches: whatever accumulated while the previous `addBulk` was in flight goes
+ * Writes replies (results, decisions) in batches: whatever accumulated while the previous `addBulk` was in flight goes
  * in the next one, so there is no added latency when the worker is idle.
  */
-const makeResultWriter = (queue: Queue) =>
+const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
   Effect.gen(function*() {
-    const pending = yield* EffectQueue.unbounded<readonly [StepResult, Deferred.Deferred<void, TransportError>]>()
+    const pending = yield* EffectQueue.unbounded<readonly [A, Deferred.Deferred<void, TransportError>]>()
     yield* EffectQueue.takeBetween(pending, 1, RESULT_BATCH).pipe(
       Effect.flatMap((batch) => {
         const items = Array.from(batch)
         return Effect.tryPromise(() =>
           queue.addBulk(
-            items.map(([result]) => ({ name: Naming.JobName.result, data: result, opts: Naming.resultJobOptions }))
+            items.map(([reply]) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions }))
           )
         ).pipe(
-          Effect.mapError(transportError("publishing results")),
+          Effect.mapError(transportError(`publishing to ${queue.name}`)),
           Effect.exit,
           Effect.flatMap((exit) => Effect.forEach(items, ([, done]) => Deferred.done(done, Exit.asVoid(exit)))),
           Effect.asVoid
@@ -157,9 +166,9 @@ const makeResultWriter = (queue: Queue) =>
       Effect.forever,
       Effect.forkScoped
     )
-    return (result: StepResult) =>
+    return (reply: A) =>
       Effect.flatMap(Deferred.make<void, TransportError>(), (done) =>
-        Effect.zipRight(EffectQueue.offer(pending, [result, done] as const), Deferred.await(done)))
+        Effect.zipRight(EffectQueue.offer(pending, [reply, done] as const), Deferred.await(done)))
   })
 
 /** Tracks `cancel` messages on `<P>-control`: a deferred per cancelled run, bounded in number. */
@@ -222,14 +231,29 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       }
       const runtime = yield* Effect.runtime<never>()
       const client = yield* connect(options, connectTimeout)
-      const results = yield* Effect.acquireRelease(
-        Effect.sync(() => new Queue(Naming.resultsQueue(prefix), { connection: client })),
-        (queue) => Effect.promise(() => queue.close())
+      const replyQueue = (queueName: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => new Queue(queueName, { connection: client })),
+          (queue) => Effect.promise(() => queue.close())
+        )
+      const publish = yield* makeReplyWriter<StepResult>(
+        yield* replyQueue(Naming.resultsQueue(prefix)),
+        Naming.JobName.result
       )
-      const publish = yield* makeResultWriter(results)
+      const publishDecision = yield* makeReplyWriter<WorkflowDecision>(
+        yield* replyQueue(Naming.decisionsQueue(prefix)),
+        Naming.JobName.decision
+      )
+      const protocol = nestDurable({ partition: options.partition })
+      const publishBeat = (message: string) =>
+        Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
+          Effect.mapError(transportError("publishing a beat"))
+        )
       const cancellations = yield* makeCancellations(client, Naming.controlChannel(prefix))
 
-      const tokens = worker.steps.map((step) => Naming.routingToken(step, options.partition))
+      const tokens = Array.from(
+        new Set([...worker.steps, ...worker.workflows].map((name) => Naming.routingToken(name, options.partition)))
+      )
       const descriptor = buildDescriptor({
         instanceId: worker.workerId,
         steps: worker.steps,
@@ -258,6 +282,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       let tokenCounter = 0
       const pollers: Array<Poller> = []
       for (const token of tokens) {
+        const subscription = token
         const queueName = Naming.tasksQueue(prefix, token)
         const bull = yield* Effect.acquireRelease(
           Effect.sync(() =>
@@ -279,44 +304,49 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
         let maybeMore = true
 
-        const toDelivery = (job: Job, token: string): Delivery => {
-          const identity = stepIdentity(job.data)
-          const stepBeatMessage = identity === undefined ? undefined : JSON.stringify({
-            runId: identity.runId,
-            seq: identity.seq,
-            stepId: identity.stepId,
-            group: identity.group ?? token
-          })
+        const toDelivery = (job: Job, token: string): Delivery<NestReply> => {
           const renewLock = Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
             Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
             Effect.flatMap((renewed) =>
               renewed === 1 ? Effect.void : Effect.fail(
-                new TransportError({ transport: NAME, operation: "extend lock", message: `the lock of job ${job.id} on ${queueName} was lost` })
+                new TransportError({
+                  transport: NAME,
+                  operation: "extend lock",
+                  message: `the lock of job ${job.id} on ${queueName} was lost`
+                })
               )
             )
           )
+          const turn = runTurnIdentity(job.data)
+          const identity = turn === undefined ? stepIdentity(job.data) : undefined
+          // workflow turns beat for their run at once and every 5 s; steps optionally every stepBeatInterval
+          const beat = turn !== undefined
+            ? JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
+            : identity !== undefined && stepBeat !== undefined
+            ? JSON.stringify({ runId: identity.runId, seq: identity.seq, stepId: identity.stepId, group: identity.group ?? subscription })
+            : undefined
+          const interval = turn === undefined ? renewEvery : Duration.min(renewEvery, RUN_BEAT_INTERVAL)
+          const runId = turn?.runId ?? identity?.runId
           return {
             id: `${queueName}#${job.id}`,
             payload: job.data,
+            protocol,
             keepAlive: Option.some({
-              interval: renewEvery,
-              renew: stepBeat === undefined || stepBeatMessage === undefined ? renewLock : Effect.zipRight(
-                renewLock,
-                Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), stepBeatMessage)).pipe(
-                  Effect.mapError(transportError("publishing a step beat"))
-                )
-              )
+              interval,
+              renew: beat === undefined
+                ? renewLock
+                : Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat)))
             }),
-            cancelled: identity === undefined ? Effect.never : cancellations.awaitCancel(identity.runId),
-            complete: (reply: Reply) =>
+            cancelled: runId === undefined ? Effect.never : cancellations.awaitCancel(runId),
+            complete: (reply) =>
               Effect.zipRight(
-                publish(reply.result),
+                reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision),
                 Effect.tryPromise(() => job.moveToCompleted(undefined, token, false)).pipe(
                   Effect.mapError(transportError(`acknowledging job ${job.id}`))
                 )
               ),
-            reject: (error) =>
-              Effect.tryPromise(() => job.moveToFailed(new Error(error.message), token)).pipe(
+            reject: (reason) =>
+              Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
                 Effect.mapError(transportError(`rejecting job ${job.id}`))
               ),
             abandon: Effect.tryPromise(() => job.moveToWait(token)).pipe(
@@ -339,7 +369,15 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
                 const job = await bull.getNextJob(jobToken, { block: false })
-                return job === undefined ? undefined : toDelivery(job, jobToken)
+                if (job === undefined) return undefined
+                const turn = runTurnIdentity(job.data)
+                if (turn !== undefined) {
+                  void client.publish(
+                    Naming.heartbeatChannel(prefix),
+                    JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
+                  ).catch(() => undefined)
+                }
+                return toDelivery(job, jobToken)
               }))
               for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
               if (fetched.some((d) => d === undefined)) break

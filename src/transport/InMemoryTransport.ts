@@ -12,13 +12,14 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
-import type { TaskDecodeError } from "../protocol/StepProtocol.js"
+import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
+
+export type { NestReply } from "../core/internal/nestDurable.js"
 import {
   type Delivery,
   DeregistrationError,
   type Registration,
   RegistrationError,
-  type Reply,
   Transport,
   TransportError,
   type WorkerDescription,
@@ -69,11 +70,11 @@ export interface InMemoryBroker {
   /** Puts a task payload (any JSON value, malformed ones included) on the queue. */
   readonly enqueue: (payload: unknown) => Effect.Effect<void>
   /** Waits for the next reply a worker delivered. */
-  readonly takeReply: Effect.Effect<Reply>
+  readonly takeReply: Effect.Effect<NestReply>
   /** Every reply delivered so far. */
-  readonly replies: Effect.Effect<ReadonlyArray<Reply>>
-  /** Every task rejected as undecodable so far. */
-  readonly rejected: Effect.Effect<ReadonlyArray<TaskDecodeError>>
+  readonly replies: Effect.Effect<ReadonlyArray<NestReply>>
+  /** Why each task rejected as unanswerable so far was rejected. */
+  readonly rejected: Effect.Effect<ReadonlyArray<string>>
   /** Tasks waiting on the queue. */
   readonly pending: Effect.Effect<number>
   /** Everything that happened, in order. */
@@ -119,9 +120,10 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     const heartbeatInterval = Duration.decode(options.heartbeatInterval ?? "10 seconds")
     const leaseRenewInterval = Duration.decode(options.leaseRenewInterval ?? "15 seconds")
     const queue = yield* Queue.unbounded<Entry>()
-    const replyQueue = yield* Queue.unbounded<Reply>()
-    const replies = yield* Ref.make<ReadonlyArray<Reply>>([])
-    const rejected = yield* Ref.make<ReadonlyArray<TaskDecodeError>>([])
+    const replyQueue = yield* Queue.unbounded<NestReply>()
+    const replies = yield* Ref.make<ReadonlyArray<NestReply>>([])
+    const rejected = yield* Ref.make<ReadonlyArray<string>>([])
+    const protocol = nestDurable()
     const journal = yield* Ref.make<ReadonlyArray<JournalEntry>>([])
     const registered = yield* Ref.make(Option.none<WorkerDescription>())
     const cancellations = yield* Ref.make(new Map<string, Deferred.Deferred<void>>())
@@ -152,6 +154,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       return {
         id: entry.id,
         payload: entry.payload,
+        protocol,
         keepAlive: Option.some({ interval: leaseRenewInterval, renew: log({ op: "renew", id: entry.id }) }),
         cancelled: typeof runId === "string" ? Effect.flatMap(cancellation(runId), Deferred.await) : Effect.never,
         complete: (reply) =>
@@ -160,8 +163,8 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
             Effect.zipRight(Queue.offer(replyQueue, reply)),
             Effect.zipRight(log({ op: "complete", id: entry.id }))
           ),
-        reject: (error) =>
-          Ref.update(rejected, (all) => [...all, error]).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
+        reject: (reason) =>
+          Ref.update(rejected, (all) => [...all, reason]).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
         abandon: Queue.offer(queue, entry).pipe(Effect.zipRight(log({ op: "abandon", id: entry.id })))
       }
     }

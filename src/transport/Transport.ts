@@ -11,7 +11,7 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import type { StepResult, TaskDecodeError } from "../protocol/StepProtocol.js"
+import type { Protocol } from "../core/internal/protocol.js"
 
 /**
  * A concurrency pool: step/activity tasks and workflow turns have separate limits where a transport
@@ -65,14 +65,6 @@ export interface WorkerStatus {
 }
 
 /**
- * What a worker sends back for a task.
- *
- * @since 0.1.0
- * @category models
- */
-export type Reply = { readonly _tag: "StepResult"; readonly result: StepResult }
-
-/**
  * How a delivery keeps its lock / lease / visibility while it runs or waits for admission.
  *
  * @since 0.1.0
@@ -85,23 +77,25 @@ export interface KeepAlive {
 
 /**
  * One task taken from the broker. A task taken is a task started: the runtime holds a concurrency
- * permit for it before it is polled.
+ * permit for it before it is polled. `Reply` is what the delivery's protocol answers with.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Delivery {
+export interface Delivery<Reply = any> {
   /** The broker's id for the task (job id, row key, receipt, task id), for logs. */
   readonly id: string
-  /** The task as it came off the wire (parsed JSON); the runtime decodes it. */
+  /** The task as it came off the wire (parsed JSON); its protocol decodes it. */
   readonly payload: unknown
+  /** The orchestrator protocol the payload speaks (how it is decoded, run and answered). */
+  readonly protocol: Protocol<Reply>
   readonly keepAlive: Option.Option<KeepAlive>
   /** Completes when the broker announces that this task's run was cancelled. */
   readonly cancelled: Effect.Effect<void>
   /** Delivers the reply, then acknowledges the task. */
   readonly complete: (reply: Reply) => Effect.Effect<void, TransportError>
   /** Acknowledges a task that cannot be answered (undecodable, no identity), after it was logged. */
-  readonly reject: (error: TaskDecodeError) => Effect.Effect<void, TransportError>
+  readonly reject: (reason: string) => Effect.Effect<void, TransportError>
   /** Gives un-finished work back to the broker (shutdown), where the broker allows it. */
   readonly abandon: Effect.Effect<void, TransportError>
 }

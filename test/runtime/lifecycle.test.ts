@@ -10,6 +10,9 @@ import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
 
+const resultOf = (reply: InMemory.NestReply) =>
+  reply._tag === "StepResult" ? reply.result : assert.fail(`expected a step result, got ${reply._tag}`)
+
 const task = (runId: string, name: string, input?: unknown) => ({
   runId,
   seq: 0,
@@ -108,7 +111,7 @@ describe("Worker lifecycle", () => {
       assert.isTrue(journal.indexOf("complete") < journal.indexOf("deregister"))
       assert.strictEqual(journal.filter((op) => op === "deregister").length, 1)
       const reply = yield* broker.takeReply
-      assert.strictEqual(reply.result.status, "completed")
+      assert.strictEqual(resultOf(reply).status, "completed")
     }))
 
   it.effect("L3: work still running at the deadline is interrupted exactly then, and given back before deregistering", () =>
@@ -199,7 +202,7 @@ describe("Worker lifecycle", () => {
   it.effect("runUntil returns the condition's value once it holds, after a clean stop", () =>
     Effect.gen(function*() {
       const { broker, worker, start, ops } = yield* setup()
-      const running = yield* start(worker.runUntil(Effect.map(broker.takeReply, (reply) => reply.result.output)))
+      const running = yield* start(worker.runUntil(Effect.map(broker.takeReply, (reply) => resultOf(reply).output)))
       yield* broker.enqueue(task("r1", "sleep", { ms: 10, id: "a" }))
       yield* settle
       yield* TestClock.adjust(10)
@@ -369,7 +372,7 @@ describe("Worker dispatch", () => {
       yield* settle
       yield* TestClock.adjust(1)
       const reply = yield* broker.takeReply
-      assert.strictEqual(reply.result.output, "a")
+      assert.strictEqual(resultOf(reply).output, "a")
       assert.isNull(running.unsafePoll())
     }))
 
@@ -420,8 +423,8 @@ describe("Worker dispatch", () => {
       yield* broker.cancel("run-x")
       yield* Deferred.await(aborted)
       const reply = yield* broker.takeReply
-      assert.strictEqual(reply.result.status, "failed")
-      assert.deepStrictEqual(reply.result.error, { message: "run run-x was cancelled", code: "cancelled", retryable: false })
+      assert.strictEqual(resultOf(reply).status, "failed")
+      assert.deepStrictEqual(resultOf(reply).error, { message: "run run-x was cancelled", code: "cancelled", retryable: false })
     }))
 
   it.effect("bad input loses nothing: malformed tasks are answered or rejected and the worker goes on", () =>
@@ -436,7 +439,7 @@ describe("Worker dispatch", () => {
       yield* settle
       yield* TestClock.adjust(1)
       const replies = yield* broker.replies
-      const byRun = new Map(replies.map((r) => [r.result.runId, r.result]))
+      const byRun = new Map(replies.map((r) => [resultOf(r).runId, resultOf(r)]))
       assert.strictEqual(byRun.get("r2")?.error?.code, "malformed_task")
       assert.strictEqual(byRun.get("r2")?.error?.retryable, false)
       assert.strictEqual(byRun.get("r3")?.error?.message, "no handler for unknown.step")
