@@ -5,10 +5,12 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import type * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type { StepError, StepEvent, StepResult, StepTask } from "../protocol/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
@@ -160,6 +162,50 @@ export const registry = <R>(steps: Iterable<Step<R>>): Effect.Effect<StepRegistr
     return Effect.succeed(map)
   })
 
+/** The handler's context; the abort controller and the logger are made only when used. */
+class Context implements StepContext {
+  readonly runId: string
+  readonly seq: number
+  readonly stepId: string
+  readonly attempt: number
+  readonly name: string
+  readonly group: string
+  readonly traceparent: string | undefined
+  readonly context: Readonly<Record<string, unknown>> | undefined
+  #controller: AbortController | undefined
+  #log: StepLogger | undefined
+
+  constructor(
+    task: StepTask,
+    readonly events: Array<StepEvent>,
+    readonly clock: Clock.Clock,
+    readonly runtime: Runtime.Runtime<never>
+  ) {
+    this.runId = task.runId
+    this.seq = task.seq
+    this.stepId = task.stepId
+    this.attempt = task.attempt
+    this.name = task.name
+    this.group = task.group
+    this.traceparent = task.traceparent
+    this.context = task.context
+  }
+
+  get signal(): AbortSignal {
+    this.#controller ??= new AbortController()
+    return this.#controller.signal
+  }
+
+  get log(): StepLogger {
+    this.#log ??= makeStepLogger(this.events, this.clock, this.runtime)
+    return this.#log
+  }
+
+  abort(): void {
+    this.#controller?.abort()
+  }
+}
+
 interface ResultBase {
   readonly runId: string
   readonly seq: number
@@ -207,22 +253,10 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       return failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
     }
     const events: Array<StepEvent> = []
-    const controller = new AbortController()
-    const ctx: StepContext = {
-      runId: task.runId,
-      seq: task.seq,
-      stepId: task.stepId,
-      attempt: task.attempt,
-      name: task.name,
-      group: task.group,
-      traceparent: task.traceparent,
-      context: task.context,
-      log: makeStepLogger(events, clock, yield* Effect.runtime<never>()),
-      signal: controller.signal
-    }
+    const ctx = new Context(task, events, clock, yield* Effect.runtime<never>())
     const exit = yield* step.run(task.input, ctx).pipe(
-      captureEffectLogs(events, clock),
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort())),
+      captureEffectLogs(events),
+      Effect.onInterrupt(() => Effect.sync(() => ctx.abort())),
       Effect.exit
     )
     if (Exit.isSuccess(exit)) {
@@ -240,6 +274,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     Effect.annotateLogs({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }),
     Effect.withSpan(`durable.step ${task.name}`, {
       kind: "consumer",
+      captureStackTrace: false,
       attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
       ...externalParent(task.traceparent)
     })

@@ -26,6 +26,7 @@ import * as Scope from "effect/Scope"
 import { hostname, totalmem } from "node:os"
 import { nestDurable } from "../core/internal/nestDurable.js"
 import type { Handlers, Outcome } from "../core/internal/protocol.js"
+import type * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as Step from "../core/Step.js"
 import * as Workflow from "../core/Workflow.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
@@ -94,6 +95,8 @@ export interface WorkerConfig<R = never> extends WorkerOptions {
   readonly steps?: Iterable<Step.Step<R>>
   /** Coordinator-driven workflows whose turns this worker replays. */
   readonly workflows?: Iterable<Workflow.Workflow<any, any, R>>
+  /** Durable Workflow server workflows this worker replays (its activities are `steps`). */
+  readonly durableWorkflows?: Iterable<DurableWorkflow.DurableWorkflow<R>>
 }
 
 /**
@@ -237,7 +240,13 @@ export const make = <R = never>(
     const options = yield* resolveOptions(config)
     const steps = yield* Step.registry(config.steps ?? [])
     const workflows = yield* workflowRegistry(config.workflows ?? [])
-    const handlers: Handlers<R> = { steps, workflows }
+    const durableWorkflows = new Map<string, DurableWorkflow.DurableWorkflow<R>>()
+    for (const definition of config.durableWorkflows ?? []) {
+      if (durableWorkflows.has(definition.name)) return yield* new Step.DuplicateStepError({ name: definition.name })
+      durableWorkflows.set(definition.name, definition)
+    }
+    const handlers: Handlers<R> = { steps, workflows, durableWorkflows }
+    let workerId = options.workerId
     const startedAt = yield* Clock.currentTimeMillis
     const phase = yield* Ref.make<Phase>("idle")
     const stopRequested = yield* Deferred.make<void>()
@@ -245,9 +254,15 @@ export const make = <R = never>(
     const shutdownOutcome = yield* Deferred.make<void, ShutdownError>()
     const limiters: Record<TaskPool, Limiter> = {
       step: yield* makeLimiter(options.concurrency),
-      workflow: yield* makeLimiter(options.workflowConcurrency)
+      workflow: yield* makeLimiter(options.workflowConcurrency),
+      query: yield* makeLimiter(1)
     }
     const inFlight = yield* Ref.make(0)
+    const running: Record<TaskPool, Ref.Ref<number>> = {
+      step: yield* Ref.make(0),
+      workflow: yield* Ref.make(0),
+      query: yield* Ref.make(0)
+    }
 
     const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
       const rssBytes = process.memoryUsage.rss()
@@ -256,6 +271,15 @@ export const make = <R = never>(
         runtime: "node",
         concurrency: { mode: "fixed", limit: options.concurrency },
         inFlight: yield* Ref.get(inFlight),
+        slots: {
+          step: { limit: yield* limiters.step.limit, inUse: yield* limiters.step.inUse, running: yield* Ref.get(running.step) },
+          workflow: {
+            limit: yield* limiters.workflow.limit,
+            inUse: yield* limiters.workflow.inUse,
+            running: yield* Ref.get(running.workflow)
+          },
+          query: { limit: 1, inUse: yield* limiters.query.inUse, running: yield* Ref.get(running.query) }
+        },
         rssBytes,
         rssLimitBytes,
         rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
@@ -266,47 +290,126 @@ export const make = <R = never>(
       workerId: options.workerId,
       buildId: options.buildId,
       steps: Array.from(steps.keys()).sort(),
-      workflows: Array.from(workflows.keys()).sort(),
+      workflows: [...workflows.keys(), ...durableWorkflows.keys()].sort(),
       startedAt,
       pollTimeout: options.pollTimeout,
       status
     }
 
-    const answer = (delivery: Delivery, outcome: Outcome<unknown>) =>
-      (outcome._tag === "Reply"
+    /** Sends a reply (or the rejection), retrying a failed send a few times; never fails. */
+    const answer = (delivery: Delivery, outcome: Outcome<unknown>) => {
+      const send = outcome._tag === "Reply"
         ? delivery.complete(outcome.reply)
-        : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))).pipe(
-          Effect.retry(replyRetry),
+        : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
+      // the retry schedule is only built when the first attempt failed
+      return send.pipe(
+        Effect.catchAll((first) =>
+          Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", first), Effect.retry(send, replyRetry))
+        ),
+        Effect.catchAll((error) =>
+          Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+        )
+      )
+    }
+
+    /**
+     * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
+     * of the same subscription in the same round trip (the permit stays with this fiber).
+     */
+    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>) =>
+      Effect.gen(function*() {
+        const takeNext = delivery.completeAndTakeNext
+        if (outcome._tag === "Reject" || takeNext === undefined || (yield* Deferred.isDone(stopRequested))) {
+          yield* answer(delivery, outcome)
+          return undefined
+        }
+        return yield* takeNext(outcome.reply).pipe(
+          Effect.map(Option.getOrUndefined),
           Effect.catchAll((error) =>
-            Effect.logError(
-              "could not deliver the reply; the task stays with the broker and will be redelivered",
-              error
+            Effect.as(
+              Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
+              undefined
             )
           )
         )
+      })
 
-    const handle = (delivery: Delivery) =>
+    /**
+     * Leases of running deliveries, renewed by one keeper fiber rather than a timer per task: each
+     * is renewed once its interval has passed since it was taken or last renewed.
+     */
+    const leases = new Map<Delivery, { due: number; readonly interval: number; readonly renew: Effect.Effect<void, TransportError> }>()
+    let keeperTick = 1_000
+    const keepLeases = Effect.gen(function*() {
+      yield* Effect.sleep(keeperTick)
+      const now = yield* Clock.currentTimeMillis
+      for (const [delivery, lease] of leases) {
+        if (lease.due > now) continue
+        lease.due = now + lease.interval
+        yield* lease.renew.pipe(
+          Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
+          Effect.annotateLogs({ delivery: delivery.id }),
+          Effect.forkDaemon
+        )
+      }
+    }).pipe(Effect.forever)
+
+    /**
+     * Runs one delivery under the caller's permit: keeps its lease alive, processes it in a child
+     * fiber (which a cancel of its run interrupts), answers, and returns the next delivery the
+     * transport handed over, if any. Interrupted (shutdown deadline) it gives the task back.
+     * Called with interruption masked; `restore` marks the one interruptible wait.
+     */
+    const serveOne = (delivery: Delivery, restore: <A, E, R2>(e: Effect.Effect<A, E, R2>) => Effect.Effect<A, E, R2>) =>
       Effect.gen(function*() {
-        yield* Option.match(delivery.keepAlive, {
-          onNone: () => Effect.void,
-          onSome: (keepAlive) =>
-            keepAlive.renew.pipe(
-              Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
-              Effect.repeat(Schedule.spaced(keepAlive.interval)),
-              Effect.delay(keepAlive.interval),
-              Effect.fork
-            )
+        if (Option.isSome(delivery.keepAlive)) {
+          const interval = Duration.toMillis(delivery.keepAlive.value.interval)
+          keeperTick = Math.max(10, Math.min(keeperTick, interval))
+          leases.set(delivery, { due: (yield* Clock.currentTimeMillis) + interval, interval, renew: delivery.keepAlive.value.renew })
+        }
+        const processing = yield* Effect.fork(Effect.interruptible(delivery.protocol.process(handlers, delivery.payload)))
+        let cancelled = false
+        const unwatch = delivery.onCancel(() => {
+          cancelled = true
+          processing.unsafeInterruptAsFork(processing.id())
         })
-        const outcome = yield* delivery.protocol.process(handlers, delivery.payload, delivery.cancelled)
-        yield* answer(delivery, outcome)
-      }).pipe(
-        Effect.onInterrupt(() =>
-          delivery.abandon.pipe(
-            Effect.timeout(options.interruptTimeout),
-            Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error))
-          )
-        ),
-        Effect.annotateLogs({ delivery: delivery.id })
+        const exit = yield* restore(Fiber.await(processing)).pipe(
+          Effect.onInterrupt(() =>
+            Effect.zipRight(
+              Fiber.interrupt(processing),
+              delivery.abandon.pipe(
+                Effect.timeout(options.interruptTimeout),
+                Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error))
+              )
+            )
+          ),
+          Effect.ensuring(Effect.sync(() => {
+            unwatch()
+            leases.delete(delivery)
+          }))
+        )
+        if (Exit.isSuccess(exit)) return yield* answerTakingNext(delivery, exit.value)
+        const reply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
+        if (Option.isSome(reply)) {
+          yield* Effect.logInfo("run cancelled: its running task was interrupted")
+          yield* answer(delivery, { _tag: "Reply", reply: reply.value })
+        } else {
+          yield* Effect.logError("a task ended without an outcome; giving it back", Cause.pretty(exit.cause))
+          yield* Effect.ignore(delivery.abandon)
+        }
+        return undefined
+      }).pipe(Effect.annotateLogs({ delivery: delivery.id }))
+
+    /** Serves deliveries one after another under one permit, as long as the transport hands them over. */
+    const serveDeliveries = (first: Delivery, label: (delivery: Delivery) => void) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          let delivery: Delivery | undefined = first
+          while (delivery !== undefined) {
+            label(delivery)
+            delivery = yield* serveOne(delivery, restore)
+          }
+        })
       )
 
     const pollOnce = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>) => {
@@ -326,13 +429,20 @@ export const make = <R = never>(
           yield* limiter.release(taken - deliveries.length)
           for (const delivery of deliveries) {
             yield* Ref.update(inFlight, (n) => n + 1)
+            yield* Ref.update(running[poller.pool], (n) => n + 1)
             const fiber = yield* FiberSet.run(
               work,
-              Effect.interruptible(handle(delivery)).pipe(
-                Effect.ensuring(Effect.zipRight(limiter.release(1), Ref.update(inFlight, (n) => n - 1)))
+              Effect.withFiberRuntime<void, never, R>((self) =>
+                serveDeliveries(delivery, (current) => labels.set(self, `task ${current.id} from ${poller.name}`))
+              ).pipe(
+                Effect.ensuring(
+                  Effect.zipRight(
+                    limiter.release(1),
+                    Effect.zipRight(Ref.update(inFlight, (n) => n - 1), Ref.update(running[poller.pool], (n) => n - 1))
+                  )
+                )
               )
             )
-            labels.set(fiber, `task ${delivery.id} from ${poller.name}`)
             fiber.addObserver(() => labels.delete(fiber))
           }
         })
@@ -415,14 +525,15 @@ export const make = <R = never>(
     const lifecycle = Effect.gen(function*() {
       const transport = yield* Transport
       const resources = yield* Scope.make()
-      const registered = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
+      if (config.workerId === undefined && transport.defaultWorkerId !== undefined) workerId = transport.defaultWorkerId
+      const registered = yield* transport.register({ ...description, workerId }).pipe(Scope.extend(resources), Effect.exit)
       if (Exit.isFailure(registered)) {
         yield* Scope.close(resources, registered)
         yield* Deferred.succeed(shutdownOutcome, undefined)
         return yield* Effect.failCause(registered.cause)
       }
       const registration = registered.value
-      yield* Effect.logInfo(`worker ${options.workerId} registered on ${transport.name}`)
+      yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
       const fibers = yield* Scope.make()
       const loops = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
       const work = yield* FiberSet.make().pipe(Scope.extend(fibers))
@@ -432,11 +543,13 @@ export const make = <R = never>(
         loopNames.set(yield* FiberSet.run(loops, pollLoop(poller, work, labels)), poller.name)
       }
       loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
+      const keeper = yield* Effect.forkDaemon(keepLeases)
       const loopError = yield* Effect.raceFirst(
         Effect.as(Deferred.await(stopRequested), Option.none<WorkerLoopError>()),
         FiberSet.join(loops).pipe(Effect.zipRight(Effect.never), Effect.catchAll((e) => Effect.succeed(Option.some(e))))
       )
       const shutdownExit = yield* Effect.exit(shutdown(registration, loops, loopNames, work, labels))
+      yield* Fiber.interruptFork(keeper)
       yield* Deferred.done(shutdownOutcome, shutdownExit)
       if (Exit.isSuccess(shutdownExit)) yield* Scope.close(fibers, Exit.void)
       yield* Scope.close(resources, Exit.void)
@@ -505,7 +618,9 @@ export const make = <R = never>(
       })
 
     return {
-      id: options.workerId,
+      get id() {
+        return workerId
+      },
       run,
       runUntil,
       stop,
@@ -513,7 +628,7 @@ export const make = <R = never>(
       status,
       processTask: (payload) =>
         Effect.flatMap(
-          nestDurable().process(handlers, payload, Effect.never),
+          nestDurable().process(handlers, payload),
           (outcome) =>
             outcome._tag === "Reject"
               ? Effect.fail(new TaskRejected({ reason: outcome.reason }))

@@ -33,6 +33,7 @@ import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.j
 import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
+import { makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
   DeregistrationError,
@@ -75,7 +76,6 @@ export interface BullMQOptions {
 const NAME = "bullmq"
 const RUN_BEAT_INTERVAL = Duration.seconds(5)
 const RESULT_BATCH = 512
-const CANCELLED_RUNS_KEPT = 10_000
 
 const describeTarget = (options: BullMQOptions) =>
   options.connection === undefined
@@ -106,7 +106,7 @@ const runTurnIdentity = (data: unknown) => {
 const connect = (options: BullMQOptions, connectTimeout: Duration.Duration) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: true, lazyConnect: true } as const
+      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: false, lazyConnect: true } as const
       const client = options.connection === undefined
         ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
         : new Redis({ ...options.connection, ...settings })
@@ -171,28 +171,17 @@ const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
         Effect.zipRight(EffectQueue.offer(pending, [reply, done] as const), Deferred.await(done)))
   })
 
-/** Tracks `cancel` messages on `<P>-control`: a deferred per cancelled run, bounded in number. */
-const makeCancellations = (client: Redis, channel: string) =>
+/** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
+const subscribeCancellations = (client: Redis, channel: string) =>
   Effect.gen(function*() {
-    const runs = new Map<string, Deferred.Deferred<void>>()
-    const forRun = (runId: string) => {
-      let deferred = runs.get(runId)
-      if (deferred === undefined) {
-        deferred = Deferred.unsafeMake<void>(undefined as never)
-        runs.set(runId, deferred)
-        if (runs.size > CANCELLED_RUNS_KEPT) runs.delete(runs.keys().next().value!)
-      }
-      return deferred
-    }
+    const cancellations = makeCancellations()
     const subscriber = yield* duplicate(client)
     subscriber.on("message", (_channel: string, text: string) => {
       try {
         const message = JSON.parse(text) as { kind?: unknown; runId?: unknown }
-        if (message.kind === "cancel" && typeof message.runId === "string") {
-          Deferred.unsafeDone(forRun(message.runId), Effect.void)
-        }
+        if (message.kind === "cancel" && typeof message.runId === "string") cancellations.cancel(message.runId)
       } catch {
-        // not ours to judge: malformed control messages are ignored, as every SDK does
+        // not a JSON control message: ignored
       }
     })
     yield* Effect.tryPromise(() => subscriber.subscribe(channel)).pipe(
@@ -200,9 +189,7 @@ const makeCancellations = (client: Redis, channel: string) =>
         new RegistrationError({ transport: NAME, message: `could not subscribe to ${channel}: ${messageOf(cause)}`, cause })
       )
     )
-    return {
-      awaitCancel: (runId: string) => Effect.suspend(() => Deferred.await(forRun(runId))),
-    }
+    return cancellations
   })
 
 /**
@@ -245,11 +232,13 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         Naming.JobName.decision
       )
       const protocol = nestDurable({ partition: options.partition })
+      const sendReply = (reply: NestReply) =>
+        reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision)
       const publishBeat = (message: string) =>
         Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
           Effect.mapError(transportError("publishing a beat"))
         )
-      const cancellations = yield* makeCancellations(client, Naming.controlChannel(prefix))
+      const cancellations = yield* subscribeCancellations(client, Naming.controlChannel(prefix))
 
       const tokens = Array.from(
         new Set([...worker.steps, ...worker.workflows].map((name) => Naming.routingToken(name, options.partition)))
@@ -298,7 +287,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         )
         bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
         yield* Effect.promise(() => bull.startStalledCheckTimer())
-        yield* bridgeFailures(client, queueName, runtime, publish)
+        if (process.env.NO_BRIDGE === undefined) yield* bridgeFailures(client, queueName, runtime, publish)
         const blocking = yield* duplicate(client)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
@@ -337,13 +326,24 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 ? renewLock
                 : Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat)))
             }),
-            cancelled: runId === undefined ? Effect.never : cancellations.awaitCancel(runId),
+            onCancel: cancellations.watch(runId),
             complete: (reply) =>
               Effect.zipRight(
-                reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision),
+                sendReply(reply),
                 Effect.tryPromise(() => job.moveToCompleted(undefined, token, false)).pipe(
                   Effect.mapError(transportError(`acknowledging job ${job.id}`))
                 )
+              ),
+            // BullMQ's own fast path: acknowledging a job can move the next one to active, locked
+            // with the same token, in the same script call
+            completeAndTakeNext: (reply) =>
+              Effect.zipRight(
+                sendReply(reply),
+                Effect.tryPromise(async () => {
+                  const [data, id] = await job.moveToCompleted(undefined, token, true) as Array<unknown>
+                  if (data === null || data === undefined || typeof id !== "string") return Option.none()
+                  return Option.some(started(Job.fromJSON(bull, data as never, id), token))
+                }).pipe(Effect.mapError(transportError(`acknowledging job ${job.id}`)))
               ),
             reject: (reason) =>
               Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
@@ -354,6 +354,18 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               Effect.mapError(transportError(`giving job ${job.id} back`))
             )
           }
+        }
+
+        /** A job just moved to active: a workflow turn beats for its run at once. */
+        const started = (job: Job, token: string): Delivery<NestReply> => {
+          const turn = runTurnIdentity(job.data)
+          if (turn !== undefined) {
+            void client.publish(
+              Naming.heartbeatChannel(prefix),
+              JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
+            ).catch(() => undefined)
+          }
+          return toDelivery(job, token)
         }
 
         /**
@@ -369,15 +381,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
                 const job = await bull.getNextJob(jobToken, { block: false })
-                if (job === undefined) return undefined
-                const turn = runTurnIdentity(job.data)
-                if (turn !== undefined) {
-                  void client.publish(
-                    Naming.heartbeatChannel(prefix),
-                    JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
-                  ).catch(() => undefined)
-                }
-                return toDelivery(job, jobToken)
+                return job === undefined ? undefined : started(job, jobToken)
               }))
               for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
               if (fetched.some((d) => d === undefined)) break

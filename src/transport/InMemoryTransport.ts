@@ -5,7 +5,6 @@
  *
  * @since 0.1.0
  */
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -15,6 +14,7 @@ import * as Ref from "effect/Ref"
 import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
 
 export type { NestReply } from "../core/internal/nestDurable.js"
+import { makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
   DeregistrationError,
@@ -121,12 +121,12 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     const leaseRenewInterval = Duration.decode(options.leaseRenewInterval ?? "15 seconds")
     const queue = yield* Queue.unbounded<Entry>()
     const replyQueue = yield* Queue.unbounded<NestReply>()
-    const replies = yield* Ref.make<ReadonlyArray<NestReply>>([])
-    const rejected = yield* Ref.make<ReadonlyArray<string>>([])
+    const replies: Array<NestReply> = []
+    const rejected: Array<string> = []
     const protocol = nestDurable()
-    const journal = yield* Ref.make<ReadonlyArray<JournalEntry>>([])
+    const journal: Array<JournalEntry> = []
     const registered = yield* Ref.make(Option.none<WorkerDescription>())
-    const cancellations = yield* Ref.make(new Map<string, Deferred.Deferred<void>>())
+    const cancellations = makeCancellations()
     const faults = {
       register: yield* Ref.make<Fault | undefined>(undefined),
       deregister: yield* Ref.make<Fault | undefined>(undefined),
@@ -135,16 +135,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     }
     let nextId = 0
 
-    const log = (entry: JournalEntry) => Ref.update(journal, (entries) => [...entries, entry])
-
-    const cancellation = (runId: string) =>
-      Effect.flatMap(Deferred.make<void>(), (fresh) =>
-        Ref.modify(cancellations, (map) => {
-          const existing = map.get(runId)
-          if (existing !== undefined) return [existing, map]
-          map.set(runId, fresh)
-          return [fresh, map]
-        }))
+    const log = (entry: JournalEntry) => Effect.sync(() => void journal.push(entry))
 
     const transportError = (operation: string) => (message: string, fatal: boolean) =>
       new TransportError({ transport: NAME, operation, message, fatal })
@@ -156,15 +147,15 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
         payload: entry.payload,
         protocol,
         keepAlive: Option.some({ interval: leaseRenewInterval, renew: log({ op: "renew", id: entry.id }) }),
-        cancelled: typeof runId === "string" ? Effect.flatMap(cancellation(runId), Deferred.await) : Effect.never,
+        onCancel: cancellations.watch(typeof runId === "string" ? runId : undefined),
         complete: (reply) =>
           Effect.flatMap(Ref.get(faults.complete), (fault) => runFault(fault, transportError("complete"))).pipe(
-            Effect.zipRight(Ref.update(replies, (all) => [...all, reply])),
+            Effect.zipRight(Effect.sync(() => void replies.push(reply))),
             Effect.zipRight(Queue.offer(replyQueue, reply)),
             Effect.zipRight(log({ op: "complete", id: entry.id }))
           ),
         reject: (reason) =>
-          Ref.update(rejected, (all) => [...all, reason]).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
+          Effect.sync(() => void rejected.push(reason)).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
         abandon: Queue.offer(queue, entry).pipe(Effect.zipRight(log({ op: "abandon", id: entry.id })))
       }
     }
@@ -212,12 +203,12 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     return {
       enqueue: (payload) => Queue.offer(queue, { id: `m${++nextId}`, payload }),
       takeReply: Queue.take(replyQueue),
-      replies: Ref.get(replies),
-      rejected: Ref.get(rejected),
+      replies: Effect.sync(() => replies.slice()),
+      rejected: Effect.sync(() => rejected.slice()),
       pending: Effect.map(Queue.size(queue), (size) => Math.max(0, size)),
-      journal: Ref.get(journal),
+      journal: Effect.sync(() => journal.slice()),
       registered: Ref.get(registered),
-      cancel: (runId) => Effect.flatMap(cancellation(runId), (d) => Deferred.succeed(d, undefined)),
+      cancel: (runId) => Effect.sync(() => cancellations.cancel(runId)),
       setRegisterFault: (fault) => Ref.set(faults.register, fault),
       setDeregisterFault: (fault) => Ref.set(faults.deregister, fault),
       setPollFault: (fault) => Ref.set(faults.poll, fault),

@@ -15,12 +15,13 @@ import type { Protocol } from "../core/internal/protocol.js"
 
 /**
  * A concurrency pool: step/activity tasks and workflow turns have separate limits where a transport
- * has both kinds on separate pollers.
+ * has both kinds on separate pollers. `query` is a pool of one for read-only tasks answered one at a
+ * time (Durable Workflow query tasks), outside the step and workflow limits.
  *
  * @since 0.1.0
  * @category models
  */
-export type TaskPool = "step" | "workflow"
+export type TaskPool = "step" | "workflow" | "query"
 
 /**
  * What the worker tells a transport about itself when it registers.
@@ -61,6 +62,11 @@ export interface WorkerStatus {
   readonly rssBytes?: number
   readonly rssLimitBytes?: number
   readonly rssPct?: number
+  /**
+   * Concurrency per pool: the limit, the permits taken (by running work and outstanding polls) and
+   * the tasks running.
+   */
+  readonly slots?: { readonly [pool in TaskPool]: { readonly limit: number; readonly inUse: number; readonly running: number } }
   readonly [extra: string]: unknown
 }
 
@@ -90,10 +96,18 @@ export interface Delivery<Reply = any> {
   /** The orchestrator protocol the payload speaks (how it is decoded, run and answered). */
   readonly protocol: Protocol<Reply>
   readonly keepAlive: Option.Option<KeepAlive>
-  /** Completes when the broker announces that this task's run was cancelled. */
-  readonly cancelled: Effect.Effect<void>
+  /**
+   * Calls `cancel` when the broker announces that this task's run was cancelled (at once if it
+   * already was); returns the function that stops watching.
+   */
+  readonly onCancel: (cancel: () => void) => () => void
   /** Delivers the reply, then acknowledges the task. */
   readonly complete: (reply: Reply) => Effect.Effect<void, TransportError>
+  /**
+   * Where the broker allows it: `complete`, and take the next task of the same subscription in the
+   * same round trip, under the permit this task held. The runtime uses it while it is not stopping.
+   */
+  readonly completeAndTakeNext?: (reply: Reply) => Effect.Effect<Option.Option<Delivery<Reply>>, TransportError>
   /** Acknowledges a task that cannot be answered (undecodable, no identity), after it was logged. */
   readonly reject: (reason: string) => Effect.Effect<void, TransportError>
   /** Gives un-finished work back to the broker (shutdown), where the broker allows it. */
@@ -154,6 +168,8 @@ export interface Registration {
 export class Transport extends Context.Tag("effect-durable-worker/Transport")<Transport, {
   /** A short name for logs and errors, e.g. `bullmq redis://127.0.0.1:6379 prefix durable`. */
   readonly name: string
+  /** The worker id used when the worker's options give none (the runtime's own default otherwise). */
+  readonly defaultWorkerId?: string
   /**
    * Registers the worker. Connections and subscriptions it opens live in the given scope, which the
    * runtime closes after deregistration.

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { decodeStepTask, isWorkflowTaskShape, type StepResult } from "../../protocol/StepProtocol.js"
 import { decodeWorkflowTask, type WorkflowDecision } from "../../protocol/WorkflowProtocol.js"
 import { processStep } from "../Step.js"
@@ -23,22 +24,9 @@ const decisionReply = (decision: WorkflowDecision): Outcome<NestReply> => ({
   reply: { _tag: "WorkflowDecision", decision }
 })
 
-const runStep = <R>(handlers: Handlers<R>, payload: unknown, cancelled: Effect.Effect<void>) =>
+const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
   Either.match(decodeStepTask(payload), {
-    onRight: (task) =>
-      Effect.map(
-        Effect.raceFirst(
-          processStep(handlers.steps, task),
-          Effect.as(cancelled, {
-            runId: task.runId,
-            seq: task.seq,
-            stepId: task.stepId,
-            status: "failed",
-            error: { message: `run ${task.runId} was cancelled`, code: "cancelled", retryable: false }
-          } satisfies StepResult)
-        ),
-        stepReply
-      ),
+    onRight: (task) => Effect.map(processStep(handlers.steps, task), stepReply),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
       Effect.as(
         Effect.logError("malformed step task", error.detail),
@@ -52,24 +40,12 @@ const runStep = <R>(handlers: Handlers<R>, payload: unknown, cancelled: Effect.E
       )
   })
 
-const runTurn = <R>(
-  handlers: Handlers<R>,
-  payload: unknown,
-  cancelled: Effect.Effect<void>,
-  partition: string | undefined
-) =>
+const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string | undefined) =>
   Either.match(decodeWorkflowTask(payload), {
     onRight: (task) =>
-      Effect.gen(function*() {
-        let isCancelled = false
-        const watcher = yield* Effect.fork(Effect.zipRight(cancelled, Effect.sync(() => (isCancelled = true))))
-        const decision = yield* processWorkflowTask(handlers.workflows, task, {
-          partition,
-          isCancelled: () => isCancelled
-        })
-        yield* Fiber.interrupt(watcher)
-        return decisionReply(decision)
-      }).pipe(Effect.annotateLogs({ runId: task.runId, workflow: task.workflow, taskId: task.taskId })),
+      Effect.map(processWorkflowTask(handlers.workflows, task, { partition }), decisionReply).pipe(
+        Effect.annotateLogs({ runId: task.runId, workflow: task.workflow, taskId: task.taskId })
+      ),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
       Effect.as(
         Effect.logError("malformed workflow task", error.detail),
@@ -84,6 +60,27 @@ const runTurn = <R>(
       )
   })
 
+const Identity = Schema.Struct({ runId: Schema.String, seq: Schema.Int, stepId: Schema.String })
+const TurnIdentity = Schema.Struct({ runId: Schema.String, taskId: Schema.String })
+const stepIdentity = Schema.decodeUnknownOption(Identity)
+const turnIdentity = Schema.decodeUnknownOption(TurnIdentity)
+
+/** A step of a cancelled run fails for good; a turn of one is answered `cancelled`. */
+const cancelledReply = (payload: unknown): Option.Option<NestReply> =>
+  isWorkflowTaskShape(payload)
+    ? Option.map(turnIdentity(payload), (turn) => ({
+      _tag: "WorkflowDecision",
+      decision: { taskId: turn.taskId, runId: turn.runId, status: "cancelled", commands: [] }
+    }))
+    : Option.map(stepIdentity(payload), (step) => ({
+      _tag: "StepResult",
+      result: {
+        ...step,
+        status: "failed",
+        error: { message: `run ${step.runId} was cancelled`, code: "cancelled", retryable: false }
+      }
+    }))
+
 /**
  * The nestjs-durable engine's remote protocol: step tasks and workflow turns share queues and are
  * told apart by shape. `partition` is the one a workflow's `call` without a group is sent with.
@@ -97,8 +94,7 @@ export const nestDurable = (options: { readonly partition?: string | undefined }
     const name = (payload as { name?: unknown; workflow?: unknown } | null)?.[workflow ? "workflow" : "name"]
     return { kind: workflow ? "workflow" : "step", name: typeof name === "string" ? name : undefined }
   },
-  process: (handlers, payload, cancelled) =>
-    isWorkflowTaskShape(payload)
-      ? runTurn(handlers, payload, cancelled, options.partition)
-      : runStep(handlers, payload, cancelled)
+  process: (handlers, payload) =>
+    isWorkflowTaskShape(payload) ? runTurn(handlers, payload, options.partition) : runStep(handlers, payload),
+  cancelled: cancelledReply
 })

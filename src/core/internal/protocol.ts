@@ -1,4 +1,6 @@
 import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type { DurableWorkflowRegistry } from "../DurableWorkflow.js"
 import type { StepRegistry } from "../Step.js"
 import type { WorkflowRegistry } from "../Workflow.js"
 
@@ -10,6 +12,8 @@ import type { WorkflowRegistry } from "../Workflow.js"
 export interface Handlers<R> {
   readonly steps: StepRegistry<R>
   readonly workflows: WorkflowRegistry<R>
+  /** Durable Workflow server workflows (replayed by the `durable-workflow` protocol). */
+  readonly durableWorkflows?: DurableWorkflowRegistry<R>
 }
 
 /**
@@ -42,9 +46,7 @@ export interface TaskLabel {
 export interface Protocol<Reply> {
   readonly name: string
   readonly label: (payload: unknown) => TaskLabel
-  readonly process: <R>(
-    handlers: Handlers<R>,
-    payload: unknown,
-    cancelled: Effect.Effect<void>
-  ) => Effect.Effect<Outcome<Reply>, never, R>
+  readonly process: <R>(handlers: Handlers<R>, payload: unknown) => Effect.Effect<Outcome<Reply>, never, R>
+  /** The answer for a task whose run was cancelled while it ran (none: give the task back). */
+  readonly cancelled: (payload: unknown) => Option.Option<Reply>
 }

@@ -1,6 +1,7 @@
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
 import * as HashSet from "effect/HashSet"
 import * as Logger from "effect/Logger"
 import type * as LogLevel from "effect/LogLevel"
@@ -87,15 +88,22 @@ const render = (message: unknown): { readonly message: string; readonly data?: u
   return { message: text, ...(rest.length === 0 ? {} : { data: rest.length === 1 ? rest[0] : rest }) }
 }
 
+/** The events of the step a fiber runs, if any: where the shared logger below records. */
+const currentEvents = FiberRef.unsafeMake<Array<StepEvent> | undefined>(undefined)
+
+/** One logger for every step: it records into the running step's events (a no-op elsewhere). */
+const eventLogger = Logger.make<unknown, void>(({ context, date, logLevel, message }) => {
+  const events = FiberRefs.getOrDefault(context, currentEvents)
+  if (events !== undefined) events.push({ at: date.getTime(), level: levelOf(logLevel), ...render(message) })
+})
+
 /**
  * Records what an Effect handler logs with `Effect.log*` as step events too.
  *
  * @internal
  */
-export const captureEffectLogs = (events: Array<StepEvent>, clock: Clock.Clock) => {
-  const logger = Logger.make<unknown, void>(({ logLevel, message }) => {
-    events.push({ at: clock.unsafeCurrentTimeMillis(), level: levelOf(logLevel), ...render(message) })
-  })
-  return <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(self, FiberRef.currentLoggers, HashSet.add(logger))
-}
+export const captureEffectLogs = (events: Array<StepEvent>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  self.pipe(
+    Effect.locally(currentEvents, events),
+    Effect.locallyWith(FiberRef.currentLoggers, HashSet.add(eventLogger))
+  )

@@ -98,11 +98,22 @@ export interface WorkflowContext {
   readonly upsertSearchAttributes: (attributes: unknown) => Effect.Effect<never>
 }
 
+/**
+ * Lets the event loop run (timers and I/O: lock renewals, heartbeats, other tasks' sockets), not only
+ * other fibers: `Effect.yieldNow` reschedules on the microtask queue, so a long Effect replay that only
+ * used it would still hold the event loop for the whole turn. Not a `Clock` sleep, so it runs the same
+ * under a `TestClock`.
+ */
+const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /** Turns a replay outcome into the op's Effect: blocked and cancelled ops interrupt the body. */
 const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E> => {
   switch (outcome._tag) {
     case "Value":
-      return turn.takeYield() ? Effect.as(Effect.yieldNow(), outcome.value) : Effect.succeed(outcome.value)
+      return turn.takeYield() ? Effect.as(yieldToEventLoop, outcome.value) : Effect.succeed(outcome.value)
     case "Failed":
       return Effect.fail(outcome.error as E)
     case "Fatal":
@@ -126,9 +137,9 @@ const runLocal = <A, E, R>(
   scope: LocalScope,
   body: LocalBody<A, E, R>
 ): Effect.Effect<Option.Option<LocalResult>, never, R> =>
-  Effect.clockWith((clock) =>
+  Effect.suspend(() =>
     bodyOf(body, scope.step).pipe(
-      captureEffectLogs(scope.events, clock),
+      captureEffectLogs(scope.events),
       Effect.exit,
       Effect.map((exit): Option.Option<LocalResult> => {
         if (Exit.isSuccess(exit)) return Option.some({ _tag: "Success", value: exit.value })

@@ -32,14 +32,22 @@ export interface ProcessWorkflowTaskOptions {
    */
   readonly onStepEvent?: ((event: WorkflowStepEvent) => void) | undefined
   /**
-   * Lets other fibers (Effect bodies) or the event loop (async bodies) run once every this many ops
-   * replayed from history, so a long replay does not starve heartbeats and lock renewals. Yielding
-   * never changes the decision. Default 500; `0` disables it.
+   * Lets the event loop run (a macrotask, for Effect and async bodies alike) once every this many ops
+   * resolved in the turn (replayed from history or run locally), so a long turn does not starve
+   * heartbeats, lock renewals and other tasks. Yielding never changes the decision. Default 500; `0`
+   * disables yielding altogether (this bound and `yieldAfterMs`).
    */
   readonly yieldEvery?: number | undefined
+  /**
+   * Also yields once the turn has held the event loop this long (milliseconds, measured with
+   * `performance.now()`, which only schedules the yield and never reaches the decision), so workflow
+   * code that computes between ops cannot stretch a turn's slices past a lock renewal. Default 10.
+   */
+  readonly yieldAfterMs?: number | undefined
 }
 
 const DEFAULT_YIELD_EVERY = 500
+const DEFAULT_YIELD_AFTER_MS = 10
 
 const findWorkflow = <R>(registry: WorkflowRegistry<R>, name: string): Workflow<any, any, R> | undefined => {
   if ("get" in registry && typeof registry.get === "function") return (registry as ReadonlyMap<string, Workflow<any, any, R>>).get(name)
@@ -85,9 +93,10 @@ const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): BodyOutcome => {
  *   await ctx ops and promise chains built on them; anything else it awaits (timers, I/O) is not
  *   tracked, so put it in `ctx.sideEffect`.
  *
- * Cost is linear in history length (history is indexed by seq once). Every `yieldEvery` replayed ops
- * the turn yields (`Effect.yieldNow` for Effect bodies, a macrotask for async bodies) so heartbeats and
- * lock renewals keep running during long replays; yielding only delays, so the decision is unchanged.
+ * Cost is linear in history length (history is indexed by seq once). Every `yieldEvery` resolved ops,
+ * or sooner once it has run `yieldAfterMs`, the turn yields a macrotask (for Effect and async bodies
+ * alike) so heartbeats, lock renewals and other tasks keep running during long turns; yielding only
+ * delays, so the decision is unchanged.
  *
  * @since 0.1.0
  * @category processing
@@ -119,6 +128,7 @@ export const processWorkflowTask = <R = never>(
       isCancelled: options?.isCancelled,
       onStepEvent: options?.onStepEvent,
       yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
+      yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
       clock: yield* Effect.clock,
       runtime: yield* Effect.runtime<never>()
     })

@@ -142,6 +142,7 @@ export interface TurnOptions {
   readonly isCancelled: ((runId: string) => boolean) | undefined
   readonly onStepEvent: ((event: WorkflowStepEvent) => void) | undefined
   readonly yieldEvery: number
+  readonly yieldAfterMs: number
   readonly clock: Clock.Clock
   readonly runtime: Runtime.Runtime<never>
 }
@@ -178,8 +179,11 @@ export class Turn {
   private readonly signals = new Map<number, PendingSignal>()
   private readonly commands: Array<WorkflowCommand> = []
   private seq = 0
-  private replayed = 0
-  private replayedAtLastYield = 0
+  /** Ops resolved so far this turn: replayed from history, or run locally and recorded. */
+  private resolvedOps = 0
+  private resolvedAtLastYield = 0
+  /** When the turn last let the event loop run (`performance.now()`: scheduling only, never decisions). */
+  private lastYieldAt = performance.now()
   private fatalError: { readonly error: FatalReplayError; readonly commandCount: number } | undefined
   /** Ops that recorded a command and wait for a result that is not in history. */
   blocked = 0
@@ -200,12 +204,21 @@ export class Turn {
   }
 
   /**
-   * Whether the op that just resolved should let other work run first: true once every `yieldEvery`
-   * ops replayed from history. Yielding only delays a resolution, so it never changes the decision.
+   * Whether the op that just resolved should let the event loop run first: true once `yieldEvery` ops
+   * resolved since the last yield (replayed from history, or run locally: a turn that runs thousands
+   * of local ops is as long as one that replays them), or once the turn has held the event loop for
+   * `yieldAfterMs` (workflow code that computes between ops makes each op slow). Yielding only delays a
+   * resolution, so it never changes the decision.
    */
   takeYield(): boolean {
-    if (this.options.yieldEvery <= 0 || this.replayed - this.replayedAtLastYield < this.options.yieldEvery) return false
-    this.replayedAtLastYield = this.replayed
+    if (this.options.yieldEvery <= 0) return false
+    const now = performance.now()
+    if (
+      this.resolvedOps - this.resolvedAtLastYield < this.options.yieldEvery &&
+      now - this.lastYieldAt < this.options.yieldAfterMs
+    ) return false
+    this.resolvedAtLastYield = this.resolvedOps
+    this.lastYieldAt = now
     return true
   }
 
@@ -261,7 +274,7 @@ export class Turn {
         })
       )
     }
-    this.replayed++
+    this.resolvedOps++
     return event
   }
 
@@ -523,6 +536,7 @@ export class Turn {
   /** Finishes a local op: records it, and returns its value or a {@link StepFailed}. */
   finishLocal<A>(scope: LocalScope, result: LocalResult): Outcome<A> {
     if (this.closed) return CLOSED
+    this.resolvedOps++
     this.record(scope, result, this.now(), undefined)
     return result._tag === "Success"
       ? value(result.value as A)
@@ -535,6 +549,7 @@ export class Turn {
    */
   finishGather<A>(scopes: ReadonlyArray<LocalScope>, results: ReadonlyArray<LocalResult>, parallelGroup: string): Outcome<Array<A>> {
     if (this.closed) return CLOSED
+    this.resolvedOps += scopes.length
     const finishedAt = this.now()
     const failures: Array<GatherItemFailure> = []
     const outputs = scopes.map((scope, i) => {

@@ -1,0 +1,476 @@
+import * as Either from "effect/Either"
+import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
+import { ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError } from "./errors.js"
+
+/** Options of a scheduled activity (whole seconds on the wire). @internal */
+export interface ActivityOptions {
+  readonly queue?: string
+  readonly retryPolicy?: {
+    readonly maxAttempts?: number
+    readonly backoffSeconds?: ReadonlyArray<number>
+    readonly nonRetryableErrorTypes?: ReadonlyArray<string>
+  }
+  readonly startToCloseTimeout?: number
+  readonly scheduleToStartTimeout?: number
+  readonly scheduleToCloseTimeout?: number
+  readonly heartbeatTimeout?: number
+}
+
+/** Options of a child workflow. @internal */
+export interface ChildOptions {
+  readonly queue?: string
+  readonly parentClosePolicy?: string
+  readonly retryPolicy?: ActivityOptions["retryPolicy"]
+  readonly executionTimeoutSeconds?: number
+  readonly runTimeoutSeconds?: number
+}
+
+/** A durable operation a workflow asks for. @internal */
+export type Op =
+  | { readonly _tag: "Activity"; readonly activityType: string; readonly args: ReadonlyArray<unknown>; readonly options: ActivityOptions }
+  | { readonly _tag: "Timer"; readonly seconds: number }
+  | { readonly _tag: "Child"; readonly workflowType: string; readonly args: ReadonlyArray<unknown>; readonly options: ChildOptions }
+  | { readonly _tag: "SideEffect"; readonly compute: () => unknown }
+  | { readonly _tag: "Version"; readonly changeId: string; readonly minSupported: number; readonly maxSupported: number }
+  | { readonly _tag: "Condition"; readonly predicate: () => boolean; readonly key?: string; readonly timeoutSeconds?: number }
+  | { readonly _tag: "Upsert"; readonly attributes: Record<string, unknown> }
+
+/** A wire command (§3.4). @internal */
+export type Command = Record<string, unknown> & { readonly type: string }
+
+const shapeOf = (op: Op): string => {
+  switch (op._tag) {
+    case "Activity":
+      return "activity"
+    case "Timer":
+      return "timer"
+    case "Child":
+      return "child workflow"
+    case "SideEffect":
+      return "side effect"
+    case "Version":
+      return "version marker"
+    case "Condition":
+      return "condition wait"
+    case "Upsert":
+      return "search attributes upsert"
+  }
+}
+
+/** A resolution recorded in history (a result the workflow consumes, in history order). @internal */
+export interface Resolution {
+  readonly shape: string
+  readonly eventType: string
+  readonly payload: Record<string, unknown>
+  readonly groupIndex: number | undefined
+}
+
+/** A signal recorded in history, applied once the workflow has consumed `position` resolutions. @internal */
+export interface RecordedSignal {
+  readonly name: string
+  readonly args: ReadonlyArray<unknown>
+  readonly position: number
+}
+
+const resolutionShapes: Record<string, string> = {
+  ActivityCompleted: "activity",
+  ActivityFailed: "activity",
+  ActivityTimedOut: "activity",
+  TimerFired: "timer",
+  SideEffectRecorded: "side effect",
+  ChildRunCompleted: "child workflow",
+  ChildRunFailed: "child workflow",
+  ChildRunCancelled: "child workflow",
+  ChildRunTerminated: "child workflow",
+  VersionMarkerRecorded: "version marker",
+  SearchAttributesUpserted: "search attributes upsert",
+  ConditionWaitSatisfied: "condition wait",
+  ConditionWaitTimedOut: "condition wait"
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Decodes a payload carried in history or a task: envelope or bare blob (tagged by the task codec). @internal */
+export const decodeValue = (raw: unknown, codec: unknown): unknown => {
+  if (raw === undefined || raw === null) return null
+  const decoded = typeof raw === "string"
+    ? Codec.decodePayload(raw, codec)
+    : isRecord(raw) && typeof raw["blob"] === "string"
+    ? Codec.decodeEnvelope({ codec: String(raw["codec"]), blob: raw["blob"] })
+    : Either.left(new Codec.PayloadDecodeError({ code: "invalid_payload_framing", message: "invalid_payload_framing: the payload is neither a blob nor an envelope" }))
+  if (Either.isLeft(decoded)) throw decoded.left
+  return decoded.right
+}
+
+/** Decodes an argument list (scalar → `[x]`, null → `[]`). @internal */
+export const decodeArgs = (raw: unknown, codec: unknown): ReadonlyArray<unknown> => {
+  const value = decodeValue(raw, codec)
+  return value === null ? [] : Array.isArray(value) ? value : [value]
+}
+
+/** Splits a history into resolutions and signals. @internal */
+export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
+  readonly resolutions: ReadonlyArray<Resolution>
+  readonly signals: ReadonlyArray<RecordedSignal>
+  readonly startedAt: number | undefined
+} => {
+  const resolutions: Array<Resolution> = []
+  const signals: Array<RecordedSignal> = []
+  let startedAt: number | undefined
+  for (const event of events) {
+    if (!isRecord(event)) continue
+    const type = String(event["event_type"] ?? "")
+    const payload = isRecord(event["payload"]) ? event["payload"] : {}
+    if (type === "WorkflowStarted" && typeof payload["timestamp"] === "string") {
+      const parsed = Date.parse(payload["timestamp"])
+      if (!Number.isNaN(parsed)) startedAt = parsed
+    }
+    if (type === "SignalReceived") {
+      const raw = payload["value"] ?? payload["input"] ?? payload["arguments"]
+      signals.push({ name: String(payload["signal_name"] ?? ""), args: decodeArgs(raw, codec), position: resolutions.length })
+      continue
+    }
+    const shape = resolutionShapes[type]
+    if (shape === undefined) continue
+    const kind = payload["timer_kind"] ?? payload["kind"]
+    if (type === "TimerFired" && (kind === "condition_timeout" || kind === "signal_timeout")) continue
+    const index = payload["parallel_group_index"]
+    resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined })
+  }
+  return { resolutions, signals, startedAt }
+}
+
+/** The outcome of asking the turn for an op (or a parallel group). @internal */
+export type Attempt =
+  | { readonly _tag: "Resolved"; readonly value: unknown }
+  | { readonly _tag: "Failed"; readonly error: ActivityFailed | ChildWorkflowFailed }
+  | { readonly _tag: "Blocked" }
+
+/** What replay produced: the commands of this task. @internal */
+export type TurnResult =
+  | { readonly _tag: "Blocked"; readonly commands: ReadonlyArray<Command> }
+  | { readonly _tag: "Terminal"; readonly commands: ReadonlyArray<Command> }
+
+/**
+ * The replay state of one workflow task: it hands recorded results to the workflow code in history
+ * order, checks each op against the recorded shape, and collects the commands of new ops.
+ *
+ * @internal
+ */
+export class Turn {
+  private cursor = 0
+  private sequence = 0
+  private signalsApplied = 0
+  private frozen = false
+  readonly pending: Array<Command> = []
+  readonly signalHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
+  readonly queryHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
+
+  constructor(
+    readonly resolutions: ReadonlyArray<Resolution>,
+    readonly signals: ReadonlyArray<RecordedSignal>,
+    readonly codec: unknown,
+    readonly taskQueue: string,
+    readonly encode: (value: unknown) => unknown
+  ) {}
+
+  /** Whether recorded results remain (the code is replaying). */
+  get replaying(): boolean {
+    return this.cursor < this.resolutions.length
+  }
+
+  /** Stops accepting ops (the turn ended); later ops block forever. */
+  freeze(): void {
+    this.frozen = true
+  }
+
+  private applySignals(): void {
+    while (this.signalsApplied < this.signals.length && this.signals[this.signalsApplied]!.position <= this.cursor) {
+      const signal = this.signals[this.signalsApplied++]!
+      const handler = this.signalHandlers.get(signal.name)
+      if (handler !== undefined) handler(...signal.args)
+    }
+  }
+
+  /** Applies every recorded signal (used before answering a query). */
+  applyAllSignals(): void {
+    while (this.signalsApplied < this.signals.length) {
+      const signal = this.signals[this.signalsApplied++]!
+      const handler = this.signalHandlers.get(signal.name)
+      if (handler !== undefined) handler(...signal.args)
+    }
+  }
+
+  private mismatch(op: Op, recorded: Resolution): never {
+    const sequence = this.sequence
+    throw new NonDeterministicReplayError({
+      workflowSequence: sequence,
+      expected: shapeOf(op),
+      recorded: recorded.eventType,
+      message: `non-deterministic replay at workflow sequence ${sequence}: the code asked for a ${describe(op)}, ` +
+        `but history recorded ${recorded.eventType}${detailOf(recorded)}`
+    })
+  }
+
+  private check(op: Op, recorded: Resolution): void {
+    if (recorded.shape !== shapeOf(op)) this.mismatch(op, recorded)
+    const p = recorded.payload
+    if (op._tag === "Activity" && typeof p["activity_type"] === "string" && p["activity_type"] !== op.activityType) {
+      this.mismatch(op, recorded)
+    }
+    if (op._tag === "Child" && typeof p["workflow_type"] === "string" && p["workflow_type"] !== op.workflowType) {
+      this.mismatch(op, recorded)
+    }
+    if (op._tag === "Version" && typeof p["change_id"] === "string" && p["change_id"] !== op.changeId) {
+      this.mismatch(op, recorded)
+    }
+  }
+
+  private valueOf(op: Op, recorded: Resolution): Attempt {
+    const p = recorded.payload
+    switch (recorded.eventType) {
+      case "ActivityCompleted":
+      case "ChildRunCompleted":
+      case "SideEffectRecorded":
+        return { _tag: "Resolved", value: decodeValue(p["result"] ?? p["output"], this.codec) }
+      case "ActivityFailed":
+      case "ActivityTimedOut": {
+        const exception = isRecord(p["exception"]) ? p["exception"] : isRecord(p["failure"]) ? p["failure"] : {}
+        const message = String(p["message"] ?? exception["message"] ?? (recorded.eventType === "ActivityTimedOut" ? "activity timed out" : "activity failed"))
+        const type = p["exception_type"] ?? exception["type"]
+        const cls = p["exception_class"] ?? exception["class"]
+        return {
+          _tag: "Failed",
+          error: new ActivityFailed({
+            message,
+            ...(op._tag === "Activity" ? { activityType: op.activityType } : {}),
+            ...(typeof p["activity_attempt_id"] === "string" ? { activityAttemptId: p["activity_attempt_id"] } : {}),
+            ...(typeof type === "string" ? { exceptionType: type } : {}),
+            ...(typeof cls === "string" ? { exceptionClass: cls } : {}),
+            timedOut: recorded.eventType === "ActivityTimedOut"
+          })
+        }
+      }
+      case "ChildRunFailed":
+      case "ChildRunCancelled":
+      case "ChildRunTerminated": {
+        const status = recorded.eventType === "ChildRunFailed" ? "failed" : recorded.eventType === "ChildRunCancelled" ? "cancelled" : "terminated"
+        return {
+          _tag: "Failed",
+          error: new ChildWorkflowFailed({
+            message: String(p["message"] ?? `child workflow ${status}`),
+            status,
+            ...(op._tag === "Child" ? { workflowType: op.workflowType } : {})
+          })
+        }
+      }
+      case "VersionMarkerRecorded":
+        return { _tag: "Resolved", value: typeof p["version"] === "number" ? p["version"] : Number(p["version"]) }
+      case "ConditionWaitSatisfied":
+        return { _tag: "Resolved", value: true }
+      case "ConditionWaitTimedOut":
+        return { _tag: "Resolved", value: false }
+      default:
+        return { _tag: "Resolved", value: null }
+    }
+  }
+
+  private commandOf(op: Op, value?: unknown): Command {
+    switch (op._tag) {
+      case "Activity": {
+        const o = op.options
+        return {
+          type: "schedule_activity",
+          activity_type: op.activityType,
+          arguments: this.encode([...op.args]),
+          queue: o.queue ?? this.taskQueue,
+          ...(o.retryPolicy === undefined ? {} : { retry_policy: retryPolicyWire(o.retryPolicy) }),
+          ...(o.startToCloseTimeout === undefined ? {} : { start_to_close_timeout: o.startToCloseTimeout }),
+          ...(o.scheduleToStartTimeout === undefined ? {} : { schedule_to_start_timeout: o.scheduleToStartTimeout }),
+          ...(o.scheduleToCloseTimeout === undefined ? {} : { schedule_to_close_timeout: o.scheduleToCloseTimeout }),
+          ...(o.heartbeatTimeout === undefined ? {} : { heartbeat_timeout: o.heartbeatTimeout })
+        }
+      }
+      case "Timer":
+        return { type: "start_timer", delay_seconds: Math.max(0, Math.ceil(op.seconds)) }
+      case "Child": {
+        const o = op.options
+        return {
+          type: "start_child_workflow",
+          workflow_type: op.workflowType,
+          arguments: this.encode([...op.args]),
+          queue: o.queue ?? this.taskQueue,
+          ...(o.parentClosePolicy === undefined ? {} : { parent_close_policy: o.parentClosePolicy }),
+          ...(o.retryPolicy === undefined ? {} : { retry_policy: retryPolicyWire(o.retryPolicy) }),
+          ...(o.executionTimeoutSeconds === undefined ? {} : { execution_timeout_seconds: o.executionTimeoutSeconds }),
+          ...(o.runTimeoutSeconds === undefined ? {} : { run_timeout_seconds: o.runTimeoutSeconds })
+        }
+      }
+      case "SideEffect": {
+        const envelope = this.encode(value) as Record<string, unknown>
+        return { type: "record_side_effect", result: typeof envelope["blob"] === "string" ? envelope["blob"] : envelope }
+      }
+      case "Version":
+        return {
+          type: "record_version_marker",
+          change_id: op.changeId,
+          version: op.maxSupported,
+          min_supported: op.minSupported,
+          max_supported: op.maxSupported
+        }
+      case "Condition":
+        return {
+          type: "open_condition_wait",
+          ...(op.key === undefined ? {} : { condition_key: op.key }),
+          ...(op.timeoutSeconds === undefined ? {} : { timeout_seconds: Math.max(0, Math.ceil(op.timeoutSeconds)) })
+        }
+      case "Upsert":
+        return { type: "upsert_search_attributes", attributes: op.attributes }
+    }
+  }
+
+  /** Asks for one op. Throws {@link NonDeterministicReplayError} on a mismatch. */
+  attempt(op: Op): Attempt {
+    if (this.frozen) return { _tag: "Blocked" }
+    this.applySignals()
+    this.sequence += 1
+    const recorded = this.resolutions[this.cursor]
+    switch (op._tag) {
+      case "SideEffect": {
+        if (recorded !== undefined && recorded.shape === "side effect") {
+          this.cursor += 1
+          return this.valueOf(op, recorded)
+        }
+        if (recorded !== undefined) this.check(op, recorded)
+        const value = op.compute()
+        this.pending.push(this.commandOf(op, value))
+        return { _tag: "Resolved", value }
+      }
+      case "Version": {
+        if (recorded !== undefined && recorded.shape === "version marker") {
+          this.check(op, recorded)
+          this.cursor += 1
+          const version = this.valueOf(op, recorded)
+          return version
+        }
+        // replaying history written before this change: the old path
+        if (recorded !== undefined) return { _tag: "Resolved", value: -1 }
+        this.pending.push(this.commandOf(op))
+        return { _tag: "Resolved", value: op.maxSupported }
+      }
+      case "Upsert": {
+        if (recorded !== undefined) {
+          this.check(op, recorded)
+          this.cursor += 1
+          return { _tag: "Resolved", value: null }
+        }
+        this.pending.push(this.commandOf(op))
+        return { _tag: "Resolved", value: null }
+      }
+      case "Condition": {
+        if (recorded !== undefined && recorded.shape === "condition wait") {
+          this.cursor += 1
+          return this.valueOf(op, recorded)
+        }
+        if (op.predicate()) return { _tag: "Resolved", value: true }
+        if (recorded !== undefined) this.check(op, recorded)
+        this.pending.push(this.commandOf(op))
+        return { _tag: "Blocked" }
+      }
+      default: {
+        if (recorded === undefined) {
+          this.pending.push(this.commandOf(op))
+          return { _tag: "Blocked" }
+        }
+        this.check(op, recorded)
+        this.cursor += 1
+        return this.valueOf(op, recorded)
+      }
+    }
+  }
+
+  /** Asks for a parallel group of blocking ops; resolves to their values in the order given. */
+  attemptAll(ops: ReadonlyArray<Op>): Attempt {
+    if (this.frozen) return { _tag: "Blocked" }
+    if (ops.length === 0) return { _tag: "Resolved", value: [] }
+    if (ops.length > 1000) throw new Error("a parallel group has at most 1000 members")
+    this.applySignals()
+    const base = this.sequence + 1
+    const available = this.resolutions.slice(this.cursor, this.cursor + ops.length)
+    if (available.length < ops.length) {
+      const kinds = new Set(ops.map((op) => op._tag))
+      const kind = kinds.size > 1 ? "mixed" : ops[0]!._tag === "Activity" ? "activity" : ops[0]!._tag === "Timer" ? "timer" : ops[0]!._tag === "Child" ? "child" : "mixed"
+      const prefix = kind === "activity" ? "parallel-activities" : kind === "timer" ? "parallel-timers" : kind === "child" ? "parallel-children" : "parallel-calls"
+      const groupId = `${prefix}:${base}:${ops.length}`
+      ops.forEach((op, index) => {
+        if (op._tag !== "Activity" && op._tag !== "Timer" && op._tag !== "Child") {
+          throw new Error(`only activities, timers and child workflows can run in a parallel group, got ${describe(op)}`)
+        }
+        const meta = {
+          parallel_group_id: groupId,
+          parallel_group_kind: kind,
+          parallel_group_base_sequence: base,
+          parallel_group_size: ops.length,
+          parallel_group_index: index
+        }
+        this.pending.push({ ...this.commandOf(op), ...meta, parallel_group_path: [meta] })
+      })
+      this.sequence += ops.length
+      return { _tag: "Blocked" }
+    }
+    const ordered = available.every((r) => r.groupIndex !== undefined)
+      ? [...available].sort((a, b) => a.groupIndex! - b.groupIndex!)
+      : available
+    const values: Array<unknown> = []
+    let failure: Attempt | undefined
+    ops.forEach((op, i) => {
+      this.sequence += 1
+      this.check(op, ordered[i]!)
+      const outcome = this.valueOf(op, ordered[i]!)
+      if (outcome._tag === "Failed") failure ??= outcome
+      else if (outcome._tag === "Resolved") values.push(outcome.value)
+    })
+    this.cursor += ops.length
+    return failure ?? { _tag: "Resolved", value: values }
+  }
+
+  /** The workflow returned or failed: recorded results it never asked for are non-determinism. */
+  assertConsumed(): void {
+    const left = this.resolutions[this.cursor]
+    if (left !== undefined) {
+      throw new NonDeterministicReplayError({
+        workflowSequence: this.sequence + 1,
+        expected: "workflow end",
+        recorded: left.eventType,
+        message: `non-deterministic replay: the workflow ended at sequence ${this.sequence}, but history recorded ` +
+          `${this.resolutions.length - this.cursor} more result(s), the next being ${left.eventType}${detailOf(left)}`
+      })
+    }
+  }
+}
+
+const retryPolicyWire = (policy: NonNullable<ActivityOptions["retryPolicy"]>) => ({
+  ...(policy.maxAttempts === undefined ? {} : { max_attempts: policy.maxAttempts }),
+  ...(policy.backoffSeconds === undefined ? {} : { backoff_seconds: policy.backoffSeconds.map((s) => Math.ceil(s)) }),
+  ...(policy.nonRetryableErrorTypes === undefined ? {} : { non_retryable_error_types: policy.nonRetryableErrorTypes })
+})
+
+const describe = (op: Op): string => {
+  switch (op._tag) {
+    case "Activity":
+      return `activity "${op.activityType}"`
+    case "Child":
+      return `child workflow "${op.workflowType}"`
+    case "Version":
+      return `version marker "${op.changeId}"`
+    default:
+      return shapeOf(op)
+  }
+}
+
+const detailOf = (r: Resolution): string => {
+  const p = r.payload
+  const detail = p["activity_type"] ?? p["workflow_type"] ?? p["change_id"]
+  return typeof detail === "string" ? ` ("${detail}")` : ""
+}

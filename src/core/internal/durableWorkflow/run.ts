@@ -1,0 +1,437 @@
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import { createHash } from "node:crypto"
+import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
+import { FatalError } from "../../FatalError.js"
+import { ActivityFailed, type ChildWorkflowFailed, QueryFailed } from "./errors.js"
+import { type ActivityOptions, type Attempt, type ChildOptions, type Command, type Op, readHistory, Turn } from "./replay.js"
+
+/** What a workflow returns to continue as a new run. @internal */
+export class ContinueAsNew {
+  readonly _tag = "ContinueAsNew"
+  constructor(readonly args: ReadonlyArray<unknown>, readonly workflowType: string | undefined, readonly queue: string | undefined) {}
+}
+
+/** Options of a condition wait. @internal */
+export interface ConditionOptions {
+  /** Stable key of the wait (`condition_key`). */
+  readonly key?: string
+  /** Gives up after this many seconds: the wait then yields `false`. */
+  readonly timeoutSeconds?: number
+}
+
+/** Constructors of ops, shared by every authoring style (for `all` and generator `yield`). @internal */
+export const op = {
+  activity: (activityType: string, args: ReadonlyArray<unknown> = [], options: ActivityOptions = {}): Op => ({
+    _tag: "Activity",
+    activityType,
+    args,
+    options
+  }),
+  timer: (seconds: number): Op => ({ _tag: "Timer", seconds }),
+  child: (workflowType: string, args: ReadonlyArray<unknown> = [], options: ChildOptions = {}): Op => ({
+    _tag: "Child",
+    workflowType,
+    args,
+    options
+  }),
+  sideEffect: (compute: () => unknown): Op => ({ _tag: "SideEffect", compute }),
+  version: (changeId: string, minSupported: number, maxSupported: number): Op => ({ _tag: "Version", changeId, minSupported, maxSupported }),
+  condition: (predicate: () => boolean, options: ConditionOptions = {}): Op => ({
+    _tag: "Condition",
+    predicate,
+    ...(options.key === undefined ? {} : { key: options.key }),
+    ...(options.timeoutSeconds === undefined ? {} : { timeoutSeconds: options.timeoutSeconds })
+  }),
+  upsert: (attributes: Record<string, unknown>): Op => ({ _tag: "Upsert", attributes })
+}
+
+/** Deterministic helpers every workflow context has. @internal */
+export interface BaseContext {
+  readonly workflowId: string
+  readonly runId: string
+  readonly taskQueue: string
+  /** Whether recorded results remain to be replayed (log only when false). */
+  readonly isReplaying: () => boolean
+  /** The run's start time (`WorkflowStarted.timestamp`), else the task's pick-up time. */
+  readonly now: () => Date
+  /** A number in [0, 1) from a generator seeded by the run id. */
+  readonly random: () => number
+  /** A UUID v4 from the seeded generator. */
+  readonly uuid4: () => string
+  /** Handles the signal `name` (recorded signals are applied in history order during replay). */
+  readonly onSignal: (name: string, handler: (...args: Array<any>) => void) => void
+  /** Answers the query `name` from the replayed state. */
+  readonly onQuery: (name: string, handler: (...args: Array<any>) => unknown) => void
+  /** Returned from the workflow: ends this run and starts a new one with `args`. */
+  readonly continueAsNew: (args?: ReadonlyArray<unknown>, options?: { readonly workflowType?: string; readonly queue?: string }) => ContinueAsNew
+}
+
+/** The task a replay runs for. @internal */
+export interface ReplayInput {
+  readonly workflowId: string
+  readonly runId: string
+  readonly workflowType: string
+  readonly taskQueue: string
+  readonly codec: unknown
+  readonly args: ReadonlyArray<unknown>
+  readonly history: ReadonlyArray<unknown>
+  readonly now: number
+  /** Encodes an outbound payload as an envelope (external storage may apply). */
+  readonly encode: (value: unknown) => unknown
+}
+
+/** A workflow body, by authoring style. @internal */
+export type Body<R> =
+  | { readonly style: "effect"; readonly run: (ctx: any, ...args: Array<any>) => Effect.Effect<unknown, unknown, R> }
+  | { readonly style: "generator"; readonly run: (ctx: any, ...args: Array<any>) => Generator<unknown, unknown, any> }
+  | { readonly style: "async"; readonly run: (ctx: any, ...args: Array<any>) => Promise<unknown> }
+
+/** A workflow definition. @internal */
+export interface Definition<R> {
+  readonly name: string
+  readonly body: Body<R>
+}
+
+/** `"sha256:<hex>"` over the definition's name and source. @internal */
+export const fingerprintOf = (name: string, source: string): string =>
+  "sha256:" + createHash("sha256").update("effect-durable-worker.workflow-definition.v1\0").update(name).update("\0").update(source).digest("hex")
+
+const seededRandom = (runId: string): (() => number) => {
+  let state = BigInt("0x" + createHash("sha256").update(runId).digest("hex").slice(0, 16))
+  return () => {
+    // xorshift64*
+    state ^= state >> 12n
+    state ^= (state << 25n) & 0xffffffffffffffffn
+    state ^= state >> 27n
+    const out = (state * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn
+    return Number(out >> 11n) / 2 ** 53
+  }
+}
+
+/** Why a replay could not produce commands: a task failure, not a workflow failure. @internal */
+export class ReplayFailure {
+  readonly _tag = "ReplayFailure"
+  constructor(readonly error: unknown) {}
+}
+
+const errorName = (error: unknown): string =>
+  typeof error === "object" && error !== null && typeof (error as { _tag?: unknown })._tag === "string"
+    ? (error as { _tag: string })._tag
+    : error instanceof Error
+    ? error.constructor.name || error.name
+    : typeof error
+
+/** A stable, language-neutral class string for an error. @internal */
+export const errorClass = (error: unknown): string => `effect-durable-worker.${errorName(error)}`
+
+/** A readable message for anything thrown. @internal */
+export const messageOf = (error: unknown): string =>
+  error instanceof Error
+    ? error.message
+    : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+    ? (error as { message: string }).message
+    : String(error)
+
+/** The type name sent as `type`/`exception_type`. @internal */
+export const typeOf = errorName
+
+const failWorkflowCommand = (error: unknown): Command => {
+  const nonRetryable = error instanceof FatalError
+  return {
+    type: "fail_workflow",
+    message: messageOf(error),
+    exception_type: errorName(error),
+    exception_class: errorClass(error),
+    ...(error instanceof ActivityFailed
+      ? {
+        exception: {
+          type: error.exceptionType ?? "ActivityFailed",
+          class: error.exceptionClass ?? errorClass(error),
+          message: error.message,
+          ...(error.activityType === undefined ? {} : { activity_type: error.activityType }),
+          ...(error.activityAttemptId === undefined ? {} : { activity_attempt_id: error.activityAttemptId })
+        }
+      }
+      : {}),
+    ...(nonRetryable ? { non_retryable: true } : {})
+  }
+}
+
+/** The commands of one workflow task, or why replay failed. @internal */
+export type ReplayResult = { readonly commands: ReadonlyArray<Command>; readonly turn: Turn }
+
+const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefined): BaseContext => {
+  const random = seededRandom(input.runId)
+  return {
+    workflowId: input.workflowId,
+    runId: input.runId,
+    taskQueue: input.taskQueue,
+    isReplaying: () => turn.replaying,
+    now: () => new Date(startedAt ?? input.now),
+    random,
+    uuid4: () => {
+      const bytes = Array.from({ length: 16 }, () => Math.floor(random() * 256))
+      bytes[6] = (bytes[6]! & 0x0f) | 0x40
+      bytes[8] = (bytes[8]! & 0x3f) | 0x80
+      const hex = bytes.map((b) => b.toString(16).padStart(2, "0")).join("")
+      return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+    },
+    onSignal: (name, handler) => void turn.signalHandlers.set(name, handler),
+    onQuery: (name, handler) => void turn.queryHandlers.set(name, handler),
+    continueAsNew: (args = [], options = {}) => new ContinueAsNew(args, options.workflowType, options.queue)
+  }
+}
+
+/** Attempts an op, recording a non-determinism error on the turn (so workflow code cannot swallow it). */
+class Guard {
+  fatal: unknown = undefined
+  blocked = false
+  onBlocked: () => void = () => {}
+  constructor(readonly turn: Turn) {}
+  attempt(ops: Op | ReadonlyArray<Op>): Attempt {
+    if (this.fatal !== undefined || this.blocked) return { _tag: "Blocked" }
+    try {
+      const result = Array.isArray(ops) ? this.turn.attemptAll(ops) : this.turn.attempt(ops as Op)
+      if (result._tag === "Blocked") {
+        this.blocked = true
+        this.onBlocked()
+      }
+      return result
+    } catch (error) {
+      this.fatal = error
+      this.blocked = true
+      this.onBlocked()
+      return { _tag: "Blocked" }
+    }
+  }
+}
+
+type Ending =
+  | { readonly _tag: "Blocked" }
+  | { readonly _tag: "Returned"; readonly value: unknown }
+  | { readonly _tag: "Threw"; readonly error: unknown }
+
+const finish = (input: ReplayInput, turn: Turn, guard: Guard, ending: Ending): ReadonlyArray<Command> => {
+  if (guard.fatal !== undefined) throw new ReplayFailure(guard.fatal)
+  turn.freeze()
+  if (ending._tag === "Blocked") return turn.pending
+  try {
+    turn.assertConsumed()
+  } catch (error) {
+    throw new ReplayFailure(error)
+  }
+  if (ending._tag === "Threw") return [...turn.pending, failWorkflowCommand(ending.error)]
+  const value = ending.value
+  if (value instanceof ContinueAsNew) {
+    return [...turn.pending, {
+      type: "continue_as_new",
+      queue: value.queue ?? input.taskQueue,
+      ...(value.workflowType === undefined ? {} : { workflow_type: value.workflowType }),
+      arguments: input.encode([...value.args])
+    }]
+  }
+  return [...turn.pending, { type: "complete_workflow", result: input.encode(value === undefined ? null : value) }]
+}
+
+const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
+  Effect.suspend(() => {
+    const result = guard.attempt(ops)
+    return result._tag === "Resolved"
+      ? Effect.succeed(result.value)
+      : result._tag === "Failed"
+      ? Effect.fail(result.error)
+      : Effect.never
+  })
+
+const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Promise<any> => {
+  const result = guard.attempt(ops)
+  return result._tag === "Resolved"
+    ? Promise.resolve(result.value)
+    : result._tag === "Failed"
+    ? Promise.reject(result.error)
+    : new Promise(() => {})
+}
+
+const seconds = (duration: number | { readonly seconds: number }) => typeof duration === "number" ? duration : duration.seconds
+
+const contexts = (base: BaseContext, guard: Guard) => {
+  const e = effectOp(guard)
+  const p = promiseOp(guard)
+  return {
+    effect: {
+      ...base,
+      activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => e(op.activity(type, args, options)),
+      child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => e(op.child(type, args, options)),
+      sleep: (duration: number | { seconds: number }) => Effect.asVoid(e(op.timer(seconds(duration)))),
+      sideEffect: (compute: () => unknown) => e(op.sideEffect(compute)),
+      getVersion: (changeId: string, min: number, max: number) => e(op.version(changeId, min, max)),
+      patched: (changeId: string) => Effect.map(e(op.version(changeId, -1, 1)), (v) => v === 1),
+      waitCondition: (predicate: () => boolean, options?: ConditionOptions) => e(op.condition(predicate, options)),
+      upsertSearchAttributes: (attributes: Record<string, unknown>) => Effect.asVoid(e(op.upsert(attributes))),
+      all: (ops: ReadonlyArray<Op>) => e(ops)
+    },
+    async: {
+      ...base,
+      activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => p(op.activity(type, args, options)),
+      child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => p(op.child(type, args, options)),
+      sleep: (duration: number | { seconds: number }) => p(op.timer(seconds(duration))).then(() => undefined),
+      sideEffect: (compute: () => unknown) => p(op.sideEffect(compute)),
+      getVersion: (changeId: string, min: number, max: number) => p(op.version(changeId, min, max)),
+      patched: (changeId: string) => p(op.version(changeId, -1, 1)).then((v) => v === 1),
+      waitCondition: (predicate: () => boolean, options?: ConditionOptions) => p(op.condition(predicate, options)),
+      upsertSearchAttributes: (attributes: Record<string, unknown>) => p(op.upsert(attributes)).then(() => undefined),
+      all: (ops: ReadonlyArray<Op>) => p(ops)
+    },
+    generator: {
+      ...base,
+      activity: op.activity,
+      child: op.child,
+      sleep: (duration: number | { seconds: number }) => op.timer(seconds(duration)),
+      sideEffect: op.sideEffect,
+      getVersion: op.version,
+      patched: (changeId: string) => op.version(changeId, -1, 1),
+      waitCondition: op.condition,
+      upsertSearchAttributes: op.upsert
+    }
+  }
+}
+
+const isOp = (value: unknown): value is Op =>
+  typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string" &&
+  ["Activity", "Timer", "Child", "SideEffect", "Version", "Condition", "Upsert"].includes((value as { _tag: string })._tag)
+
+const driveGenerator = (
+  gen: Generator<unknown, unknown, any>,
+  guard: Guard,
+  patchedIds: Set<Op>
+): Ending => {
+  let next: { readonly send: unknown } | { readonly raise: unknown } = { send: undefined }
+  for (;;) {
+    let step: IteratorResult<unknown, unknown>
+    try {
+      step = "raise" in next ? gen.throw(next.raise) : gen.next(next.send)
+    } catch (error) {
+      return { _tag: "Threw", error }
+    }
+    if (step.done) return { _tag: "Returned", value: step.value }
+    const yielded: unknown = step.value
+    const ops = Array.isArray(yielded) ? yielded : [yielded]
+    if (!ops.every(isOp)) {
+      next = { raise: new TypeError("a workflow generator must yield ops from its context (or an array of them for a parallel group)") }
+      continue
+    }
+    const result = guard.attempt(Array.isArray(yielded) ? (yielded as ReadonlyArray<Op>) : (yielded as Op))
+    if (result._tag === "Blocked") return { _tag: "Blocked" }
+    if (result._tag === "Failed") next = { raise: result.error }
+    else next = { send: patchedIds.has(yielded as Op) ? result.value === 1 : result.value }
+  }
+}
+
+/**
+ * Replays a workflow over a task's history and returns this task's commands. Fails with a
+ * {@link ReplayFailure} (a task failure) on non-determinism or undecodable history.
+ *
+ * @internal
+ */
+export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect.Effect<ReplayResult, ReplayFailure, R> =>
+  Effect.gen(function*() {
+    const history = yield* Effect.try({ try: () => readHistory(input.history, input.codec), catch: (e) => new ReplayFailure(e) })
+    const turn = new Turn(history.resolutions, history.signals, input.codec, input.taskQueue, input.encode)
+    const guard = new Guard(turn)
+    const base = baseContext(input, turn, history.startedAt)
+    const ctx = contexts(base, guard)
+    const body = definition.body
+    let ending: Ending
+    if (body.style === "generator") {
+      const patchedIds = new Set<Op>()
+      const genCtx = {
+        ...ctx.generator,
+        patched: (changeId: string) => {
+          const o = op.version(changeId, -1, 1)
+          patchedIds.add(o)
+          return o
+        }
+      }
+      let gen: Generator<unknown, unknown, any>
+      try {
+        gen = body.run(genCtx, ...input.args)
+      } catch (error) {
+        return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, { _tag: "Threw", error }), turn }), catch: (e) => e as ReplayFailure })
+      }
+      ending = driveGenerator(gen, guard, patchedIds)
+    } else if (body.style === "async") {
+      ending = yield* Effect.promise(() =>
+        new Promise<Ending>((resolve) => {
+          guard.onBlocked = () => resolve({ _tag: "Blocked" })
+          Promise.resolve()
+            .then(() => body.run(ctx.async, ...input.args))
+            .then((value) => resolve({ _tag: "Returned", value }), (error) => resolve({ _tag: "Threw", error }))
+        })
+      )
+    } else {
+      const blocked = yield* Deferred.make<void>()
+      guard.onBlocked = () => Deferred.unsafeDone(blocked, Exit.void)
+      const fiber = yield* Effect.fork(Effect.suspend(() => body.run(ctx.effect, ...input.args)))
+      const first = yield* Effect.raceFirst(
+        Effect.map(Fiber.await(fiber), (exit) => Option.some(exit)),
+        Effect.as(Deferred.await(blocked), Option.none<Exit.Exit<unknown, unknown>>())
+      )
+      turn.freeze()
+      yield* Fiber.interrupt(fiber)
+      ending = Option.match(first, {
+        onNone: (): Ending => ({ _tag: "Blocked" }),
+        onSome: (exit): Ending =>
+          Exit.isSuccess(exit)
+            ? { _tag: "Returned", value: exit.value }
+            : {
+              _tag: "Threw",
+              error: Option.getOrElse(
+                Cause.failureOption(exit.cause),
+                () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("the workflow was interrupted"))
+              )
+            }
+      })
+    }
+    return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, ending), turn }), catch: (e) => e as ReplayFailure })
+  })
+
+/**
+ * Replays a workflow, then answers a query from its state. Fails with {@link QueryFailed}.
+ *
+ * @internal
+ */
+export const query = <R>(
+  definition: Definition<R>,
+  input: ReplayInput,
+  name: string,
+  args: ReadonlyArray<unknown>
+): Effect.Effect<unknown, QueryFailed, R> =>
+  Effect.gen(function*() {
+    const replayed = yield* Effect.either(replay(definition, input))
+    if (Either.isLeft(replayed)) {
+      return yield* new QueryFailed({
+        reason: "query_workflow_state_unavailable",
+        message: `workflow replay failed before query: ${messageOf(replayed.left.error)}`
+      })
+    }
+    const turn = replayed.right.turn
+    turn.applyAllSignals()
+    const handler = turn.queryHandlers.get(name)
+    if (handler === undefined) {
+      return yield* new QueryFailed({ reason: "rejected_unknown_query", message: `unknown query '${name}'` })
+    }
+    return yield* Effect.tryPromise({
+      try: async () => handler(...args),
+      catch: (error) => new QueryFailed({ reason: "query_rejected", message: messageOf(error) })
+    })
+  })
+
+/** Encodes a value as an inline Avro envelope, throwing the codec's error. @internal */
+export const encodeInline = (value: unknown): Codec.AvroPayloadEnvelope =>
+  Either.getOrThrowWith(Codec.encodeEnvelope(value), (error) => error)
