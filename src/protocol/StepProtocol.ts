@@ -18,7 +18,7 @@ import * as Schema from "effect/Schema"
  * @since 0.1.0
  * @category schemas
  */
-export class StepTask extends Schema.Class<StepTask>("StepTask")({
+export const StepTask = Schema.Struct({
   runId: Schema.String,
   seq: Schema.Int,
   name: Schema.String,
@@ -30,7 +30,13 @@ export class StepTask extends Schema.Class<StepTask>("StepTask")({
   context: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   priority: Schema.optional(Schema.Number),
   transport: Schema.optional(Schema.String)
-}) {}
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type StepTask = typeof StepTask.Type
 
 /**
  * The error carried by a failed step result. `retryable: false` stops the engine's retries; a missing
@@ -117,7 +123,8 @@ export class TaskDecodeError extends Schema.TaggedError<TaskDecodeError>()("Task
   }
 }
 
-const decodeStepTaskEither = Schema.decodeUnknownEither(StepTask, { errors: "all" })
+const decodeStepTaskFast = Schema.decodeUnknownEither(StepTask)
+const decodeStepTaskAll = Schema.decodeUnknownEither(StepTask, { errors: "all" })
 
 const Identity = Schema.Struct({ runId: Schema.String, seq: Schema.Int, stepId: Schema.String })
 const decodeIdentity = Schema.decodeUnknownOption(Identity)
@@ -129,8 +136,11 @@ const decodeIdentity = Schema.decodeUnknownOption(Identity)
  * @since 0.1.0
  * @category decoding
  */
-export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDecodeError> =>
-  Either.mapLeft(decodeStepTaskEither(payload), (error) => {
+export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDecodeError> => {
+  const decoded = decodeStepTaskFast(payload)
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
+  // a bad task is rare: decode it again to report every problem, not only the first
+  return Either.mapLeft(decodeStepTaskAll(payload), (error) => {
     const identity = decodeIdentity(payload)
     return new TaskDecodeError({
       kind: "step",
@@ -138,6 +148,7 @@ export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDe
       ...(identity._tag === "Some" ? { identity: identity.value } : {})
     })
   })
+}
 
 /**
  * Whether a payload on a step queue is a coordinator-driven workflow turn rather than a step task:

@@ -1,0 +1,82 @@
+/**
+ * `npm run bench`: no-op steps over Redis/BullMQ at concurrency 1, 16 and 64 — this worker against a
+ * plain `bullmq` Worker that adds one result job per task, and against the upstream TS worker
+ * `@dudousxd/durable-worker@0.8.0` — on the same Redis, in alternating runs, each on a fresh prefix.
+ * Prints steps/s (median of the rounds) and the ratios as a markdown table.
+ *
+ * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 3) rounds, BENCH_CONCURRENCY
+ * (default "1,16,64"), REDIS_HOST / REDIS_PORT.
+ */
+import { randomUUID } from "node:crypto"
+import * as ours from "./peers/ours.js"
+import type { PeerOptions, RunningPeer } from "./peers/peer.js"
+import * as plain from "./peers/plainBullmq.js"
+import * as upstream from "./peers/upstream.js"
+import { deletePrefixKeys, runLoad } from "./support/load.js"
+
+interface Peer {
+  readonly name: string
+  readonly start: (options: PeerOptions) => Promise<RunningPeer>
+}
+
+const peers: ReadonlyArray<Peer> = [
+  { name: "effect-durable-worker", start: ours.start },
+  { name: "plain bullmq", start: plain.start },
+  { name: "upstream durable-worker", start: upstream.start }
+]
+
+const n = Number(process.env.BENCH_N ?? 10_000)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const levels = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number)
+const stepName = "bench.noop"
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+const once = async (peer: Peer, concurrency: number) => {
+  const prefix = `bench-${randomUUID().slice(0, 8)}`
+  const running = await peer.start({ prefix, concurrency, stepName })
+  try {
+    const result = await runLoad({ prefix, stepName, n })
+    if (result.results !== n) throw new Error(`${peer.name}: ${result.results} results for ${n} tasks`)
+    return result.stepsPerSec
+  } finally {
+    await running.stop()
+    await deletePrefixKeys(prefix)
+  }
+}
+
+export const main = async () => {
+  console.log(`no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds, median steps/s\n`)
+  const rows: Array<string> = []
+  for (const concurrency of levels) {
+    const samples = new Map<string, Array<number>>(peers.map((p) => [p.name, []]))
+    for (let round = 0; round < rounds; round++) {
+      // alternate the order so no peer always runs on a warmer Redis
+      const order = round % 2 === 0 ? peers : [...peers].reverse()
+      for (const peer of order) {
+        const stepsPerSec = await once(peer, concurrency)
+        samples.get(peer.name)!.push(stepsPerSec)
+        console.log(`  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(stepsPerSec)} steps/s`)
+      }
+    }
+    const [mine, bull, up] = peers.map((p) => median(samples.get(p.name)!))
+    rows.push(
+      `| ${concurrency} | ${Math.round(mine!)} | ${Math.round(bull!)} | ${Math.round(up!)} | ${(mine! / bull!).toFixed(2)}x | ${
+        (mine! / up!).toFixed(2)
+      }x |`
+    )
+  }
+  console.log("\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | vs plain | vs upstream |")
+  console.log("| ---: | ---: | ---: | ---: | ---: | ---: |")
+  for (const row of rows) console.log(row)
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().then(() => process.exit(0), (error) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
