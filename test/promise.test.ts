@@ -54,7 +54,7 @@ describe("promise facade", () => {
   })
 
   it("invalid options throw at construction, naming the option", () => {
-    assert.throws(() => new Worker({ concurrency: 0 }), /concurrency must be an integer of at least 1/)
+    assert.throws(() => new Worker({ concurrency: 1.5 }), /concurrency/)
     assert.throws(() => new Worker({ buildId: "" }), /buildId must be a non-empty string/)
   })
 

@@ -12,28 +12,35 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { hostname, totalmem } from "node:os"
 import { nestDurable } from "../core/internal/nestDurable.js"
 import type { Handlers, Outcome } from "../core/internal/protocol.js"
 import type * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as Step from "../core/Step.js"
+import * as Concurrency from "../services/Concurrency.js"
+import * as ConcurrencyController from "../services/ConcurrencyController.js"
+import * as Memory from "../services/Memory.js"
 import * as Workflow from "../core/Workflow.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
 import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import {
   type DeregistrationError,
   type Delivery,
+  type KeepAlive,
   type Poller,
   type RegistrationError,
   type Registration,
@@ -66,8 +73,13 @@ export interface WorkerOptions {
   readonly workerId?: string
   /** The build id announced to orchestrators that route by it. Must not be blank. */
   readonly buildId?: string
-  /** At most this many step tasks (and, where they share a poller, workflow turns) at once. Default 10. */
-  readonly concurrency?: number
+  /**
+   * Step tasks (and, where they share a poller, workflow turns) at once: a number (fixed, never
+   * gated; default 10), `"adaptive"`, or adaptive bounds and knobs (`{ min, max, start,
+   * ramCeilingPct, ... }`): a latency-gradient controller with a memory admission gate that defers
+   * (never rejects) a task while memory is short.
+   */
+  readonly concurrency?: Concurrency.ConcurrencyOption
   /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
   readonly workflowConcurrency?: number
   /** How long one poll waits for work. Default 35 seconds. */
@@ -155,7 +167,7 @@ export interface Worker<R = never> {
 interface Resolved {
   readonly workerId: string
   readonly buildId: string | undefined
-  readonly concurrency: number
+  readonly concurrency: Concurrency.ResolvedConcurrency
   readonly workflowConcurrency: number
   readonly pollTimeout: Duration.Duration
   readonly shutdownTimeout: Duration.Duration
@@ -200,7 +212,9 @@ const resolveOptions = (options: WorkerOptions): Effect.Effect<Resolved, WorkerO
     return {
       workerId: options.workerId ?? `ts-${hostname()}-${process.pid}`,
       buildId: options.buildId,
-      concurrency: yield* positiveInt("concurrency", options.concurrency, 10),
+      concurrency: yield* Concurrency.resolve(options.concurrency ?? 10).pipe(
+        Effect.mapError((error) => new WorkerOptionsError({ option: error.option, message: error.message }))
+      ),
       workflowConcurrency: yield* positiveInt("workflowConcurrency", options.workflowConcurrency, 10),
       pollTimeout: yield* duration("pollTimeout", options.pollTimeout, "35 seconds"),
       shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, "30 seconds"),
@@ -221,6 +235,13 @@ const workflowRegistry = <R>(
     }
     return Effect.succeed(map)
   })
+
+/** Whether an outcome counts as a success for the controller's latency and cost learning. */
+const succeeded = (outcome: Outcome<unknown>) => {
+  if (outcome._tag === "Reject") return false
+  const reply = outcome.reply as { readonly _tag?: string; readonly result?: { readonly status?: string } }
+  return reply._tag !== "StepResult" || reply.result?.status === "completed"
+}
 
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
 
@@ -253,7 +274,7 @@ export const make = <R = never>(
     const forceRequested = yield* Deferred.make<void>()
     const shutdownOutcome = yield* Deferred.make<void, ShutdownError>()
     const limiters: Record<TaskPool, Limiter> = {
-      step: yield* makeLimiter(options.concurrency),
+      step: yield* makeLimiter(options.concurrency.limit),
       workflow: yield* makeLimiter(options.workflowConcurrency),
       query: yield* makeLimiter(1)
     }
@@ -264,13 +285,24 @@ export const make = <R = never>(
       query: yield* Ref.make(0)
     }
 
+    /** The running worker's concurrency controller and memory gate (none before `run`). */
+    let controller: ConcurrencyController.ConcurrencyController["Type"] | undefined
+
     const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
       const rssBytes = process.memoryUsage.rss()
       const rssLimitBytes = totalmem()
+      const base = controller === undefined
+        ? {
+          runtime: "node" as const,
+          concurrency: { mode: options.concurrency.mode, limit: options.concurrency.limit },
+          inFlight: yield* Ref.get(inFlight),
+          rssBytes,
+          rssLimitBytes,
+          rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
+        }
+        : yield* controller.snapshot
       return {
-        runtime: "node",
-        concurrency: { mode: "fixed", limit: options.concurrency },
-        inFlight: yield* Ref.get(inFlight),
+        ...base,
         slots: {
           step: { limit: yield* limiters.step.limit, inUse: yield* limiters.step.inUse, running: yield* Ref.get(running.step) },
           workflow: {
@@ -279,10 +311,7 @@ export const make = <R = never>(
             running: yield* Ref.get(running.workflow)
           },
           query: { limit: 1, inUse: yield* limiters.query.inUse, running: yield* Ref.get(running.query) }
-        },
-        rssBytes,
-        rssLimitBytes,
-        rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
+        }
       }
     })
 
@@ -335,24 +364,61 @@ export const make = <R = never>(
       })
 
     /**
-     * Leases of running deliveries, renewed by one keeper fiber rather than a timer per task: each
-     * is renewed once its interval has passed since it was taken or last renewed.
+     * Leases of running deliveries, renewed by one keeper fiber rather than a timer per task: it
+     * sleeps until the earliest lease is due (woken when a sooner one is added) and renews each
+     * lease once its interval has passed since it was taken or last renewed.
      */
     const leases = new Map<Delivery, { due: number; readonly interval: number; readonly renew: Effect.Effect<void, TransportError> }>()
-    let keeperTick = 1_000
+    let keeperWakesAt = Number.POSITIVE_INFINITY
+    let wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
+    const addLease = (delivery: Delivery, keepAlive: KeepAlive) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const interval = Duration.toMillis(keepAlive.interval)
+        leases.set(delivery, { due: now + interval, interval, renew: keepAlive.renew })
+        if (now + interval < keeperWakesAt) Deferred.unsafeDone(wakeKeeper, Exit.void)
+      })
     const keepLeases = Effect.gen(function*() {
-      yield* Effect.sleep(keeperTick)
+      // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
+      const woken = wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
+      keeperWakesAt = Number.POSITIVE_INFINITY
       const now = yield* Clock.currentTimeMillis
+      let next = Number.POSITIVE_INFINITY
       for (const [delivery, lease] of leases) {
-        if (lease.due > now) continue
-        lease.due = now + lease.interval
-        yield* lease.renew.pipe(
-          Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
-          Effect.annotateLogs({ delivery: delivery.id }),
-          Effect.forkDaemon
-        )
+        if (lease.due <= now) {
+          lease.due = now + lease.interval
+          yield* lease.renew.pipe(
+            Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
+            Effect.annotateLogs({ delivery: delivery.id }),
+            Effect.forkDaemon
+          )
+        }
+        next = Math.min(next, lease.due)
       }
+      keeperWakesAt = next
+      yield* Number.isFinite(next)
+        ? Effect.raceFirst(Effect.sleep(next - now), Deferred.await(woken))
+        : Deferred.await(woken)
     }).pipe(Effect.forever)
+
+    /**
+     * Processes a delivery once the memory gate admits it (a deferred task waits here, its lease
+     * kept alive); the gate learns from how long it ran and whether it succeeded.
+     */
+    const admitted = (delivery: Delivery) => {
+      const gate = controller
+      if (gate === undefined) return delivery.protocol.process(handlers, delivery.payload)
+      const label = delivery.protocol.label(delivery.payload)
+      return Effect.scoped(
+        Effect.gen(function*() {
+          const admission = yield* (label.kind === "workflow"
+            ? gate.admit(undefined, { kind: "workflow" })
+            : gate.admit(label.name))
+          const outcome = yield* delivery.protocol.process(handlers, delivery.payload)
+          yield* admission.complete(succeeded(outcome))
+          return outcome
+        })
+      )
+    }
 
     /**
      * Runs one delivery under the caller's permit: keeps its lease alive, processes it in a child
@@ -362,12 +428,8 @@ export const make = <R = never>(
      */
     const serveOne = (delivery: Delivery, restore: <A, E, R2>(e: Effect.Effect<A, E, R2>) => Effect.Effect<A, E, R2>) =>
       Effect.gen(function*() {
-        if (Option.isSome(delivery.keepAlive)) {
-          const interval = Duration.toMillis(delivery.keepAlive.value.interval)
-          keeperTick = Math.max(10, Math.min(keeperTick, interval))
-          leases.set(delivery, { due: (yield* Clock.currentTimeMillis) + interval, interval, renew: delivery.keepAlive.value.renew })
-        }
-        const processing = yield* Effect.fork(Effect.interruptible(delivery.protocol.process(handlers, delivery.payload)))
+        if (Option.isSome(delivery.keepAlive)) yield* addLease(delivery, delivery.keepAlive.value)
+        const processing = yield* Effect.fork(Effect.interruptible(admitted(delivery)))
         let cancelled = false
         const unwatch = delivery.onCancel(() => {
           cancelled = true
@@ -503,6 +565,7 @@ export const make = <R = never>(
         const begun = yield* Clock.currentTimeMillis
         const deadline = begun + Duration.toMillis(options.shutdownTimeout)
         yield* Effect.logInfo("worker stopping: pollers first, then draining accepted work")
+        if (controller !== undefined) yield* controller.beginDrain
         const stuckPollers = yield* stopFibers(Array.from(loops), (f) => loopNames.get(f) ?? "a worker loop")
         const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
         const drained = yield* FiberSet.awaitEmpty(work).pipe(
@@ -525,7 +588,6 @@ export const make = <R = never>(
     const lifecycle = Effect.gen(function*() {
       const transport = yield* Transport
       const resources = yield* Scope.make()
-      if (config.workerId === undefined && transport.defaultWorkerId !== undefined) workerId = transport.defaultWorkerId
       const registered = yield* transport.register({ ...description, workerId }).pipe(Scope.extend(resources), Effect.exit)
       if (Exit.isFailure(registered)) {
         yield* Scope.close(resources, registered)
@@ -533,6 +595,21 @@ export const make = <R = never>(
         return yield* Effect.failCause(registered.cause)
       }
       const registration = registered.value
+      // the memory sources of the environment when it provides them (tests), else the live ones
+      const source = yield* Effect.serviceOption(Memory.MemorySource)
+      const limit = yield* Effect.serviceOption(Memory.MemoryLimit)
+      const memory = Option.isSome(source) && Option.isSome(limit)
+        ? Layer.succeedContext(Context.make(Memory.MemorySource, source.value).pipe(Context.add(Memory.MemoryLimit, limit.value)))
+        : Memory.layer()
+      controller = yield* ConcurrencyController.make(config.concurrency ?? 10).pipe(
+        Effect.provide(memory),
+        Effect.orDie,
+        Scope.extend(resources)
+      )
+      yield* controller.limitChanges.pipe(
+        Stream.runForEach((limit) => limiters.step.resize(limit)),
+        Effect.forkIn(resources)
+      )
       yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
       const fibers = yield* Scope.make()
       const loops = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
@@ -561,7 +638,7 @@ export const make = <R = never>(
         })
       }
       return yield* shutdownExit
-    }).pipe(Effect.annotateLogs({ workerId: options.workerId }))
+    }).pipe((effect) => Effect.suspend(() => Effect.annotateLogs(effect, { workerId })))
 
     /** Claims this instance's single run (L10). */
     const claim = Effect.gen(function*() {
@@ -573,6 +650,8 @@ export const make = <R = never>(
 
     /** The claimed run: the lifecycle in its own fiber; interrupting this stops gracefully. */
     const serve = Effect.gen(function*() {
+      const transport = yield* Transport
+      if (config.workerId === undefined && transport.defaultWorkerId !== undefined) workerId = transport.defaultWorkerId
       const fiber = yield* Effect.forkDaemon(lifecycle)
       return yield* Fiber.join(fiber).pipe(
         Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(stopRequested, undefined), Fiber.await(fiber))),

@@ -237,7 +237,7 @@ export const make = (
         Effect.uninterruptible(Effect.suspend(() => {
           if (done) return Effect.void
           done = true
-          return Effect.flatMap(read, (r) => Effect.map(Clock.currentTimeMillis, (now) => f(r, now)))
+          return Effect.flatMap(reading, (r) => Effect.map(Clock.currentTimeMillis, (now) => f(r, now)))
         }))
       return {
         token,
@@ -253,7 +253,16 @@ export const make = (
       }
     }
 
-    const readNow = Effect.zip(read, Clock.currentTimeMillis)
+    // Only a gating controller reads memory on the task path (B.7 reads it per admission); a fixed
+    // or non-gating one uses the reading of its last tick, so no task waits on file reads.
+    const gated = config.mode === "adaptive" && config.ramAdmission
+    let latest: Reading = { usage: undefined, source: unreadableUsage.source, limitBytes: undefined, peak: undefined }
+    const remember = (r: Reading) => {
+      latest = r
+      return r
+    }
+    const reading: Effect.Effect<Reading> = gated ? Effect.map(read, remember) : Effect.sync(() => latest)
+    const readNow = Effect.zip(reading, Clock.currentTimeMillis)
 
     // Counts a task in flight and ties it to the scope. Called synchronously inside an
     // uninterruptible region, right after the gate's decision, so the decision and the count are
@@ -341,7 +350,7 @@ export const make = (
     }
 
     const tick = Effect.gen(function*() {
-      const r = yield* read
+      const r = remember(yield* read)
       const micros = yield* cpu.micros.pipe(Effect.catchAllDefect(() => Effect.succeed(undefined)))
       const now = yield* Clock.currentTimeMillis
       const adjust = core.tick(r, measureCpu(micros, now), now)

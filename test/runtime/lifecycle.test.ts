@@ -3,12 +3,17 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
+import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
+
+/** Memory readings from a test double: no file-system reads under the TestClock. */
+const memory = Memory.layerTest({ usage: 100 * 1024 * 1024, limit: 1024 * 1024 * 1024 })
 
 const resultOf = (reply: InMemory.NestReply) =>
   reply._tag === "StepResult" ? reply.result : assert.fail(`expected a step result, got ${reply._tag}`)
@@ -47,7 +52,7 @@ const setup = (options: Partial<Worker.WorkerOptions> = {}, steps: ReadonlyArray
     })
     // daemon fibers: a test that leaves a worker running (or stuck on purpose) must not wait for it at its end
     const start = <A, E>(effect: Effect.Effect<A, E, import("../../src/transport/Transport.js").Transport>) =>
-      Effect.forkDaemon(Effect.provide(effect, broker.layer))
+      Effect.forkDaemon(Effect.provide(effect, Layer.merge(broker.layer, memory)))
     const ops = Effect.map(broker.journal, (entries) => entries.map((e) => e.op))
     return { broker, worker, ended, start, ops }
   })
@@ -464,12 +469,57 @@ describe("Worker dispatch", () => {
 
   it.effect("invalid options fail at construction, naming the option", () =>
     Effect.gen(function*() {
-      const zero = yield* Effect.flip(Worker.make({ steps: [], concurrency: 0 }))
-      assert.strictEqual(zero._tag, "WorkerOptionsError")
-      assert.include(zero.message, "concurrency must be an integer of at least 1")
+      const fractional = yield* Effect.flip(Worker.make({ steps: [], concurrency: 1.5 }))
+      assert.strictEqual(fractional._tag, "WorkerOptionsError")
+      assert.include(fractional.message, "concurrency")
+      const unknown = yield* Effect.flip(Worker.make({ steps: [], concurrency: { ceiling: 90 } as never }))
+      assert.include(unknown.message, "ceiling")
       const blank = yield* Effect.flip(Worker.make({ steps: [], buildId: " " }))
       assert.include(blank.message, "buildId must be a non-empty string")
       const hb = yield* Effect.flip(Worker.make({ steps: [], heartbeatInterval: 0 }))
       assert.include(hb.message, "heartbeatInterval must be positive")
+    }))
+})
+
+describe("Worker with adaptive concurrency", () => {
+  it.effect("the memory gate defers a task (never fails it, its lease kept) and the heartbeat shows the gate", () =>
+    Effect.gen(function*() {
+      const running = yield* Ref.make(0)
+      const peak = yield* Ref.make(0)
+      const heavy = Step.make("heavy", () =>
+        Effect.acquireUseRelease(
+          Ref.updateAndGet(running, (n) => n + 1).pipe(Effect.tap((n) => Ref.update(peak, (p) => Math.max(p, n)))),
+          () => Effect.sleep("20 seconds"),
+          () => Ref.update(running, (n) => n - 1)
+        ))
+      const broker = yield* InMemory.make()
+      const worker = yield* Worker.make({
+        steps: [heavy],
+        concurrency: { min: 1, max: 4, start: 4 },
+        heartbeatInterval: "10 seconds",
+        pollTimeout: "5 seconds"
+      })
+      // 900 MiB of 1 GiB in use: above the admission mark, so only what runs alone is admitted
+      const tight = Memory.layerTest({ usage: 900 * 1024 * 1024, limit: 1024 * 1024 * 1024 })
+      yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.merge(broker.layer, tight)))
+      yield* broker.enqueue(task("r1", "heavy"))
+      yield* broker.enqueue(task("r2", "heavy"))
+      yield* settle
+      assert.strictEqual(yield* broker.pending, 0) // both taken: permits were free
+      assert.strictEqual(yield* Ref.get(running), 1) // but only one admitted
+      yield* TestClock.adjust("10 seconds")
+      const beat = (yield* broker.journal).flatMap((e) => e.op === "heartbeat" ? [e.status] : []).at(-1)!
+      assert.strictEqual((beat.memory as { waiting?: number }).waiting, 1)
+      assert.strictEqual((beat.concurrency as { mode: string }).mode, "adaptive")
+      yield* TestClock.adjust("5 seconds")
+      // the deferred task's lease was renewed while it waited
+      const renewals = (yield* broker.journal).filter((e) => e.op === "renew" && e.id === "m2")
+      assert.isAtLeast(renewals.length, 1)
+      for (let i = 0; i < 8; i++) yield* TestClock.adjust("5 seconds")
+      const replies = yield* broker.replies
+      assert.strictEqual(replies.length, 2)
+      assert.isTrue(replies.every((r) => resultOf(r).status === "completed"))
+      assert.strictEqual(yield* Ref.get(peak), 1)
+      yield* worker.stop
     }))
 })
