@@ -30,6 +30,7 @@ import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
+import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
 import type { Transport } from "./transport/Transport.js"
 
@@ -372,3 +373,13 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
     })
   }
 }
+
+/**
+ * The SQS transport of the nestjs-durable engine (`@aws-sdk/client-sqs` v3): queue names, bodies
+ * and the results queue as the engine's SQS transport has them. Names the SQS rules refuse (`.`,
+ * `@`) are refused at start unless `taskQueueUrl` maps them, as on the engine side.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const sqs = (options: SqsTransport.SqsOptions = {}): TransportHandle => ({ layer: SqsTransport.layer(options) })

@@ -1,0 +1,682 @@
+/**
+ * The Amazon SQS transport: consumes the queues the nestjs-durable engine's `SqsTransport` sends step
+ * tasks to, and answers on its results queue. Works with SQS and SQS-compatible servers (ElasticMQ,
+ * fauxqs) through `@aws-sdk/client-sqs` v3.
+ *
+ * - one subscription per routing token on `<prefix>-tasks-<token>` (`:` sanitised, `@partition`
+ *   suffixed), resolved by name — or through `taskQueueUrl`, which replaces name lookup as it does
+ *   engine-side. A name SQS would refuse (a `.` or `@` in the step name or partition) fails `run` at
+ *   registration with an error naming the step and the rule: SQS has no such queue, so it is never
+ *   silently polled;
+ * - long polling (`WaitTimeSeconds` up to 20 s, capped by the worker's poll timeout) for up to
+ *   `min(permits, 10)` messages; only the wait is interruptible;
+ * - the result is sent to `<prefix>-results` (the optional marker attribute on it), **then** the task
+ *   message is deleted — results and deletes ready at the same time share SQS batch calls; a task's
+ *   visibility is extended while it runs or waits, and set to 0 when it is given back at shutdown;
+ * - a poll stopped at shutdown leaves its receive running (SQS would keep serving an aborted long
+ *   poll) and gives back whatever it brings, for up to a second before the client is closed;
+ * - a message redelivered while its step still runs here is held, not run again (see `stepId`
+ *   handling in `sqs/internal/inflight.ts`);
+ * - SQS has no worker registry: registration resolves (and with `autoCreate`, creates) the queues,
+ *   failing fast when the endpoint is unreachable or a queue is missing; deregistration sends nothing;
+ *   there are no worker heartbeats and no cancel channel.
+ *
+ * @since 0.1.0
+ */
+import {
+  ChangeMessageVisibilityCommand,
+  CreateQueueCommand,
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  GetQueueUrlCommand,
+  type Message,
+  type MessageAttributeValue,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  SQSClient,
+  type SQSClientConfig
+} from "@aws-sdk/client-sqs"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
+import * as Batcher from "./sqs/internal/batcher.js"
+import * as Inflight from "./sqs/internal/inflight.js"
+import * as Naming from "./sqs/internal/naming.js"
+import { stepsOnly } from "./sqs/internal/protocol.js"
+import {
+  type Delivery,
+  type Poller,
+  type Registration,
+  RegistrationError,
+  Transport,
+  TransportError,
+  type WorkerDescription
+} from "./Transport.js"
+
+/**
+ * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
+ * async, as the engine's `taskQueueUrl`) or a record.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskQueueUrl =
+  | ((group: string) => string | PromiseLike<string>)
+  | Readonly<Record<string, string>>
+
+/**
+ * Options of the SQS transport.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqsOptions {
+  /** An SQS client to use (not destroyed by the transport). */
+  readonly client?: SQSClient
+  /** Used when `client` is omitted, e.g. `{ endpoint, region, credentials }`; the client is destroyed at shutdown. */
+  readonly clientConfig?: SQSClientConfig
+  /** Queue-name prefix shared with the engine: `<prefix>-tasks-<token>`, `<prefix>-results`. Default `durable`. */
+  readonly prefix?: string
+  /** Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces). */
+  readonly partition?: string
+  /** Create the by-name queues that do not exist (not those given by URL). Default `false`. */
+  readonly autoCreate?: boolean
+  /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. */
+  readonly taskQueueUrl?: TaskQueueUrl
+  /** The results queue URL (or a resolver), instead of the `<prefix>-results` name. */
+  readonly resultsQueueUrl?: string | (() => string | PromiseLike<string>)
+  /** When set, only messages carrying this attribute are taken (others are released), and results carry it. */
+  readonly marker?: string
+  /** Longest receive wait, capped at 20 s and by the worker's poll timeout. Default 20 seconds. */
+  readonly waitTime?: Duration.DurationInput
+  /** Visibility of a received task, renewed while it runs or waits. Whole seconds. Default 60 seconds. */
+  readonly visibilityTimeout?: Duration.DurationInput
+  /** How often a held task's visibility is extended. Default a third of `visibilityTimeout`. */
+  readonly visibilityExtendInterval?: Duration.DurationInput
+  /** How long resolving the queues at start may take before `run` fails. Default 10 seconds. */
+  readonly connectTimeout?: Duration.DurationInput
+}
+
+const NAME = "sqs"
+
+/** How long shutdown waits for receives left running by interrupted polls before aborting them. */
+const DETACHED_RECEIVE_GRACE = Duration.seconds(1)
+
+const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+const errorName = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { name?: unknown }).name === "string"
+    ? (error as { name: string }).name
+    : undefined
+
+const isMissingQueue = (error: unknown) => {
+  const name = errorName(error)
+  return name === "QueueDoesNotExist" || name === "AWS.SimpleQueueService.NonExistentQueue"
+}
+
+/** An answer from SQS itself (as opposed to a connection that failed). */
+const isServiceError = (error: unknown) => typeof error === "object" && error !== null && "$fault" in error
+
+const NOT_INFLIGHT = new Set(["MessageNotInflight", "ReceiptHandleIsInvalid", "InvalidParameterValue"])
+
+/** The receipt handle no longer designates an in-flight copy (it was deleted, or became visible again). */
+const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "")
+
+/** SQS's limit on the total size of a batch, in bytes (256 KiB, what every SQS-compatible server takes). */
+const MAX_BATCH_BYTES = 262_144
+
+const endpointOf = (options: SqsOptions): string => {
+  if (options.client !== undefined) return "the given SQSClient's endpoint"
+  const endpoint = options.clientConfig?.endpoint
+  if (typeof endpoint === "string") return endpoint
+  if (typeof endpoint === "object" && endpoint !== null && "hostname" in endpoint) {
+    const e = endpoint as { protocol?: string; hostname: string; port?: number; path?: string }
+    return `${e.protocol ?? "https:"}//${e.hostname}${e.port === undefined ? "" : `:${e.port}`}${e.path ?? ""}`
+  }
+  const region = options.clientConfig?.region
+  return typeof region === "string" ? `AWS ${region}` : "AWS"
+}
+
+/** Reads a step task's `stepId`, when the payload is a step task that has one. */
+const stepKey = (payload: unknown): string | undefined => {
+  if (typeof payload !== "object" || payload === null || isWorkflowTaskShape(payload)) return undefined
+  const stepId = (payload as { stepId?: unknown }).stepId
+  return typeof stepId === "string" ? stepId : undefined
+}
+
+const parseBody = (body: string | undefined): unknown => {
+  if (body === undefined) return undefined
+  try {
+    return JSON.parse(body)
+  } catch {
+    return body
+  }
+}
+
+/**
+ * Builds the transport service. The client and queues are set up when the worker registers.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: SqsOptions = {}): Transport["Type"] => {
+  const prefix = options.prefix ?? Naming.DEFAULT_PREFIX
+  const endpoint = endpointOf(options)
+  const name = `sqs ${endpoint} prefix ${prefix}`
+  const connectTimeout = Duration.decode(options.connectTimeout ?? "10 seconds")
+  const waitTime = Duration.decode(options.waitTime ?? "20 seconds")
+  const marker = options.marker
+  const markerAttributes: Record<string, MessageAttributeValue> | undefined = marker === undefined
+    ? undefined
+    : { [marker]: { DataType: "String", StringValue: "1" } }
+
+  const registrationError = (message: string, cause?: unknown) =>
+    new RegistrationError({ transport: NAME, message, ...(cause === undefined ? {} : { cause }) })
+
+  const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const visibility = Naming.visibility(
+        Duration.decode(options.visibilityTimeout ?? "60 seconds"),
+        options.visibilityExtendInterval === undefined ? undefined : Duration.decode(options.visibilityExtendInterval)
+      )
+      if (typeof visibility === "string") return yield* registrationError(visibility)
+      if (worker.workflows.length > 0) {
+        return yield* registrationError(
+          `the SQS transport carries step tasks only (the engine's SqsTransport cannot dispatch workflow turns), ` +
+            `so workflow(s) ${worker.workflows.map((w) => `"${w}"`).join(", ")} would never run here; ` +
+            "serve them from a worker on the BullMQ or SQL transport"
+        )
+      }
+
+      // group → the step names routed to it
+      const groups = new Map<string, Array<string>>()
+      for (const step of worker.steps) {
+        const group = Naming.token(step, options.partition)
+        groups.set(group, [...(groups.get(group) ?? []), step])
+      }
+      const byName = options.taskQueueUrl === undefined
+      if (byName) {
+        const problems = Array.from(groups).flatMap(([group, steps]) => {
+          const queue = Naming.tasksQueueName(prefix, group)
+          const problem = Naming.queueNameProblem(queue)
+          return problem === undefined ? [] : [
+            `step ${steps.map((s) => `"${s}"`).join(", ")} is dispatched to queue "${queue}", which SQS refuses (${problem})`
+          ]
+        })
+        if (problems.length > 0) {
+          return yield* registrationError(
+            `${problems.join("; ")}. ${Naming.QUEUE_NAME_RULE}, and the engine looks task queues up by that name. ` +
+              "Use step names and a partition without '.' or '@' (e.g. payments-charge-card), " +
+              "or map each group to an existing queue with taskQueueUrl (the engine must be given the same mapping)"
+          )
+        }
+      }
+      if (options.resultsQueueUrl === undefined) {
+        const problem = Naming.queueNameProblem(Naming.resultsQueueName(prefix))
+        if (problem !== undefined) {
+          return yield* registrationError(
+            `the results queue "${Naming.resultsQueueName(prefix)}" is not a valid SQS queue name (${problem}); ` +
+              `${Naming.QUEUE_NAME_RULE}: choose another prefix or pass resultsQueueUrl`
+          )
+        }
+      }
+
+      const client = options.client ?? (yield* Effect.acquireRelease(
+        Effect.sync(() => new SQSClient(options.clientConfig ?? {})),
+        (c) => Effect.sync(() => c.destroy())
+      ))
+
+      const unreachable = (cause: unknown, role: string) =>
+        isServiceError(cause)
+          ? registrationError(
+            `SQS at ${endpoint} refused to resolve the queue for ${role}: ${errorName(cause)}: ${messageOf(cause)}; ` +
+              "check the credentials and their SQS permissions (GetQueueUrl, GetQueueAttributes, CreateQueue with autoCreate)",
+            cause
+          )
+          : registrationError(
+            `could not reach SQS at ${endpoint} (${messageOf(cause)}); check that the endpoint is up and that ` +
+              "SQS_ENDPOINT / AWS_REGION / the credentials (or the client options) point at it",
+            cause
+          )
+      const missing = (queue: string, remedy: string, cause: unknown) =>
+        registrationError(`queue ${queue} does not exist at ${endpoint}; ${remedy}`, cause)
+
+      const queueByName = (queueName: string, role: string) =>
+        Effect.tryPromise({
+          try: (signal) => client.send(new GetQueueUrlCommand({ QueueName: queueName }), { abortSignal: signal }),
+          catch: (cause) => cause
+        }).pipe(
+          Effect.catchIf(
+            (cause) => isMissingQueue(cause) && options.autoCreate === true,
+            () =>
+              Effect.tryPromise({
+                try: (signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal }),
+                catch: (cause) => cause
+              })
+          ),
+          Effect.flatMap((out) =>
+            out.QueueUrl === undefined ? Effect.fail(new Error(`no QueueUrl for ${queueName}`)) : Effect.succeed(out.QueueUrl)
+          ),
+          Effect.mapError((cause) =>
+            isMissingQueue(cause)
+              ? missing(
+                `"${queueName}" for ${role}`,
+                "create it, let the engine create it (its autoCreate), or set autoCreate: true",
+                cause
+              )
+              : unreachable(cause, role)
+          )
+        )
+
+      const queueByUrl = (resolve: () => string | PromiseLike<string>, role: string) =>
+        Effect.tryPromise({ try: async () => resolve(), catch: (cause) => cause }).pipe(
+          Effect.mapError((cause) => registrationError(`the queue URL resolver for ${role} failed: ${messageOf(cause)}`, cause)),
+          Effect.flatMap((url) =>
+            typeof url === "string" && url.length > 0
+              ? Effect.succeed(url)
+              : Effect.fail(registrationError(`the queue URL resolver for ${role} returned no URL`))
+          ),
+          Effect.tap((url) =>
+            Effect.tryPromise({
+              try: (signal) =>
+                client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }), {
+                  abortSignal: signal
+                }),
+              catch: (cause) => cause
+            }).pipe(
+              Effect.mapError((cause) =>
+                isMissingQueue(cause)
+                  ? missing(`${url} for ${role}`, "queues given by URL are never created: create it or fix the mapping", cause)
+                  : unreachable(cause, role)
+              )
+            )
+          )
+        )
+
+      const taskQueueUrl = options.taskQueueUrl
+      const resolveTasks = (group: string, steps: ReadonlyArray<string>) => {
+        const role = `the tasks of step ${steps.map((s) => `"${s}"`).join(", ")} (group "${group}")`
+        if (taskQueueUrl === undefined) return queueByName(Naming.tasksQueueName(prefix, group), role)
+        if (typeof taskQueueUrl === "function") return queueByUrl(() => taskQueueUrl(group), role)
+        const url = taskQueueUrl[group]
+        return url === undefined
+          ? Effect.fail(
+            registrationError(
+              `taskQueueUrl has no entry for group "${group}" (step ${steps.map((s) => `"${s}"`).join(", ")}); ` +
+                "add the group's queue URL to the mapping"
+            )
+          )
+          : queueByUrl(() => url, role)
+      }
+      const resultsOption = options.resultsQueueUrl
+      const resolveResults = resultsOption === undefined
+        ? queueByName(Naming.resultsQueueName(prefix), "the results")
+        : queueByUrl(typeof resultsOption === "string" ? () => resultsOption : resultsOption, "the results")
+
+      const [resultsUrl, taskQueues] = yield* Effect.all([
+        resolveResults,
+        Effect.forEach(Array.from(groups), ([group, steps]) =>
+          Effect.map(resolveTasks(group, steps), (url) => ({ group, url })), { concurrency: 8 })
+      ]).pipe(
+        Effect.timeoutFail({
+          duration: connectTimeout,
+          onTimeout: () =>
+            registrationError(
+              `SQS at ${endpoint} did not answer within ${Duration.format(connectTimeout)} while resolving the queues; ` +
+                "check that the endpoint is up and that SQS_ENDPOINT / AWS_REGION (or the client options) point at it"
+            )
+        })
+      )
+
+      const protocol = stepsOnly(options.partition)
+      const inflight = Inflight.make()
+      const waitSeconds = Naming.waitTimeSeconds(waitTime, worker.pollTimeout)
+
+      const call = <A>(operation: string, run: (signal: AbortSignal) => Promise<A>) =>
+        Effect.tryPromise({
+          try: run,
+          catch: (cause) =>
+            new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+        })
+
+      const setVisibility = (copy: Inflight.Copy, seconds: number) =>
+        call(
+          `changing the visibility of message ${copy.messageId}`,
+          (signal) =>
+            client.send(
+              new ChangeMessageVisibilityCommand({
+                QueueUrl: copy.queueUrl,
+                ReceiptHandle: copy.receiptHandle,
+                VisibilityTimeout: seconds
+              }),
+              { abortSignal: signal }
+            )
+        )
+
+      /** Deletes a message; a copy no longer in flight (already deleted, or back in the queue) counts as done. */
+      const deleteCopy = yield* Batcher.make<Inflight.Copy>({
+        maxItems: Naming.MAX_RECEIVE,
+        run: (copies) =>
+          Effect.gen(function*() {
+            const outcomes: Array<TransportError | undefined> = copies.map(() => undefined)
+            const byQueue = new Map<string, Array<number>>()
+            copies.forEach((copy, i) => byQueue.set(copy.queueUrl, [...(byQueue.get(copy.queueUrl) ?? []), i]))
+            yield* Effect.forEach(byQueue, ([queueUrl, indexes]) =>
+              call(
+                "deleting messages",
+                (signal) =>
+                  client.send(
+                    new DeleteMessageBatchCommand({
+                      QueueUrl: queueUrl,
+                      Entries: indexes.map((i) => ({ Id: String(i), ReceiptHandle: copies[i]!.receiptHandle }))
+                    }),
+                    { abortSignal: signal }
+                  )
+              ).pipe(Effect.map((out) => {
+                for (const failed of out.Failed ?? []) {
+                  if (NOT_INFLIGHT.has(failed.Code ?? "")) continue
+                  const copy = copies[Number(failed.Id)]!
+                  outcomes[Number(failed.Id)] = new TransportError({
+                    transport: NAME,
+                    operation: "deleting a message",
+                    message: `deleting message ${copy.messageId} failed: ${failed.Code}: ${failed.Message ?? ""}`
+                  })
+                }
+              })), { concurrency: "unbounded", discard: true })
+            return outcomes
+          })
+      })
+
+      /** Sends a result to the results queue (with the marker, if any). */
+      const sendResult = yield* Batcher.make<string>({
+        maxItems: Naming.MAX_RECEIVE,
+        size: (body) => Buffer.byteLength(body) + (marker === undefined ? 0 : marker.length + 7),
+        maxSize: MAX_BATCH_BYTES,
+        run: (bodies) =>
+          call(
+            "sending results",
+            (signal) =>
+              client.send(
+                new SendMessageBatchCommand({
+                  QueueUrl: resultsUrl,
+                  Entries: bodies.map((body, i) => ({
+                    Id: String(i),
+                    MessageBody: body,
+                    ...(markerAttributes === undefined ? {} : { MessageAttributes: markerAttributes })
+                  }))
+                }),
+                { abortSignal: signal }
+              )
+          ).pipe(Effect.map((out) => {
+            const outcomes: Array<TransportError | undefined> = bodies.map(() => undefined)
+            for (const failed of out.Failed ?? []) {
+              outcomes[Number(failed.Id)] = new TransportError({
+                transport: NAME,
+                operation: "sending a result",
+                message: `sending a result failed: ${failed.Code}: ${failed.Message ?? ""}`
+              })
+            }
+            return outcomes
+          }))
+      })
+
+      /** Extends every held copy; copies that are no longer in flight are dropped, and losing all of them fails. */
+      const extend = (held: Inflight.Held) =>
+        Effect.gen(function*() {
+          const lost: Array<Inflight.Copy> = []
+          yield* Effect.forEach(held.copies, (copy) =>
+            setVisibility(copy, visibility.timeoutSeconds).pipe(
+              Effect.catchIf((error) => isNotInflight(error.cause), () => Effect.sync(() => lost.push(copy)))
+            ), { concurrency: "unbounded", discard: true })
+          if (lost.length === 0) return
+          held.copies = held.copies.filter((copy) => !lost.includes(copy))
+          if (held.copies.length === 0) {
+            return yield* new TransportError({
+              transport: NAME,
+              operation: "extend visibility",
+              message: `message ${lost[0]!.messageId} is no longer in flight (its visibility lapsed); ` +
+                "another worker may run it too, the engine keeps the first result"
+            })
+          }
+        })
+
+      const settle = (held: Inflight.Held, effect: Effect.Effect<void, TransportError>) =>
+        Effect.ensuring(effect, Effect.sync(() => inflight.release(held)))
+
+      const toDelivery = (queueName: string, copy: Inflight.Copy, payload: unknown, held: Inflight.Held): Delivery<StepResult> => {
+        let resultSent = false
+        const deleteAll = Effect.suspend(() =>
+          Effect.forEach(held.copies, deleteCopy, { concurrency: "unbounded", discard: true })
+        )
+        return {
+          id: `${queueName}#${copy.messageId}`,
+          payload,
+          protocol,
+          keepAlive: Option.some({ interval: visibility.extendEvery, renew: extend(held) }),
+          // SQS has no control channel: a cancelled run's step runs to its end, and the engine drops its result
+          onCancel: () => () => {},
+          complete: (result) =>
+            settle(
+              held,
+              Effect.gen(function*() {
+                held.answering = true
+                // a retried complete (the delete failed) does not send the result twice
+                if (resultSent) return yield* deleteAll
+                yield* sendResult(JSON.stringify(result))
+                resultSent = true
+                // the result is sent: now the task and any duplicate held with it can go
+                yield* deleteAll
+              })
+            ),
+          reject: () => settle(held, deleteAll),
+          abandon: settle(
+            held,
+            Effect.suspend(() =>
+              Effect.forEach(
+                held.copies,
+                (c) => setVisibility(c, 0).pipe(Effect.catchIf((error) => isNotInflight(error.cause), () => Effect.void)),
+                { concurrency: "unbounded", discard: true }
+              )
+            )
+          )
+        }
+      }
+
+      const receive = (queueUrl: string, queueName: string, max: number) =>
+        call(
+          `receiving from ${queueName}`,
+          (signal) =>
+            client.send(
+              new ReceiveMessageCommand({
+                QueueUrl: queueUrl,
+                MaxNumberOfMessages: max,
+                WaitTimeSeconds: waitSeconds,
+                VisibilityTimeout: visibility.timeoutSeconds,
+                ...(marker === undefined ? {} : { MessageAttributeNames: ["All"] })
+              }),
+              { abortSignal: signal }
+            )
+        ).pipe(Effect.map((out) => out.Messages ?? []))
+
+      /** Gives received messages back at once (visibility 0). */
+      const release = (queueUrl: string, messages: ReadonlyArray<Message>) =>
+        Effect.forEach(messages, (message) =>
+          message.ReceiptHandle === undefined || message.MessageId === undefined
+            ? Effect.void
+            : setVisibility({ queueUrl, messageId: message.MessageId, receiptHandle: message.ReceiptHandle }, 0).pipe(
+              Effect.catchAll((error) => Effect.logWarning(`could not give message ${message.MessageId} back`, error))
+            ), { concurrency: "unbounded", discard: true })
+
+      // Receives run detached from the poll that started them. SQS keeps serving a long poll whose
+      // connection was closed, so aborting one at shutdown would let it swallow the next message (our
+      // own abandoned tasks included) until its visibility lapsed; an interrupted poll instead leaves
+      // its receive running, and whatever that receive brings is given back at once.
+      const receives = yield* FiberSet.make<void>()
+      yield* Effect.addFinalizer(() =>
+        Effect.forEach(Array.from(receives), Fiber.await, { discard: true }).pipe(
+          Effect.interruptible, // finalizers run uninterruptibly: let the grace cut the wait short
+          Effect.timeout(DETACHED_RECEIVE_GRACE),
+          Effect.ignore
+        )
+      )
+      const receiveDetached = (queueUrl: string, queueName: string, max: number) =>
+        Effect.gen(function*() {
+          const outcome = yield* Deferred.make<ReadonlyArray<Message>, TransportError>()
+          let orphaned = false
+          yield* FiberSet.run(
+            receives,
+            // forked from the uninterruptible poll: only the receive itself may be cut short (at the grace)
+            Effect.flatMap(Effect.exit(Effect.interruptible(receive(queueUrl, queueName, max))), (exit) =>
+              Effect.suspend(() =>
+                !orphaned
+                  ? Deferred.done(outcome, exit)
+                  : Exit.isSuccess(exit)
+                  ? release(queueUrl, exit.value)
+                  : Effect.void
+              ))
+          )
+          return yield* Deferred.await(outcome).pipe(
+            Effect.interruptible,
+            Effect.onInterrupt(() =>
+              Effect.suspend(() => {
+                orphaned = true
+                return Effect.flatMap(Deferred.poll(outcome), (done) =>
+                  Option.isNone(done)
+                    ? Effect.void
+                    : Effect.flatMap(Effect.orElseSucceed(done.value, () => []), (messages) => release(queueUrl, messages)))
+              })
+            )
+          )
+        })
+
+      /** Turns a received message into a delivery, or holds / releases it. */
+      const accept = (queueUrl: string, queueName: string, message: Message) =>
+        Effect.gen(function*() {
+          if (message.ReceiptHandle === undefined || message.MessageId === undefined) return undefined
+          const copy: Inflight.Copy = {
+            queueUrl,
+            messageId: message.MessageId,
+            receiptHandle: message.ReceiptHandle
+          }
+          if (marker !== undefined && message.MessageAttributes?.[marker] === undefined) {
+            // not a durable message: leave it to whoever shares the queue
+            yield* release(queueUrl, [message])
+            return undefined
+          }
+          const payload = parseBody(message.Body)
+          const admission = inflight.admit(stepKey(payload), copy)
+          if (admission._tag === "Duplicate") {
+            yield* Effect.logInfo(
+              admission.sameMessage
+                ? `message ${copy.messageId} came back while its step still runs here; keeping it until that run answers`
+                : `message ${copy.messageId} is another task for step ${admission.held.key}, which still runs here; ` +
+                  "holding it until that run answers, then deleting it"
+            )
+            return undefined
+          }
+          return toDelivery(queueName, copy, payload, admission.held)
+        })
+
+      const pollers: Array<Poller> = taskQueues.map(({ group, url }) => {
+        const queueName = byName ? Naming.tasksQueueName(prefix, group) : url
+        return {
+          name: `queue ${queueName}`,
+          pool: "step",
+          poll: (max) =>
+            Effect.gen(function*() {
+              if (max < 1) return []
+              const messages = yield* receiveDetached(url, queueName, Math.min(max, Naming.MAX_RECEIVE))
+              if (messages.length === 0) {
+                // a short poll (poll timeout under a second) waits out the poll timeout, not the broker
+                if (waitSeconds === 0) yield* Effect.interruptible(Effect.sleep(worker.pollTimeout))
+                return []
+              }
+              const deliveries: Array<Delivery> = []
+              for (const message of messages) {
+                const delivery = yield* accept(url, queueName, message)
+                if (delivery !== undefined) deliveries.push(delivery)
+              }
+              return deliveries
+            })
+        }
+      })
+
+      return {
+        pollers,
+        heartbeat: Option.none(),
+        deregister: Effect.void
+      }
+    })
+
+  return { name, register }
+}
+
+/**
+ * The transport as a layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: SqsOptions = {}): Layer.Layer<Transport> => Layer.succeed(Transport, make(options))
+
+/**
+ * The transport configured from the environment: `SQS_ENDPOINT` (a local server such as
+ * `http://127.0.0.1:4566`; AWS itself when unset), `AWS_REGION` (default `us-east-1` with an endpoint,
+ * otherwise the SDK's own lookup), `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (otherwise the SDK's
+ * credential chain), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`, `SQS_AUTO_CREATE`
+ * (default false), `SQS_MARKER`, `SQS_RESULTS_QUEUE_URL`. Explicit options win over the environment.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, ConfigError.ConfigError> =>
+  Layer.effect(
+    Transport,
+    Effect.map(
+      Config.all({
+        endpoint: Config.option(Config.string("SQS_ENDPOINT")),
+        region: Config.option(Config.string("AWS_REGION")),
+        accessKeyId: Config.option(Config.string("AWS_ACCESS_KEY_ID")),
+        secretAccessKey: Config.option(Config.redacted("AWS_SECRET_ACCESS_KEY")),
+        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
+        partition: Config.option(Config.string("DURABLE_PARTITION")),
+        autoCreate: Config.boolean("SQS_AUTO_CREATE").pipe(Config.withDefault(false)),
+        marker: Config.option(Config.string("SQS_MARKER")),
+        resultsQueueUrl: Config.option(Config.string("SQS_RESULTS_QUEUE_URL"))
+      }),
+      (env) => {
+        const region = Option.orElse(env.region, () => Option.as(env.endpoint, "us-east-1"))
+        const credentials = Option.all({ accessKeyId: env.accessKeyId, secretAccessKey: env.secretAccessKey })
+        const clientConfig: SQSClientConfig = {
+          ...Option.match(env.endpoint, { onNone: () => ({}), onSome: (endpoint) => ({ endpoint }) }),
+          ...Option.match(region, { onNone: () => ({}), onSome: (region) => ({ region }) }),
+          ...Option.match(credentials, {
+            onNone: () => ({}),
+            onSome: (c) => ({
+              credentials: { accessKeyId: c.accessKeyId, secretAccessKey: Redacted.value(c.secretAccessKey) }
+            })
+          })
+        }
+        return make({
+          clientConfig,
+          prefix: env.prefix,
+          autoCreate: env.autoCreate,
+          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
+          ...Option.match(env.marker, { onNone: () => ({}), onSome: (marker) => ({ marker }) }),
+          ...Option.match(env.resultsQueueUrl, { onNone: () => ({}), onSome: (resultsQueueUrl) => ({ resultsQueueUrl }) }),
+          ...options
+        })
+      }
+    )
+  )
+

@@ -1,0 +1,603 @@
+import {
+  ChangeMessageVisibilityCommand,
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand
+} from "@aws-sdk/client-sqs"
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as TestClock from "effect/TestClock"
+import { createServer, type Server, type Socket } from "node:net"
+import * as Step from "../../src/core/Step.js"
+import * as Worker from "../../src/runtime/Worker.js"
+import * as SqsTransport from "../../src/transport/SqsTransport.js"
+import * as Batcher from "../../src/transport/sqs/internal/batcher.js"
+import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
+import * as Naming from "../../src/transport/sqs/internal/naming.js"
+import { type Transport, TransportError } from "../../src/transport/Transport.js"
+import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
+
+const server = useFauxqs()
+
+const task = (runId: string, name: string, input?: unknown) => ({
+  runId,
+  seq: 0,
+  name,
+  stepId: `${runId}:0`,
+  group: name,
+  attempt: 1,
+  transport: "default",
+  ...(input === undefined ? {} : { input })
+})
+
+/** Lets forked fibers run until they block. */
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+/** Waits (on the wall clock: real I/O, not a timing rule) until `probe` gives a value. */
+const eventually = <A>(what: string, probe: () => Promise<A | undefined>, timeoutMs = 10_000) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const found = await probe()
+      if (found !== undefined) return found
+      if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs}ms`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  })
+
+/** A real round trip to fauxqs: anything the worker started before it has reached the client middleware. */
+const roundTrip = (queue: string) => Effect.promise(() => server().counts(queue))
+
+/**
+ * A prefix, a recording client for the worker, the queues created, and helpers to send tasks and read
+ * results.
+ */
+const fixture = (options: Omit<SqsTransport.SqsOptions, "client" | "prefix"> = {}) =>
+  Effect.gen(function*() {
+    const prefix = sqsPrefix()
+    const calls = yield* Queue.unbounded<RecordedCall>()
+    const recorder = recordingClient(server(), (call) => Queue.unsafeOffer(calls, call))
+    yield* Effect.addFinalizer(() => Effect.sync(() => recorder.client.destroy()))
+    const layer = SqsTransport.layer({ client: recorder.client, prefix, autoCreate: true, ...options })
+    const client = server().client
+    const queueUrl = (name: string) =>
+      Effect.promise(async () => (await client.send(new CreateQueueCommand({ QueueName: name }))).QueueUrl!)
+    const tasksQueue = (step: string) => `${prefix}-tasks-${step}`
+    const resultsQueue = `${prefix}-results`
+    const send = (step: string, body: unknown) =>
+      Effect.flatMap(queueUrl(tasksQueue(step)), (url) =>
+        Effect.promise(() =>
+          client.send(new SendMessageCommand({
+            QueueUrl: url,
+            MessageBody: typeof body === "string" ? body : JSON.stringify(body)
+          }))
+        ))
+    /** Receives (and deletes) the results sent so far, waiting for `count` of them. */
+    const results = (count: number) =>
+      Effect.flatMap(queueUrl(resultsQueue), (url) =>
+        Effect.promise(async () => {
+          const found: Array<Record<string, unknown>> = []
+          const deadline = Date.now() + 10_000
+          while (found.length < count && Date.now() < deadline) {
+            const out = await client.send(
+              new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 })
+            )
+            for (const m of out.Messages ?? []) {
+              found.push(JSON.parse(m.Body!))
+              await client.send(new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }))
+            }
+          }
+          return found
+        }))
+    const callsOf = (command: string) =>
+      Effect.map(Effect.sync(() => recorder.calls.filter((c) => c.command === command)), (list) => list)
+    /** Waits for the next call of `command` the worker's client makes. */
+    const nextCall = (command: string): Effect.Effect<RecordedCall> =>
+      Effect.flatMap(Queue.take(calls), (call) => call.command === command ? Effect.succeed(call) : nextCall(command))
+    const start = <E>(run: Effect.Effect<void, E, Transport>) => Effect.forkDaemon(Effect.provide(run, layer))
+    return { prefix, layer, recorder, tasksQueue, resultsQueue, send, results, callsOf, nextCall, start, calls }
+  })
+
+/** A step `hold` that reports its start and finishes only when released. */
+const holdStep = Effect.gen(function*() {
+  const started = yield* Queue.unbounded<string>()
+  const release = yield* Deferred.make<void>()
+  let runs = 0
+  const step = Step.make("hold", (_input: unknown, ctx) =>
+    Effect.gen(function*() {
+      runs++
+      yield* Queue.offer(started, ctx.stepId)
+      yield* Deferred.await(release)
+      return "held"
+    }))
+  return { step, started, release, runs: () => runs }
+})
+
+/**
+ * Stops a worker under the TestClock: shutdown waits (on the clock, up to a grace) for a receive its
+ * stopped poll left running, so the clock is moved on until the run has ended.
+ */
+const stopOnTestClock = (worker: Worker.Worker, running: Fiber.RuntimeFiber<void, unknown>) =>
+  Effect.gen(function*() {
+    const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
+    for (let i = 0; i < 200 && stopping.unsafePoll() === null; i++) {
+      yield* settle
+      yield* TestClock.adjust("100 millis")
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+    }
+    yield* Fiber.join(stopping)
+  })
+
+describe("SQS naming (pure)", () => {
+  it("queue names: letters, digits, '-' and '_' only, at most 80 characters", () => {
+    assert.isUndefined(Naming.queueNameProblem("durable-tasks-payments-charge_card"))
+    assert.strictEqual(Naming.queueNameProblem("durable-tasks-payments.charge-card"), "it contains '.'")
+    assert.strictEqual(Naming.queueNameProblem("durable-tasks-pay-charge@acme"), "it contains '@'")
+    assert.strictEqual(Naming.queueNameProblem("durable-tasks-a.b@c.d"), "it contains '.', '@'")
+    assert.strictEqual(Naming.queueNameProblem("x".repeat(81)), "it is 81 characters long")
+    assert.strictEqual(Naming.tasksQueueName("durable", Naming.token("pay:charge", "acme")), "durable-tasks-pay-charge@acme")
+    assert.strictEqual(Naming.tasksQueueName("p", Naming.token("x", "default")), "p-tasks-x")
+    assert.strictEqual(Naming.resultsQueueName("p"), "p-results")
+  })
+
+  it("the receive wait is the configured wait capped by the poll timeout and by 20 s, in whole seconds", () => {
+    assert.strictEqual(Naming.waitTimeSeconds(Duration.seconds(20), Duration.seconds(35)), 20)
+    assert.strictEqual(Naming.waitTimeSeconds(Duration.seconds(60), Duration.seconds(35)), 20)
+    assert.strictEqual(Naming.waitTimeSeconds(Duration.seconds(20), Duration.millis(5_900)), 5)
+    assert.strictEqual(Naming.waitTimeSeconds(Duration.seconds(3), Duration.seconds(35)), 3)
+    assert.strictEqual(Naming.waitTimeSeconds(Duration.seconds(20), Duration.millis(500)), 0)
+  })
+
+  it("visibility: whole seconds in 1..43200, extended every third by default, the interval below the timeout", () => {
+    assert.deepStrictEqual(Naming.visibility(Duration.seconds(60), undefined), {
+      timeoutSeconds: 60,
+      extendEvery: Duration.millis(20_000)
+    })
+    assert.deepStrictEqual(Naming.visibility(Duration.millis(1_500), undefined), {
+      timeoutSeconds: 2,
+      extendEvery: Duration.millis(666)
+    })
+    assert.deepStrictEqual(Naming.visibility(Duration.seconds(30), Duration.seconds(5)), {
+      timeoutSeconds: 30,
+      extendEvery: Duration.seconds(5)
+    })
+    assert.match(Naming.visibility(Duration.zero, undefined) as string, /visibilityTimeout must be between/)
+    assert.match(Naming.visibility(Duration.hours(13), undefined) as string, /visibilityTimeout must be between/)
+    assert.match(
+      Naming.visibility(Duration.seconds(30), Duration.seconds(30)) as string,
+      /visibilityExtendInterval must be more than 0 and less than visibilityTimeout \(30s\)/
+    )
+  })
+})
+
+describe("SQS in-flight registry (pure)", () => {
+  const copy = (messageId: string, receiptHandle: string): Inflight.Copy => ({ queueUrl: "q", messageId, receiptHandle })
+
+  it("the same message again adopts the newest receipt handle; another message for a running step is held", () => {
+    const registry = Inflight.make()
+    const first = registry.admit("r:0", copy("m1", "h1"))
+    assert.strictEqual(first._tag, "Run")
+    const again = registry.admit("r:0", copy("m1", "h2"))
+    assert.deepStrictEqual(again._tag === "Duplicate" && again.sameMessage, true)
+    const other = registry.admit("r:0", copy("m2", "h3"))
+    assert.deepStrictEqual(other._tag === "Duplicate" && !other.sameMessage, true)
+    assert.deepStrictEqual(first.held.copies.map((c) => [c.messageId, c.receiptHandle]), [["m1", "h2"], ["m2", "h3"]])
+    assert.strictEqual(registry.size(), 1)
+  })
+
+  it("once the result is being sent, another message for the step is a new task; release forgets only its own entry", () => {
+    const registry = Inflight.make()
+    const first = registry.admit("r:0", copy("m1", "h1"))
+    first.held.answering = true
+    const retry = registry.admit("r:0", copy("m2", "h2"))
+    assert.strictEqual(retry._tag, "Run")
+    registry.release(first.held)
+    assert.strictEqual(registry.size(), 1)
+    assert.strictEqual(registry.admit("r:0", copy("m3", "h3"))._tag, "Duplicate")
+    registry.release(retry.held)
+    assert.strictEqual(registry.size(), 0)
+    assert.strictEqual(registry.admit(undefined, copy("m4", "h4"))._tag, "Run")
+    assert.strictEqual(registry.admit(undefined, copy("m4", "h5"))._tag, "Run")
+    assert.strictEqual(registry.size(), 0)
+  })
+})
+
+describe("SQS write batcher", () => {
+  it.scoped("writes ready together share a call (at most maxItems, cut by size); each caller gets its own entry's outcome", () =>
+    Effect.gen(function*() {
+      const batches: Array<ReadonlyArray<string>> = []
+      const gate = yield* Deferred.make<void>()
+      const submit = yield* Batcher.make<string>({
+        maxItems: 3,
+        size: (item) => item.length,
+        maxSize: 4,
+        parallelism: 1,
+        run: (items) =>
+          Effect.zipRight(
+            Deferred.await(gate),
+            Effect.sync(() => {
+              batches.push(items)
+              return items.map((item) =>
+                item.startsWith("x") ? new TransportError({ transport: "t", operation: "o", message: `bad ${item}` }) : undefined
+              )
+            })
+          )
+      })
+      const first = yield* Effect.fork(submit("a"))
+      yield* settle
+      // while the first call waits, five more accumulate: two calls of at most 3, the first cut at 4 characters
+      const rest = yield* Effect.forEach(["bb", "xc", "d", "e", "f"], (item) => Effect.fork(Effect.either(submit(item))))
+      yield* settle
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(first)
+      const outcomes = yield* Effect.forEach(rest, Fiber.join)
+      assert.deepStrictEqual(batches, [["a"], ["bb", "xc"], ["d"], ["e", "f"]])
+      assert.deepStrictEqual(outcomes.map((o) => o._tag === "Left" ? o.left.message : "ok"), ["ok", "bad xc", "ok", "ok", "ok"])
+    }))
+
+  it.scoped("a failed call fails every entry in it", () =>
+    Effect.gen(function*() {
+      const submit = yield* Batcher.make<string>({
+        maxItems: 10,
+        run: () => Effect.fail(new TransportError({ transport: "t", operation: "o", message: "down" }))
+      })
+      const error = yield* Effect.flip(submit("a"))
+      assert.strictEqual(error.message, "down")
+    }))
+})
+
+describe("SQS transport on fauxqs", () => {
+  it.scoped("visibility is extended every visibilityExtendInterval while the step runs (TestClock)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ visibilityTimeout: "30 seconds" })
+      const hold = yield* holdStep
+      const worker = yield* Worker.make({ steps: [hold.step], concurrency: 2, pollTimeout: "5 seconds" })
+      yield* f.send("hold", task("r1", "hold"))
+      const running = yield* f.start(worker.run)
+      assert.strictEqual(yield* Queue.take(hold.started), "r1:0")
+      const [inflight] = (yield* Effect.promise(() => server().inspect(f.tasksQueue("hold"))))!.inflight
+      // nothing before the interval (a third of 30 s)
+      yield* TestClock.adjust("9999 millis")
+      yield* settle
+      yield* roundTrip(f.tasksQueue("hold"))
+      assert.strictEqual((yield* f.callsOf("ChangeMessageVisibilityCommand")).length, 0)
+      yield* TestClock.adjust("1 millis")
+      const first = yield* f.nextCall("ChangeMessageVisibilityCommand")
+      assert.deepStrictEqual(first.input, {
+        QueueUrl: first.input.QueueUrl,
+        ReceiptHandle: inflight!.receiptHandle,
+        VisibilityTimeout: 30
+      })
+      yield* TestClock.adjust("10 seconds")
+      const second = yield* f.nextCall("ChangeMessageVisibilityCommand")
+      assert.strictEqual(second.input.VisibilityTimeout, 30)
+      yield* Deferred.succeed(hold.release, undefined)
+      const [result] = yield* f.results(1)
+      assert.deepStrictEqual([result!.stepId, result!.status, result!.output], ["r1:0", "completed", "held"])
+      yield* eventually("the task message deleted", async () => {
+        const counts = await server().counts(f.tasksQueue("hold"))
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      yield* stopOnTestClock(worker, running)
+      assert.strictEqual(hold.runs(), 1)
+    }))
+
+  it.scopedLive("receives up to min(permits, 10) messages, waiting the configured wait capped by the poll timeout", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ visibilityTimeout: "45 seconds" })
+      const few = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))], concurrency: 3, pollTimeout: "5 seconds" })
+      const fewRun = yield* f.start(few.run)
+      const small = yield* f.nextCall("ReceiveMessageCommand")
+      yield* few.stop
+      yield* Fiber.join(fewRun)
+      assert.deepStrictEqual(
+        [small.input.MaxNumberOfMessages, small.input.WaitTimeSeconds, small.input.VisibilityTimeout],
+        [3, 5, 45]
+      )
+      assert.isUndefined(small.input.MessageAttributeNames)
+      const many = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))], concurrency: 64 })
+      const manyRun = yield* f.start(many.run)
+      const big = yield* f.nextCall("ReceiveMessageCommand")
+      yield* many.stop
+      yield* Fiber.join(manyRun)
+      assert.deepStrictEqual([big.input.MaxNumberOfMessages, big.input.WaitTimeSeconds], [10, 20])
+    }))
+
+  it.scoped("a poll timeout under a second short-polls, then waits out the poll timeout (TestClock)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const worker = yield* Worker.make({ steps: [Step.make("idle", () => Effect.succeed(1))], pollTimeout: "500 millis" })
+      const running = yield* f.start(worker.run)
+      const first = yield* f.nextCall("ReceiveMessageCommand")
+      assert.strictEqual(first.input.WaitTimeSeconds, 0)
+      yield* roundTrip(f.tasksQueue("idle"))
+      yield* settle
+      yield* TestClock.adjust("499 millis")
+      yield* settle
+      yield* roundTrip(f.tasksQueue("idle"))
+      assert.strictEqual((yield* f.callsOf("ReceiveMessageCommand")).length, 1)
+      yield* TestClock.adjust("1 millis")
+      yield* f.nextCall("ReceiveMessageCommand")
+      yield* stopOnTestClock(worker, running)
+    }))
+
+  it.scopedLive("a message redelivered while its step still runs here does not run again; the newest receipt handle deletes it", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const hold = yield* holdStep
+      const worker = yield* Worker.make({ steps: [hold.step], concurrency: 4, pollTimeout: "1 second" })
+      yield* f.send("hold", task("r2", "hold"))
+      const running = yield* f.start(worker.run)
+      yield* Queue.take(hold.started)
+      const queue = f.tasksQueue("hold")
+      const [before] = (yield* Effect.promise(() => server().inspect(queue)))!.inflight
+      const url = yield* Effect.promise(() => server().queueUrl(queue))
+      // its visibility lapses (forced here): SQS hands the same message out again
+      yield* Effect.promise(() =>
+        server().client.send(
+          new ChangeMessageVisibilityCommand({
+            QueueUrl: url,
+            ReceiptHandle: before!.receiptHandle,
+            VisibilityTimeout: 0
+          })
+        )
+      )
+      const after = yield* eventually("the message received a second time", async () => {
+        const [entry] = (await server().inspect(queue))!.inflight
+        return entry !== undefined && entry.message.approximateReceiveCount === 2 ? entry : undefined
+      })
+      assert.notStrictEqual(after.receiptHandle, before!.receiptHandle)
+      yield* Deferred.succeed(hold.release, undefined)
+      const results = yield* f.results(1)
+      assert.deepStrictEqual(results.map((r) => r.stepId), ["r2:0"])
+      yield* eventually("the message deleted", async () => {
+        const counts = await server().counts(queue)
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(hold.runs(), 1)
+      assert.strictEqual(yield* Queue.size(hold.started), 0)
+    }))
+
+  it.scopedLive("another message for a step that runs here is held, then deleted once the one result is sent", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const hold = yield* holdStep
+      const worker = yield* Worker.make({ steps: [hold.step], concurrency: 4, pollTimeout: "1 second" })
+      yield* f.send("hold", task("r3", "hold"))
+      const running = yield* f.start(worker.run)
+      yield* Queue.take(hold.started)
+      // the engine re-dispatches the pending step (same stepId, next attempt) while it still runs here
+      yield* f.send("hold", { ...task("r3", "hold"), attempt: 2 })
+      yield* eventually("both messages held", async () => {
+        const counts = await server().counts(f.tasksQueue("hold"))
+        return counts.inFlight === 2 && counts.visible === 0 ? true : undefined
+      })
+      yield* Deferred.succeed(hold.release, undefined)
+      const results = yield* f.results(1)
+      assert.deepStrictEqual(results.map((r) => [r.stepId, r.status]), [["r3:0", "completed"]])
+      yield* eventually("both messages deleted", async () => {
+        const counts = await server().counts(f.tasksQueue("hold"))
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(hold.runs(), 1)
+      assert.deepStrictEqual(yield* f.results(0), [])
+    }))
+
+  it.scopedLive("at the shutdown deadline, interrupted work and the duplicate held with it are given back at once (visibility 0)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const hold = yield* holdStep
+      const worker = yield* Worker.make({ steps: [hold.step], concurrency: 4, pollTimeout: "1 second", shutdownTimeout: 0 })
+      yield* f.send("hold", task("r4", "hold"))
+      const running = yield* f.start(worker.run)
+      yield* Queue.take(hold.started)
+      yield* f.send("hold", task("r4", "hold"))
+      yield* eventually("both messages held", async () => {
+        const counts = await server().counts(f.tasksQueue("hold"))
+        return counts.inFlight === 2 ? true : undefined
+      })
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.deepStrictEqual(yield* Effect.promise(() => server().counts(f.tasksQueue("hold"))), { visible: 2, inFlight: 0 })
+      // both given back; a receive left running by the stopped poll may have caught one, and gave it back too
+      const releases = (yield* f.callsOf("ChangeMessageVisibilityCommand")).filter((c) => c.input.VisibilityTimeout === 0)
+      assert.isAtLeast(releases.length, 2)
+      assert.strictEqual(hold.runs(), 1)
+    }))
+
+  it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const worker = yield* Worker.make({ steps: [Step.make("echo", (input: unknown) => Effect.succeed(input))], pollTimeout: "1 second" })
+      yield* f.send("echo", { taskId: "t1", runId: "w1", workflow: "echo", history: [], group: "echo", attempt: 1 })
+      yield* f.send("echo", "not json at all")
+      yield* f.send("echo", task("r5", "echo", { v: 1 }))
+      const running = yield* f.start(worker.run)
+      const [result] = yield* f.results(1)
+      assert.deepStrictEqual([result!.stepId, result!.output], ["r5:0", { v: 1 }])
+      yield* eventually("all three messages gone", async () => {
+        const counts = await server().counts(f.tasksQueue("echo"))
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.deepStrictEqual(yield* f.results(0), [])
+    }))
+
+  it.scopedLive("deregistration sends nothing and succeeds once; stop is single-flight", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const worker = yield* Worker.make({ steps: [Step.make("noop", () => Effect.void)], pollTimeout: "1 second" })
+      const running = yield* f.start(worker.run)
+      yield* f.nextCall("ReceiveMessageCommand")
+      yield* Effect.all([worker.stop, worker.stop], { concurrency: "unbounded" })
+      yield* Fiber.join(running)
+      yield* worker.stop
+      const commands = new Set(f.recorder.calls.map((c) => c.command))
+      assert.deepStrictEqual([...commands].sort(), ["CreateQueueCommand", "GetQueueUrlCommand", "ReceiveMessageCommand"])
+    }))
+
+  it.live("layerConfig reads SQS_ENDPOINT, AWS_REGION, the credentials and DURABLE_PREFIX", () =>
+    Effect.gen(function*() {
+      const prefix = sqsPrefix()
+      const worker = yield* Worker.make({ steps: [Step.make("cfg", () => Effect.succeed("configured"))], pollTimeout: "1 second" })
+      const provider = ConfigProvider.fromMap(
+        new Map([
+          ["SQS_ENDPOINT", server().endpoint],
+          ["AWS_REGION", "us-east-1"],
+          ["AWS_ACCESS_KEY_ID", "test"],
+          ["AWS_SECRET_ACCESS_KEY", "test"],
+          ["DURABLE_PREFIX", prefix],
+          ["SQS_AUTO_CREATE", "true"]
+        ])
+      )
+      const layer = SqsTransport.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(provider)))
+      const client = server().client
+      const url = (yield* Effect.promise(() =>
+        client.send(new CreateQueueCommand({ QueueName: `${prefix}-tasks-cfg` }))
+      )).QueueUrl!
+      yield* Effect.promise(() => client.send(new SendMessageCommand({ QueueUrl: url, MessageBody: JSON.stringify(task("r6", "cfg")) })))
+      const running = yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
+      const result = yield* eventually("a result", async () => {
+        const out = await client.send(
+          new ReceiveMessageCommand({ QueueUrl: await server().queueUrl(`${prefix}-results`).catch(() => ""), WaitTimeSeconds: 1 })
+        ).catch(() => undefined)
+        return out?.Messages?.[0]?.Body
+      })
+      assert.deepStrictEqual(JSON.parse(result).output, "configured")
+      yield* worker.stop
+      yield* Fiber.join(running)
+    }))
+})
+
+describe("SQS registration errors", () => {
+  const runWith = (options: SqsTransport.SqsOptions, config: Worker.WorkerConfig) =>
+    Effect.gen(function*() {
+      const worker = yield* Worker.make(config)
+      return yield* Effect.provide(worker.run, SqsTransport.layer(options)).pipe(Effect.flip)
+    })
+  const steps = (...names: Array<string>) => names.map((name) => Step.make(name, () => Effect.void))
+
+  it.live("a partition ('@' in the queue name) is refused without taskQueueUrl, naming the step and the rule", () =>
+    Effect.gen(function*() {
+      const error = yield* runWith(
+        { clientConfig: server().clientConfig, prefix: sqsPrefix(), partition: "acme", autoCreate: true },
+        { steps: steps("billing:charge") }
+      )
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.match(error.message, /step "billing:charge" is dispatched to queue "edw-\w+-tasks-billing-charge@acme", which SQS refuses \(it contains '@'\)/)
+      assert.match(error.message, /letters, digits, '-' and '_'/)
+    }))
+
+  it.live("workflows cannot be served over SQS", () =>
+    Effect.gen(function*() {
+      const Workflow = yield* Effect.promise(() => import("../../src/core/Workflow.js"))
+      const error = yield* runWith(
+        { clientConfig: server().clientConfig, prefix: sqsPrefix(), autoCreate: true },
+        { steps: steps("a"), workflows: [Workflow.make("flow", () => Effect.succeed(1))] }
+      )
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.match(error.message, /step tasks only .* workflow\(s\) "flow" would never run here/)
+    }))
+
+  it.live("a missing queue with autoCreate off fails fast, naming the queue and the remedies", () =>
+    Effect.gen(function*() {
+      const prefix = sqsPrefix()
+      const error = yield* runWith({ clientConfig: server().clientConfig, prefix }, { steps: steps("absent") })
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.match(
+        error.message,
+        new RegExp(`queue "${prefix}-(results" for the results|tasks-absent" for the tasks of step "absent" \\(group "absent"\\)) does not exist`)
+      )
+      assert.match(error.message, /autoCreate/)
+    }))
+
+  it.live("taskQueueUrl: a group missing from the mapping, or a URL with no queue behind it, fails at start", () =>
+    Effect.gen(function*() {
+      const prefix = sqsPrefix()
+      const base = { clientConfig: server().clientConfig, prefix, autoCreate: true }
+      const unmapped = yield* runWith({ ...base, taskQueueUrl: {} }, { steps: steps("pay.card") })
+      assert.match(unmapped.message, /taskQueueUrl has no entry for group "pay.card" \(step "pay.card"\)/)
+      const dangling = yield* runWith(
+        { ...base, taskQueueUrl: (group) => `${server().endpoint}/000000000000/${prefix}-nothing-${group.replace(".", "-")}` },
+        { steps: steps("pay.card") }
+      )
+      assert.match(dangling.message, /-nothing-pay-card for the tasks of step "pay\.card" \(group "pay\.card"\) does not exist/)
+      assert.match(dangling.message, /never created/)
+    }))
+
+  it.live("an invalid visibility setting is refused at start", () =>
+    Effect.gen(function*() {
+      const error = yield* runWith(
+        { clientConfig: server().clientConfig, visibilityTimeout: "10 seconds", visibilityExtendInterval: "10 seconds" },
+        { steps: steps("v") }
+      )
+      assert.match(error.message, /visibilityExtendInterval must be more than 0 and less than visibilityTimeout/)
+    }))
+
+  it.live("an endpoint that refuses connections fails run fast, saying what to check", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const started = Date.now()
+      const error = yield* runWith(
+        { clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}` } },
+        { steps: steps("x") }
+      )
+      assert.isBelow(Date.now() - started, 5_000)
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.match(error.message, new RegExp(`could not reach SQS at http://127.0.0.1:${port}`))
+      assert.match(error.message, /SQS_ENDPOINT/)
+    }))
+
+  it.scoped("an endpoint that never answers fails run after connectTimeout (TestClock)", () =>
+    Effect.gen(function*() {
+      const sockets: Array<Socket> = []
+      const silent: Server = createServer((socket) => void sockets.push(socket))
+      const port = yield* Effect.acquireRelease(
+        Effect.async<number>((resume) => {
+          silent.listen(0, "127.0.0.1", () => resume(Effect.succeed((silent.address() as { port: number }).port)))
+        }),
+        () =>
+          Effect.async<void>((resume) => {
+            for (const s of sockets) s.destroy()
+            silent.close(() => resume(Effect.void))
+          })
+      )
+      const fiber = yield* Effect.fork(
+        runWith(
+          { clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}` }, connectTimeout: "3 seconds" },
+          { steps: steps("x") }
+        )
+      )
+      yield* settle
+      yield* TestClock.adjust("2999 millis")
+      yield* settle
+      assert.isNull(fiber.unsafePoll())
+      yield* TestClock.adjust("1 millis")
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isSuccess(exit))
+      const error = (exit as Exit.Success<Worker.RunError, never>).value
+      assert.match(error.message, new RegExp(`SQS at http://127.0.0.1:${port} did not answer within 3s`))
+    }))
+})
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const srv = createServer()
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address()
+      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
