@@ -109,6 +109,29 @@ export interface EngineHarness {
     seq: number,
     options?: { readonly status?: StepCheckpoint["status"]; readonly timeoutMs?: number }
   ) => Promise<StepCheckpoint>
+  /**
+   * Register `name` as a remote workflow whose turns go to worker group `group` (default `name`, the
+   * per-name queue a unified worker consumes): `engine.remote(name, { group, version })`.
+   */
+  readonly remote: (name: string, options?: { readonly group?: string; readonly version?: string }) => void
+  /** Deliver the signal `token` with `payload` (`engine.signal`); buffered when no run waits on it yet. */
+  readonly signal: (token: string, payload?: unknown) => Promise<RunResult | null>
+  /**
+   * Poll until a live worker heartbeat exists for routing token `group` (what convention routing of an
+   * unregistered workflow, and of its children, needs); fails after `timeoutMs` (default 10 000).
+   */
+  readonly waitForWorkerGroup: (group: string, options?: { readonly timeoutMs?: number }) => Promise<void>
+  /** Poll until a run waits on the signal `token` (a signal waiter exists); fails after `timeoutMs`. */
+  readonly waitForSignalWaiter: (
+    token: string,
+    options?: { readonly timeoutMs?: number }
+  ) => Promise<{ readonly runId: string; readonly seq: number }>
+  /** Poll until the stored run satisfies `predicate`; fails after `timeoutMs` (default 10 000). */
+  readonly waitForRunState: (
+    runId: string,
+    predicate: (run: WorkflowRun) => boolean,
+    options?: { readonly timeoutMs?: number; readonly label?: string }
+  ) => Promise<WorkflowRun>
   /** Cancel a run (publishes `{"kind":"cancel"}` on `<P>-control`). */
   readonly cancel: (runId: string, options?: { readonly compensate?: boolean }) => Promise<RunResult | null>
   /** Every Redis key of this prefix (BullMQ's and the durable ones). */
@@ -142,6 +165,21 @@ export const deletePrefixKeys = async (redis: Redis, prefix: string): Promise<nu
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Polls `probe` every 20 ms until it returns a value other than `undefined`; fails after `timeoutMs`. */
+const pollFor = async <A>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<A | undefined>
+): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const found = await probe()
+    if (found !== undefined) return found
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs}ms`)
+    await sleep(20)
+  }
+}
 
 /** Start a real engine on the local Redis under a unique prefix. */
 export const startEngine = async (options: EngineHarnessOptions = {}): Promise<EngineHarness> => {
@@ -246,6 +284,28 @@ export const startEngine = async (options: EngineHarnessOptions = {}): Promise<E
         await sleep(20)
       }
     },
+    remote: (name, remoteOptions) =>
+      engine.remote(name, {
+        group: remoteOptions?.group ?? name,
+        ...(remoteOptions?.version === undefined ? {} : { version: remoteOptions.version })
+      }),
+    signal: (token, payload) => engine.signal(token, payload),
+    waitForWorkerGroup: async (group, wait) => {
+      await pollFor(`no live worker heartbeat for group ${group}`, wait?.timeoutMs ?? 10_000, async () =>
+        (await transport.listWorkerGroups()).includes(group) ? true : undefined)
+    },
+    waitForSignalWaiter: (token, wait) =>
+      pollFor(`no run waits on signal ${token}`, wait?.timeoutMs ?? 10_000, async () =>
+        (await store.listSignalWaiters(token)).find((waiter) => waiter.token === token)),
+    waitForRunState: (runId, predicate, wait) =>
+      pollFor(
+        `run ${runId} did not reach ${wait?.label ?? "the expected state"}`,
+        wait?.timeoutMs ?? 10_000,
+        async () => {
+          const run = await store.getRun(runId)
+          return run !== null && predicate(run) ? run : undefined
+        }
+      ),
     cancel: (runId, cancelOptions) => engine.cancel(runId, cancelOptions?.compensate ? { compensate: true } : undefined),
     keys: () => prefixKeys(redis, prefix),
     close
