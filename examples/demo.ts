@@ -5,6 +5,12 @@
  */
 import { FatalError, inMemory, Worker } from "effect-durable-worker/promise"
 
+const transportArg = process.argv.indexOf("--transport")
+if (transportArg !== -1 && process.argv[transportArg + 1] === "redis") {
+  await import("./demo-redis.js")
+  process.exit(0)
+}
+
 const orders = [
   { id: "order-1", amount: 42 },
   { id: "order-2", amount: 1_000_000 }, // declined: a FatalError, not retried
