@@ -39,7 +39,7 @@ worker.step("email.send-receipt", async (input: { orderId: string }, ctx) => {
   return { sent: true }
 })
 
-console.log(`engine and worker on ${url.origin}, prefix ${prefix}\n`)
+console.log(`engine and worker on redis://${url.host}, prefix ${prefix}\n`)
 const running = worker.run(redis({ url: url.toString(), prefix }))
 try {
   for (const order of [{ orderId: "order-1", amount: 42 }, { orderId: "order-2", amount: 99_000 }]) {

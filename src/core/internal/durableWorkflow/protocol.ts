@@ -197,7 +197,17 @@ const runActivity = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effect.E
       Effect.exit
     )
     if (Exit.isSuccess(exit)) {
-      const sent = yield* Effect.either(Effect.flatMap(ops.encode(exit.value === undefined ? null : exit.value), ops.completeActivity))
+      const encoded = yield* Effect.either(ops.encode(exit.value === undefined ? null : exit.value))
+      if (Either.isLeft(encoded)) {
+        yield* logged("reporting an unencodable activity result", ops.failActivity({
+          message: `activity result could not be encoded: ${messageOf(encoded.left)}`,
+          type: typeOf(encoded.left),
+          class: errorClass(encoded.left),
+          non_retryable: true
+        }))
+        return "failed_non_retryable"
+      }
+      const sent = yield* Effect.either(ops.completeActivity(encoded.right))
       if (Either.isLeft(sent)) {
         yield* Effect.logError("activity completion failed", sent.left)
         return "complete_error"
@@ -251,6 +261,11 @@ const runWorkflowTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effe
     }
     const definition = handlers.durableWorkflows?.get(workflowType)
     if (definition === undefined) return yield* fail({ message: `no workflow registered for type '${workflowType}'` })
+    const updateId = str(task["workflow_update_id"])
+    if (updateId !== undefined && updateId !== "") {
+      // never advertised (no `workflow_updates` capability), so a server should not send one
+      return yield* fail({ message: `workflow update tasks are not supported by this worker (workflow_update_id ${updateId})` })
+    }
     const history = yield* Effect.either(Effect.forEach([...firstPage, ...rest], (event) => ops.resolve(event)))
     if (Either.isLeft(history)) {
       return yield* fail({ message: `replay failed: ${messageOf(history.left)}`, type: typeOf(history.left) })
@@ -303,12 +318,11 @@ const externalize = (command: Command, encoded: Map<unknown, unknown>, ops: Task
       }
     }
     if (command.type === "record_side_effect" && typeof command["result"] === "string") {
-      // a bare blob: only externalised when the envelope form is needed
-      const envelope = { codec: "avro", blob: command["result"] }
-      const value = [...encoded.entries()].find(([k]) => (k as { blob?: unknown }).blob === command["result"])?.[1]
-      if (value !== undefined) {
-        const sent = (yield* ops.encode(value)) as Record<string, unknown>
-        out["result"] = "external_storage" in sent ? sent : envelope.blob
+      // a bare blob on the wire; the envelope form only when the value went to external storage
+      const entry = [...encoded.entries()].find(([envelope]) => (envelope as { blob?: unknown }).blob === command["result"])
+      if (entry !== undefined) {
+        const sent = (yield* ops.encode(entry[1])) as Record<string, unknown>
+        if ("external_storage" in sent) out["result"] = sent
       }
     }
     return out as Command
