@@ -16,7 +16,8 @@
  *
  * @since 0.1.0
  */
-import { Job, Queue, QueueEvents, Worker as BullWorker } from "bullmq"
+import { Job, Queue, Worker as BullWorker } from "bullmq"
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -26,6 +27,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as EffectQueue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
@@ -69,7 +71,10 @@ export interface BullMQOptions {
   readonly stepBeatInterval?: Duration.DurationInput
   /** How long the first connection may take before `run` fails. Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput
-  /** How often a peer's stalled jobs are looked for. Default 30 seconds (BullMQ's default). */
+  /**
+   * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure.
+   * Default 30 seconds (BullMQ's default).
+   */
   readonly stalledInterval?: Duration.DurationInput
 }
 
@@ -287,7 +292,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         )
         bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
         yield* Effect.promise(() => bull.startStalledCheckTimer())
-        if (process.env.NO_BRIDGE === undefined) yield* bridgeFailures(client, queueName, runtime, publish)
+        yield* bridgeFailures(client, queueName, Duration.millis(stalledInterval), publish)
         const blocking = yield* duplicate(client)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
@@ -430,12 +435,14 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
 /**
  * Publishes a synthetic retryable failure for step jobs that reach BullMQ's failed state (stalled
  * more than allowed, or failed by a peer's infrastructure), so the engine's pending checkpoint never
- * hangs. Duplicates are harmless: the engine only takes a result for a pending step.
+ * hangs. It looks at the queue's failed set (scored by when the job failed) every `interval`, which
+ * costs one range read rather than following every job event. Duplicates are harmless: the engine
+ * only takes a result for a pending step.
  */
 const bridgeFailures = (
   client: Redis,
   queueName: string,
-  runtime: Runtime.Runtime<never>,
+  interval: Duration.Duration,
   publish: (result: StepResult) => Effect.Effect<void, TransportError>
 ) =>
   Effect.gen(function*() {
@@ -443,34 +450,28 @@ const bridgeFailures = (
       Effect.sync(() => new Queue(queueName, { connection: client })),
       (q) => Effect.promise(() => q.close().catch(() => undefined))
     )
-    const events = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const connection = client.duplicate()
-        connection.on("error", () => {})
-        // read from now on, even if the first blocking read is issued a little later
-        return new QueueEvents(queueName, { connection, lastEventId: `${Date.now()}-0` })
-      }),
-      (queueEvents) => Effect.promise(() => queueEvents.close().catch(() => undefined))
-    )
-    events.on("error", () => {})
-    events.on("failed", ({ jobId, failedReason }) => {
-      Runtime.runFork(runtime)(
-        Effect.gen(function*() {
-          const job = yield* Effect.tryPromise(() => Job.fromId(queue, jobId))
-          const identity = stepIdentity(job?.data)
-          if (identity === undefined) return
-          yield* publish({
-            runId: identity.runId,
-            seq: identity.seq,
-            stepId: identity.stepId,
-            status: "failed",
-            error: { message: `remote step worker failed: ${failedReason}`, retryable: true }
-          })
-          yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${failedReason}); reported a retryable failure`)
-        }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
-      )
-    })
-    yield* Effect.promise(() => events.waitUntilReady())
+    let since = yield* Clock.currentTimeMillis
+    const bridge = (jobId: string) =>
+      Effect.gen(function*() {
+        const job = yield* Effect.tryPromise(() => Job.fromId(queue, jobId))
+        const identity = stepIdentity(job?.data)
+        if (job === undefined || identity === undefined) return
+        yield* publish({
+          runId: identity.runId,
+          seq: identity.seq,
+          stepId: identity.stepId,
+          status: "failed",
+          error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
+        })
+        yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
+    const scan = Effect.gen(function*() {
+      const until = yield* Clock.currentTimeMillis
+      const failed = yield* Effect.tryPromise(() => client.zrangebyscore(queue.keys.failed!, `(${since}`, until))
+      since = until
+      yield* Effect.forEach(failed, bridge, { discard: true })
+    }).pipe(Effect.catchAll((error) => Effect.logWarning(`could not read the failed jobs of ${queueName}`, error)))
+    yield* scan.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.delay(interval), Effect.forkScoped)
   })
 
 /**

@@ -246,7 +246,8 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
   })
 
   it("a step job failed at the infrastructure level gets a synthetic retryable failure, so the run does not hang", async () => {
-    const { engine, worker, transport } = track(await setup())
+    const { engine, worker } = track(await setup())
+    const transport = redis({ prefix: engine.prefix, stalledIntervalMs: 200 })
     let calls = 0
     worker.step("doomed", () => ++calls)
     engine.register("wf", async (ctx) => ctx.step("doomed", {}, { retries: 1 }))
