@@ -32,6 +32,9 @@ export * as InMemoryTransport from "./transport/InMemoryTransport.js"
 export * as Memory from "./services/Memory.js"
 
 /** @since 0.1.0 */
+export * as SqlTransport from "./transport/SqlTransport.js"
+
+/** @since 0.1.0 */
 export * as SqsTransport from "./transport/SqsTransport.js"
 
 /** @since 0.1.0 */

@@ -30,6 +30,7 @@ import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
+import * as SqlTransport from "./transport/SqlTransport.js"
 import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
 import type { Transport } from "./transport/Transport.js"
@@ -383,3 +384,32 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
  * @category transports
  */
 export const sqs = (options: SqsTransport.SqsOptions = {}): TransportHandle => ({ layer: SqsTransport.layer(options) })
+
+/**
+ * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
+ * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
+ * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const postgres = (options: SqlTransport.PostgresOptions = {}): TransportHandle => ({
+  layer: SqlTransport.layerPostgres(withDatabaseUrl(options))
+})
+
+/**
+ * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
+ * tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs. `url` defaults to
+ * `process.env.DATABASE_URL`.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const mysql = (options: SqlTransport.MysqlOptions = {}): TransportHandle => ({
+  layer: SqlTransport.layerMysql(withDatabaseUrl(options))
+})
+
+const withDatabaseUrl = <O extends { readonly url?: unknown; readonly host?: unknown }>(options: O): O =>
+  options.url === undefined && options.host === undefined && process.env.DATABASE_URL !== undefined
+    ? { ...options, url: process.env.DATABASE_URL }
+    : options

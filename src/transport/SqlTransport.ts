@@ -1,0 +1,704 @@
+/**
+ * The SQL transport: a broker-less transport on the nestjs-durable engine's own DB transport tables
+ * (`@dudousxd/nestjs-durable-transport-db`), on PostgreSQL and on MySQL/MariaDB.
+ *
+ * - one subscription per registered step name: the rows of `<prefix>_transport_tasks` whose `grp` is
+ *   the step's routing token (`:` sanitised, `@partition` suffixed);
+ * - a claim takes at most as many rows as the worker has permits for, oldest first, with
+ *   `SELECT … FOR UPDATE SKIP LOCKED` in one short transaction, and stamps them with a per-claim
+ *   `claimed_by` and `claimed_at` (epoch ms) — the engine's lease contract (`lease`, default 30 s);
+ * - the lease is renewed while a step runs (every `lease / 3`), so a step longer than the lease is not
+ *   claimed a second time;
+ * - a result is written as the engine reads it, and the task row is deleted in the same transaction,
+ *   only while this claim still owns it — so a re-dispatched retry is never swallowed by a leftover
+ *   task row, and a lost connection leaves the task either done once or claimable again;
+ * - on PostgreSQL an insert trigger (created with the tables) `NOTIFY`s the step's token and idle
+ *   pollers `LISTEN`, so new work is picked up at once; polling every `pollInterval` stays as the
+ *   fallback (expired leases, missed notifications) and is all there is on MySQL;
+ * - on MySQL/MariaDB a claim or completion that InnoDB picks as a deadlock victim (concurrent SKIP
+ *   LOCKED claims can be) was rolled back and is retried at once;
+ * - there is no worker registry in the DB transport: registration creates the tables (`autoCreate`)
+ *   and starts listening, deregistration has nothing to remove.
+ *
+ * What remains, as in the engine's own transport: delivery is at least once (a worker that dies
+ * mid-step leaves its row leased until `lease` passes, then another worker runs the same `stepId`
+ * again); an engine re-dispatch (`remoteRedispatchMs`, `redispatchPending`) while the old row still
+ * exists is dropped by the engine's `ON CONFLICT DO NOTHING` — the old row's run then answers; the
+ * DB transport carries no workflow turns, no cancellations and no heartbeats. If the `LISTEN`
+ * connection itself is lost, wake-ups stop and idle subscriptions are found by the `pollInterval`
+ * fallback alone until the worker restarts.
+ *
+ * @since 0.1.0
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
+import type { Protocol } from "../core/internal/protocol.js"
+import { routingToken } from "./bullmq/internal/naming.js"
+import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
+import * as Statements from "./sql/internal/statements.js"
+import {
+  type Delivery,
+  type Poller,
+  type Registration,
+  RegistrationError,
+  Transport,
+  TransportError,
+  type WorkerDescription
+} from "./Transport.js"
+
+/**
+ * How the transport uses the engine's tables.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlTransportOptions {
+  /** Table prefix shared with the engine: `<prefix>_transport_tasks` / `_results`. Default `durable`. */
+  readonly prefix?: string
+  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). */
+  readonly partition?: string
+  /** How long a claimed row is owned before another worker may claim it. Default 30 seconds (the engine's). */
+  readonly lease?: Duration.DurationInput
+  /** How often a running task's lease is renewed. Default a third of `lease`. */
+  readonly renewInterval?: Duration.DurationInput
+  /**
+   * How long an idle subscription waits before it looks again. Default 500 ms (the engine's); 5 seconds
+   * on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
+   */
+  readonly pollInterval?: Duration.DurationInput
+  /** At most this many rows per claim (a claim never exceeds the free permits). Default 100. */
+  readonly batchSize?: number
+  /** Create the tables and the task index if missing, like the engine. Default true. */
+  readonly autoCreate?: boolean
+  /**
+   * PostgreSQL: create the insert trigger (with `autoCreate`) and `LISTEN` for new tasks. Default true;
+   * ignored on MySQL.
+   */
+  readonly notify?: boolean
+}
+
+/**
+ * Where the database is. `url` wins over the separate fields.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConnectionOptions {
+  /** `postgres://user:password@host:5432/db` or `mysql://user:password@host:3306/db`. */
+  readonly url?: string | Redacted.Redacted
+  readonly host?: string
+  readonly port?: number
+  readonly database?: string
+  readonly username?: string
+  readonly password?: string | Redacted.Redacted
+  /** Pool size. Default 10. */
+  readonly maxConnections?: number
+  /** How long the first connection may take before `run` fails. Default 5 seconds. */
+  readonly connectTimeout?: Duration.DurationInput
+  /** PostgreSQL `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
+  readonly applicationName?: string
+}
+
+/**
+ * Options of {@link layerPostgres}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PostgresOptions extends SqlTransportOptions, ConnectionOptions {}
+
+/**
+ * Options of {@link layerMysql}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MysqlOptions extends SqlTransportOptions, ConnectionOptions {}
+
+/**
+ * The SQL dialects the engine's DB transport supports.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Dialect = Statements.Dialect
+
+/**
+ * A connected client: the `SqlClient`, its dialect and, on PostgreSQL, `LISTEN`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Connection {
+  readonly sql: SqlClient.SqlClient
+  readonly dialect: Dialect
+  readonly listen: Option.Option<(channel: string) => Stream.Stream<string, SqlError>>
+}
+
+const NAME = "sql"
+const DEFAULT_LEASE = Duration.seconds(30)
+const DEFAULT_POLL = Duration.millis(500)
+const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
+const DEFAULT_BATCH = 100
+const CONFLICT_RETRY = Duration.millis(100)
+const LISTEN_PROBES = 2_000
+
+const messageOf = (error: unknown): string => {
+  if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
+    const cause = (error as { cause: unknown }).cause
+    const inner = cause instanceof Error ? cause.message : String(cause)
+    const outer = error instanceof Error ? error.message : ""
+    return outer === "" || outer === inner ? inner : `${outer}: ${inner}`
+  }
+  return error instanceof Error ? error.message : String(error)
+}
+
+const transportError = (operation: string) => (cause: unknown) =>
+  new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+
+const dialectLabel = (dialect: Dialect) => (dialect === "postgres" ? "PostgreSQL" : "MySQL/MariaDB")
+
+/** `scheme://user@host:port/db`, password removed. */
+const describeTarget = (dialect: Dialect, options: ConnectionOptions): string => {
+  if (options.url !== undefined) {
+    const text = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
+    try {
+      const url = new URL(text)
+      url.password = ""
+      return url.toString().replace(/\/$/, "")
+    } catch {
+      return "<unparsable url>"
+    }
+  }
+  const scheme = dialect === "postgres" ? "postgres" : "mysql"
+  const port = options.port ?? (dialect === "postgres" ? 5432 : 3306)
+  const user = options.username === undefined ? "" : `${options.username}@`
+  return `${scheme}://${user}${options.host ?? "127.0.0.1"}:${port}${options.database === undefined ? "" : `/${options.database}`}`
+}
+
+const redact = (value: string | Redacted.Redacted | undefined) =>
+  value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
+
+const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
+  new RegistrationError({
+    transport: NAME,
+    message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
+      messageOf(cause)
+    }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
+    cause
+  })
+
+/**
+ * Connects to PostgreSQL with `@effect/sql-pg` (a pool, plus one connection for `LISTEN` when used),
+ * closed with the scope; fails with a {@link RegistrationError} that says what to check.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> =>
+  PgClient.make({
+    url: redact(options.url),
+    host: options.url === undefined ? options.host ?? "127.0.0.1" : undefined,
+    port: options.port,
+    database: options.database,
+    username: options.username,
+    password: redact(options.password),
+    maxConnections: options.maxConnections ?? 10,
+    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+    applicationName: options.applicationName ?? "effect-durable-worker"
+  }).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.map((client): Connection => ({ sql: client, dialect: "postgres", listen: Option.some(client.listen) })),
+    Effect.mapError(connectFailed("postgres", options))
+  )
+
+/**
+ * Connects to MySQL/MariaDB with `@effect/sql-mysql2`, closed with the scope; fails with a
+ * {@link RegistrationError} that says what to check.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> => {
+  const url = options.url === undefined
+    ? undefined
+    : Redacted.make((Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"))
+  return MysqlClient.make({
+    url,
+    host: url === undefined ? options.host ?? "127.0.0.1" : undefined,
+    port: options.port,
+    database: options.database,
+    username: options.username,
+    password: redact(options.password),
+    maxConnections: options.maxConnections ?? 10,
+    ...(url === undefined && options.connectTimeout !== undefined
+      ? { poolConfig: { connectTimeout: Duration.toMillis(Duration.decode(options.connectTimeout)) } }
+      : {})
+  }).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.map((client): Connection => ({ sql: client, dialect: "mysql", listen: Option.none() })),
+    Effect.mapError(connectFailed("mysql", options))
+  )
+}
+
+/** An earlier result row of the step still waits for the engine: the completion was rolled back. */
+class ResultConflict extends Data.TaggedError("ResultConflict")<{ readonly stepId: string }> {}
+
+type CompleteOutcome = "written" | "lost"
+
+/** Rows affected, from a driver's raw result (node-pg `rowCount`, mysql2 `affectedRows`). */
+const affected = (raw: unknown): number => {
+  const result = raw as { rowCount?: number | null; affectedRows?: number }
+  return Number(result.rowCount ?? result.affectedRows ?? 0)
+}
+
+/** MySQL/MariaDB reported a deadlock or a lock wait timeout: the transaction was rolled back. */
+const isLockConflict = (error: SqlError): boolean => {
+  const code = (error.cause as { code?: unknown } | undefined)?.code
+  return code === "ER_LOCK_DEADLOCK" || code === "ER_LOCK_WAIT_TIMEOUT"
+}
+
+/** The protocol of a row that cannot be read: a non-retryable `malformed_task` failure. */
+const unreadableProtocol = (row: Extract<RowPayload, { _tag: "Unreadable" }>, base: Protocol<NestReply>): Protocol<NestReply> => ({
+  name: base.name,
+  label: base.label,
+  cancelled: base.cancelled,
+  process: () =>
+    Effect.as(Effect.logError("malformed step task", row.detail), {
+      _tag: "Reply",
+      reply: {
+        _tag: "StepResult",
+        result: {
+          ...row.identity,
+          status: "failed",
+          error: { message: `malformed step task: ${row.detail}`, code: "malformed_task", retryable: false }
+        }
+      }
+    })
+})
+
+/**
+ * Builds the transport service over a connection that each registration acquires (and closes with
+ * its scope); `target` names the database in logs and errors.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: SqlTransportOptions,
+  connect: Effect.Effect<Connection, RegistrationError, Scope.Scope>,
+  target: string
+): Transport["Type"] => {
+  const prefix = options.prefix ?? Statements.DEFAULT_PREFIX
+  const name = `sql ${target} prefix ${prefix}`
+
+  const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const invalid = Statements.invalidPrefix(prefix)
+      if (invalid !== undefined) return yield* new RegistrationError({ transport: NAME, message: invalid })
+      const lease = Duration.decode(options.lease ?? DEFAULT_LEASE)
+      const renewInterval = options.renewInterval === undefined
+        ? Duration.millis(Math.max(1, Math.floor(Duration.toMillis(lease) / 3)))
+        : Duration.decode(options.renewInterval)
+      if (!Duration.lessThan(renewInterval, lease)) {
+        return yield* new RegistrationError({
+          transport: NAME,
+          message: `renewInterval (${Duration.format(renewInterval)}) must be shorter than lease (${
+            Duration.format(lease)
+          }), or running tasks lose their claim`
+        })
+      }
+      const batchSize = options.batchSize ?? DEFAULT_BATCH
+      if (!Number.isInteger(batchSize) || batchSize < 1) {
+        return yield* new RegistrationError({ transport: NAME, message: `batchSize must be a positive integer, got ${batchSize}` })
+      }
+
+      const { dialect, listen, sql } = yield* connect
+      const names = Statements.names(prefix)
+      const run = <A extends object = Record<string, unknown>>(statement: Statements.Sql) =>
+        sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
+      const wantsNotify = dialect === "postgres" && (options.notify ?? true) && Option.isSome(listen)
+      const autoCreate = options.autoCreate ?? true
+      if (autoCreate) yield* createSchema(sql, dialect, names, wantsNotify)
+      // without autoCreate the trigger may be missing: then nothing would ever notify, so poll as often as the engine
+      const notifying = wantsNotify && (autoCreate || (yield* triggerExists(sql, names)))
+      if (wantsNotify && !notifying) {
+        yield* Effect.logWarning(
+          `no ${names.notifyTrigger} trigger on ${names.tasks} (autoCreate is off): new tasks are found by polling only`
+        )
+      }
+      const pollInterval = Duration.decode(options.pollInterval ?? (notifying ? DEFAULT_POLL_NOTIFIED : DEFAULT_POLL))
+
+      if (worker.workflows.length > 0) {
+        yield* Effect.logWarning(
+          `the SQL transport carries step tasks only; workflows ${worker.workflows.join(", ")} are not served over it`
+        )
+      }
+      const tokens = Array.from(new Set(worker.steps.map((step) => routingToken(step, options.partition))))
+      const wakes = new Map<string, Queue.Queue<void>>()
+      for (const token of tokens) wakes.set(token, yield* Queue.sliding<void>(1))
+      if (notifying && Option.isSome(listen) && tokens.length > 0) {
+        yield* startListening(listen.value, (payload) => run(Statements.notify(names, payload)), names.channel, wakes)
+      }
+
+      const protocol = nestDurable({ partition: options.partition })
+      let claims = 0
+
+      const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
+        const parsed = toPayload(row)
+        const stepId = row.step_id
+        const owned = { stepId, claim }
+        const completeOnce = (reply: NestReply) =>
+          Effect.gen(function*() {
+            if (reply._tag !== "StepResult") {
+              return yield* new TransportError({
+                transport: NAME,
+                operation: "complete",
+                message: "the SQL transport carries no workflow turns; a workflow decision cannot be written",
+                fatal: true
+              })
+            }
+            const resultRow = toResultRow(reply.result, yield* Clock.currentTimeMillis)
+            const outcome: CompleteOutcome = dialect === "postgres"
+              ? yield* Effect.flatMap(
+                run<{ owned: string | number; inserted: string | number }>(
+                  Statements.completePostgres(names, claim, resultRow)
+                ),
+                ([counts]) =>
+                  Number(counts?.owned ?? 0) === 0
+                    ? Effect.succeed<CompleteOutcome>("lost")
+                    : Number(counts?.inserted ?? 0) === 0
+                    ? Effect.fail(new ResultConflict({ stepId }))
+                    : Effect.succeed<CompleteOutcome>("written")
+              )
+              : yield* sql.withTransaction(
+                Effect.gen(function*() {
+                  const deleted = affected(yield* run(Statements.deleteClaimed(dialect, names, owned)).raw)
+                  if (deleted === 0) return "lost" as const
+                  const inserted = affected(yield* run(Statements.insertResultMysql(names, resultRow)).raw)
+                  if (inserted === 0) return yield* new ResultConflict({ stepId })
+                  return "written" as const
+                })
+              ).pipe(Effect.retry({ while: (error) => error._tag === "SqlError" && isLockConflict(error), times: 3 }))
+            if (outcome === "lost") {
+              yield* Effect.logWarning(
+                `the claim on task ${stepId} was lost (its lease ran out and another worker took it over, or it was ` +
+                  "already completed); this result is dropped and the worker holding the task answers it"
+              )
+            }
+          })
+        return {
+          id: `${names.tasks}#${stepId}`,
+          payload: parsed._tag === "Task" ? parsed.payload : row,
+          protocol: parsed._tag === "Task" ? protocol : unreadableProtocol(parsed, protocol),
+          keepAlive: Option.some({
+            interval: renewInterval,
+            renew: Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              run(Statements.renew(dialect, names, { ...owned, now })).raw).pipe(
+                Effect.mapError(transportError(`renewing the lease of task ${stepId}`)),
+                Effect.flatMap((raw) =>
+                  affected(raw) > 0 ? Effect.void : Effect.fail(
+                    new TransportError({
+                      transport: NAME,
+                      operation: "renew lease",
+                      message: `the claim on task ${stepId} was lost: its lease ran out and another worker took it over`
+                    })
+                  )
+                )
+              )
+          }),
+          // the DB transport has no control plane: a cancelled run is never announced to workers
+          onCancel: () => () => {},
+          complete: (reply) =>
+            completeOnce(reply).pipe(
+              Effect.retry({
+                while: (error) => error instanceof ResultConflict,
+                schedule: Schedule.spaced(CONFLICT_RETRY).pipe(Schedule.upTo(lease))
+              }),
+              Effect.mapError((error) =>
+                error instanceof ResultConflict
+                  ? new TransportError({
+                    transport: NAME,
+                    operation: "complete",
+                    message: `an earlier result of step ${stepId} is still waiting in ${names.results} for the engine ` +
+                      "to read it; the task stays claimed and its result is written once that row is gone"
+                  })
+                  : error instanceof TransportError
+                  ? error
+                  : transportError(`writing the result of task ${stepId}`)(error)
+              )
+            ),
+          reject: () =>
+            run(Statements.deleteClaimed(dialect, names, owned)).raw.pipe(
+              Effect.asVoid,
+              Effect.mapError(transportError(`deleting task ${stepId}`))
+            ),
+          abandon: run(Statements.release(dialect, names, owned)).raw.pipe(
+            Effect.zipRight(notifying ? Effect.ignore(run(Statements.notify(names, row.grp))) : Effect.void),
+            Effect.asVoid,
+            Effect.mapError(transportError(`giving task ${stepId} back`))
+          )
+        }
+      }
+
+      const claimRows = (grp: string, claim: string, limit: number) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const staleBefore = now - Duration.toMillis(lease)
+          if (dialect === "postgres") {
+            return yield* run<TaskRow>(Statements.claimPostgres(names, { grp, claim, now, staleBefore, limit }))
+          }
+          return yield* sql.withTransaction(
+            Effect.gen(function*() {
+              const rows = yield* run<TaskRow>(Statements.claimSelectMysql(names, { grp, staleBefore, limit }))
+              if (rows.length > 0) {
+                yield* run(Statements.claimUpdateMysql(names, { claim, now, stepIds: rows.map((r) => r.step_id) })).raw
+              }
+              return rows
+            })
+          ).pipe(
+            // InnoDB may pick concurrent SKIP LOCKED claims as deadlock victims: the claim was rolled back, so
+            // nothing is held and it is retried at once
+            Effect.retry({ while: isLockConflict, times: 3 })
+          )
+        })
+
+      const pollers: Array<Poller> = tokens.map((token) => {
+        const wake = wakes.get(token)!
+        let maybeMore = true
+        return {
+          name: `table ${names.tasks} grp ${token}`,
+          pool: "step",
+          ready: Effect.suspend(() =>
+            maybeMore
+              ? Effect.void
+              : notifying
+              ? Effect.asVoid(Effect.timeoutOption(Queue.take(wake), pollInterval))
+              : Effect.sleep(pollInterval)
+          ),
+          poll: (max) =>
+            Effect.gen(function*() {
+              // a notification from now on means "look again", even if it arrives during this claim
+              yield* Queue.takeAll(wake)
+              const limit = Math.min(max, batchSize)
+              if (limit <= 0) return []
+              const claim = `${worker.workerId}#${(++claims).toString(36)}`
+              const rows = yield* claimRows(token, claim, limit).pipe(
+                Effect.mapError(transportError(`claiming tasks from ${names.tasks}`))
+              )
+              maybeMore = rows.length === limit
+              return [...rows].sort(byCreatedAt).map((row) => toDelivery(row, claim))
+            })
+        }
+      })
+
+      return { pollers, heartbeat: Option.none(), deregister: Effect.void }
+    })
+
+  return { name, register }
+}
+
+/** Creates the tables, the index and (PostgreSQL, notify) the insert trigger, like the engine's `autoCreate`. */
+const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Statements.Names, trigger: boolean) => {
+  const [tasks, results, index] = Statements.createSchema(dialect, names)
+  const exec = (text: string, params: ReadonlyArray<unknown> = []) => sql.unsafe(text, params as Array<unknown>).raw
+  const attempt = dialect === "postgres"
+    ? sql.withTransaction(
+      Effect.gen(function*() {
+        const lock = Statements.schemaLock(names)
+        yield* exec(lock.text, lock.params)
+        yield* exec(tasks!)
+        yield* exec(results!)
+        yield* exec(index!)
+        if (trigger) for (const statement of Statements.createNotifyTrigger(names)) yield* exec(statement)
+      })
+    )
+    : Effect.gen(function*() {
+      yield* exec(tasks!)
+      yield* exec(results!)
+      // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index fails it, as in the engine
+      yield* Effect.ignore(exec(index!))
+    })
+  // a concurrent CREATE TABLE IF NOT EXISTS (the engine's, or another worker's) can race ours and fail
+  // once the other one commits; by then its table exists, so retrying at once succeeds
+  return attempt.pipe(
+    Effect.retry(Schedule.recurs(5)),
+    Effect.mapError((cause) =>
+      new RegistrationError({
+        transport: NAME,
+        message: `could not create ${names.tasks} / ${names.results} (${
+          messageOf(cause)
+        }); grant the worker CREATE on the database, or create the tables with the engine and set autoCreate: false`,
+        cause
+      })
+    )
+  )
+}
+
+/** PostgreSQL: whether the insert trigger is on the tasks table (false when the table is missing too). */
+const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {
+  const statement = Statements.triggerExists(names)
+  return sql.unsafe<{ found: unknown }>(statement.text, statement.params as Array<unknown>).pipe(
+    Effect.map((rows) => rows.length > 0),
+    Effect.mapError((cause) =>
+      new RegistrationError({
+        transport: NAME,
+        message: `could not read ${names.tasks}'s triggers (${messageOf(cause)}); check the worker's access to the database`,
+        cause
+      })
+    )
+  )
+}
+
+/**
+ * Listens on the tasks channel for the registration's lifetime and wakes the poller of each notified
+ * token. Returns once the `LISTEN` is live (a probe notification came back), so no insert made after
+ * registration is missed; if the probe never returns, polling alone carries on (logged).
+ */
+const startListening = (
+  listen: (channel: string) => Stream.Stream<string, SqlError>,
+  notify: (payload: string) => Effect.Effect<unknown, SqlError>,
+  channel: string,
+  wakes: ReadonlyMap<string, Queue.Queue<void>>
+) =>
+  Effect.gen(function*() {
+    const probe = ` listening ${Math.random().toString(36).slice(2)}`
+    const live = yield* Deferred.make<void>()
+    yield* listen(channel).pipe(
+      Stream.runForEach((payload) => {
+        if (payload === probe) return Deferred.succeed(live, undefined)
+        const wake = wakes.get(payload)
+        return wake === undefined ? Effect.void : Queue.offer(wake, undefined)
+      }),
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning(`LISTEN ${channel} ended; idle subscriptions fall back to polling`, cause)
+      ),
+      Effect.forkScoped
+    )
+    // probe back to back (one round trip each, no timer, so it also works under a TestClock) until
+    // the probe comes back, for a bounded number of tries
+    const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
+    const ready = yield* Effect.raceFirst(Effect.asSome(Deferred.await(live)), Effect.as(probing, Option.none()))
+    if (Option.isNone(ready)) {
+      yield* Effect.logWarning(`LISTEN ${channel} did not come up; idle subscriptions fall back to polling`)
+    }
+  })
+
+/**
+ * The transport over the application's own `SqlClient` (PostgreSQL or MySQL/MariaDB), which it does
+ * not close. `LISTEN` is used when a `PgClient` is in the context too (as `PgClient.layer` provides).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport, never, SqlClient.SqlClient> =>
+  Layer.effect(
+    Transport,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const pg = yield* Effect.serviceOption(PgClient.PgClient)
+      const dialect = sql.onDialectOrElse({
+        pg: () => "postgres" as const,
+        mysql: () => "mysql" as const,
+        orElse: () => undefined
+      })
+      const connection: Effect.Effect<Connection, RegistrationError> = dialect === undefined
+        ? Effect.fail(
+          new RegistrationError({
+            transport: NAME,
+            message: "the SqlClient in context is neither PostgreSQL nor MySQL; the engine's DB transport supports only these"
+          })
+        )
+        : Effect.succeed({ sql, dialect, listen: Option.map(pg, (client) => client.listen) })
+      return make(options, connection, dialect ?? "sql")
+    })
+  )
+
+/**
+ * The transport on PostgreSQL, with its own `@effect/sql-pg` pool (opened at registration, closed at
+ * shutdown). `run` fails fast when the database is unreachable.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport> =>
+  Layer.succeed(Transport, make(options, connectPostgres(options), describeTarget("postgres", options)))
+
+/**
+ * The transport on MySQL/MariaDB, with its own `@effect/sql-mysql2` pool (opened at registration,
+ * closed at shutdown). `run` fails fast when the database is unreachable.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport> =>
+  Layer.succeed(Transport, make(options, connectMysql(options), describeTarget("mysql", options)))
+
+/**
+ * The dialect a database URL names: `postgres://`/`postgresql://` or `mysql://`/`mariadb://`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const dialectOfUrl = (url: string): Either.Either<Dialect, string> =>
+  /^postgres(ql)?:\/\//i.test(url)
+    ? Either.right("postgres")
+    : /^(mysql|mariadb):\/\//i.test(url)
+    ? Either.right("mysql")
+    : Either.left("must start with postgres://, postgresql://, mysql:// or mariadb://")
+
+/**
+ * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
+ * PostgreSQL or MySQL/MariaDB), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`. Explicit
+ * options win over the environment.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: SqlTransportOptions & Omit<ConnectionOptions, "url"> = {}
+): Layer.Layer<Transport, ConfigError.ConfigError> =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Config.all({
+        url: Config.redacted("DATABASE_URL").pipe(
+          Config.mapOrFail((url) =>
+            Either.match(dialectOfUrl(Redacted.value(url)), {
+              onLeft: (problem) => Either.left(ConfigError.InvalidData(["DATABASE_URL"], `DATABASE_URL ${problem}`)),
+              onRight: (dialect) => Either.right({ url, dialect })
+            })
+          )
+        ),
+        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Statements.DEFAULT_PREFIX)),
+        partition: Config.option(Config.string("DURABLE_PARTITION"))
+      }),
+      (env) => {
+        const merged = {
+          url: env.url.url,
+          prefix: env.prefix,
+          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
+          ...options
+        }
+        return env.url.dialect === "postgres" ? layerPostgres(merged) : layerMysql(merged)
+      }
+    )
+  )

@@ -1,0 +1,401 @@
+/**
+ * The SQL transport's own rules, on the real PostgreSQL and MariaDB but a `TestClock`-driven runtime:
+ * the lease stamp and its expiry, lease renewal while a task runs, the poll-interval fallback, the
+ * LISTEN/NOTIFY wake-up, the completion transaction (a lost claim writes nothing; an earlier unread
+ * result delays the write instead of losing it), and the SQL text and row mapping.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { DbTransport } from "@dudousxd/nestjs-durable-transport-db"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as TestClock from "effect/TestClock"
+import * as Step from "../../src/core/Step.js"
+import * as Worker from "../../src/runtime/Worker.js"
+import { byCreatedAt, toPayload, toResultRow } from "../../src/transport/sql/internal/rows.js"
+import * as Statements from "../../src/transport/sql/internal/statements.js"
+import * as SqlTransport from "../../src/transport/SqlTransport.js"
+import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/transport/Transport.js"
+import { databaseUrl, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+
+/** Lets forked fibers run until they block. */
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+/** Waits on the wall clock for database I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
+const until = (what: string, check: Effect.Effect<boolean>) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1_000; i++) {
+      if (yield* check) return
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+    }
+    return assert.fail(`timed out waiting for ${what}`)
+  })
+
+/** A database with a fresh prefix; the engine's own transport dispatches tasks into it; tables dropped at the end. */
+const fixture = (dialect: DialectName) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const prefix = uniqueTablePrefix("edwu")
+      const db = openDb(dialect, 4)
+      const engineSide = new DbTransport({ executor: executor(db), prefix })
+      let seq = 0
+      const dispatch = (name: string, input: unknown = {}) => {
+        const runId = `run-${prefix}`
+        const task = { runId, seq: seq++, name, stepId: `${runId}:${seq - 1}`, group: name, input, attempt: 1 }
+        return engineSide.dispatch(task).then(() => task.stepId)
+      }
+      const rows = () =>
+        db.query<{ step_id: string; claimed_by: string | null; claimed_at: string | number | null }>(
+          `SELECT step_id, claimed_by, claimed_at FROM ${db.id(`${prefix}_transport_tasks`)} ORDER BY step_id`
+        )
+      const results = () =>
+        db.query<{ step_id: string; status: string; output: string | null }>(
+          `SELECT step_id, status, output FROM ${db.id(`${prefix}_transport_results`)} ORDER BY step_id`
+        )
+      return { prefix, db, dispatch, rows, results, close: () => engineSide.close() }
+    }),
+    (f) => Effect.promise(() => f.close().then(() => dropTables(f.db, f.prefix)).finally(() => f.db.end()))
+  )
+
+const connect = (dialect: DialectName) =>
+  dialect === "postgres"
+    ? SqlTransport.connectPostgres({ url: databaseUrl("postgres") })
+    : SqlTransport.connectMysql({ url: databaseUrl("mysql") })
+
+const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDescription => ({
+  workerId,
+  buildId: undefined,
+  steps,
+  workflows: [],
+  startedAt: 0,
+  pollTimeout: Duration.seconds(35),
+  status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
+})
+
+/** Registers a transport directly (no runtime) and returns its only poller. */
+const registerPoller = (
+  dialect: DialectName,
+  prefix: string,
+  workerId: string,
+  options: SqlTransport.SqlTransportOptions = {}
+) =>
+  Effect.gen(function*() {
+    const transport = SqlTransport.make({ prefix, ...options }, connect(dialect), dialect)
+    const registration = yield* transport.register(description(workerId, ["work"]))
+    assert.strictEqual(registration.pollers.length, 1)
+    return registration.pollers[0]!
+  })
+
+const stepReply = (delivery: Delivery, output: unknown) => {
+  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
+  return {
+    _tag: "StepResult" as const,
+    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output }
+  }
+}
+
+const poll = (poller: Poller, max: number) => poller.poll(max)
+
+describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", (dialect) => {
+  it.scoped("a claim stamps claimed_by and the clock's time; the lease expires for others exactly after `lease`", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const stepId = yield* Effect.promise(() => f.dispatch("work"))
+      const a = yield* registerPoller(dialect, f.prefix, "worker-a")
+      const b = yield* registerPoller(dialect, f.prefix, "worker-b")
+      yield* TestClock.adjust("1 second")
+      const [taken, ...none] = yield* poll(a, 5)
+      assert.strictEqual(taken?.id, `${f.prefix}_transport_tasks#${stepId}`)
+      assert.strictEqual(none.length, 0)
+      const [row] = yield* Effect.promise(f.rows)
+      assert.match(row!.claimed_by!, /^worker-a#/)
+      assert.strictEqual(Number(row!.claimed_at), 1_000)
+      assert.strictEqual((yield* poll(b, 5)).length, 0)
+      yield* TestClock.adjust("30 seconds") // claimed_at 1000 is not older than now - lease = 1000
+      assert.strictEqual((yield* poll(b, 5)).length, 0)
+      yield* TestClock.adjust("1 millis")
+      const [retaken] = yield* poll(b, 5)
+      assert.strictEqual((retaken?.payload as { stepId: string }).stepId, stepId)
+      // the first claim is lost: its renewal fails and its completion writes nothing
+      const renewed = yield* Effect.exit(Option.getOrThrow(taken!.keepAlive).renew)
+      assert.isTrue(Exit.isFailure(renewed))
+      yield* taken!.complete(stepReply(taken!, "late"))
+      assert.deepStrictEqual(yield* Effect.promise(f.results), [])
+      const [still] = yield* Effect.promise(f.rows)
+      assert.match(still!.claimed_by!, /^worker-b#/)
+      // the current claim completes: result written, task row gone, in one transaction
+      yield* retaken!.complete(stepReply(retaken!, "on time"))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      const [result] = yield* Effect.promise(f.results)
+      assert.strictEqual(result?.status, "completed")
+      assert.strictEqual(result?.output, "\"on time\"")
+    }))
+
+  it.scoped("a running task's lease is renewed every lease / 3 by the worker (and every renewInterval when set)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const release = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const worker = yield* Worker.make({
+        steps: [Step.make("work", () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))],
+        concurrency: 2,
+        shutdownTimeout: "1 minute"
+      })
+      const layer = dialect === "postgres"
+        ? SqlTransport.layerPostgres({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
+        : SqlTransport.layerMysql({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
+      // dispatched first: the worker's first poll finds it (later polls would wait for the test clock)
+      yield* Effect.promise(() => f.dispatch("work"))
+      const running = yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
+      yield* until("the task to start", Deferred.isDone(started))
+      const claimedAt = Effect.map(Effect.promise(f.rows), ([row]) => Number(row?.claimed_at))
+      assert.strictEqual(yield* claimedAt, 0)
+      yield* TestClock.adjust("10 seconds")
+      yield* until("the first renewal", Effect.map(claimedAt, (at) => at === 10_000))
+      yield* TestClock.adjust("5 seconds")
+      yield* TestClock.adjust("5 seconds")
+      yield* until("the second renewal", Effect.map(claimedAt, (at) => at === 20_000))
+      yield* Deferred.succeed(release, undefined)
+      yield* until("the result", Effect.map(Effect.promise(f.results), (rows) => rows.length === 1))
+      yield* worker.stop
+      yield* Fiber.join(running)
+    }))
+
+  it.scoped("an idle subscription looks again after pollInterval; after a full claim it looks again at once", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const poller = yield* registerPoller(dialect, f.prefix, "worker-a", { pollInterval: "500 millis", notify: false })
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const waiting = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* TestClock.adjust("499 millis")
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(waiting)
+      // two tasks, a claim of at most two: full, so the next ready does not wait
+      yield* Effect.promise(() => f.dispatch("work"))
+      yield* Effect.promise(() => f.dispatch("work"))
+      assert.strictEqual((yield* poll(poller, 2)).length, 2)
+      const immediate = yield* Effect.fork(poller.ready!)
+      yield* settle
+      assert.isTrue(Option.isSome(yield* Fiber.poll(immediate)))
+    }))
+
+  it.scoped("a completion waits while an earlier result of the step is unread, then writes (nothing lost, nothing swallowed)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const stepId = yield* Effect.promise(() => f.dispatch("work"))
+      const poller = yield* registerPoller(dialect, f.prefix, "worker-a")
+      const [delivery] = yield* poll(poller, 1)
+      const results = f.db.id(`${f.prefix}_transport_results`)
+      const ph = f.db.ph
+      yield* Effect.promise(() =>
+        f.db.query(
+          `INSERT INTO ${results} (step_id, run_id, seq, status, output, created_at) VALUES (${ph(1)}, ${ph(2)}, 0, 'failed', NULL, 1)`,
+          [stepId, `run-${f.prefix}`]
+        )
+      )
+      const completing = yield* Effect.fork(delivery!.complete(stepReply(delivery!, "second")))
+      yield* until("the first attempt to roll back", Effect.map(Effect.promise(f.rows), (rows) => rows.length === 1))
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(completing)))
+      // the engine reads the earlier result and deletes it
+      yield* Effect.promise(() => f.db.query(`DELETE FROM ${results} WHERE step_id = ${ph(1)}`, [stepId]))
+      yield* TestClock.adjust("100 millis")
+      yield* Fiber.join(completing)
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => r.output), ["\"second\""])
+    }))
+})
+
+describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
+  it.scoped("an insert wakes an idle subscription at once; without one it waits the 5 s fallback", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      const poller = yield* registerPoller("postgres", f.prefix, "worker-a")
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const fallback = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fallback)))
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(fallback)
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      // no clock adjustment from here: only the trigger's notification can end this wait
+      const woken = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* Effect.promise(() => f.dispatch("work"))
+      yield* until("the notification", Effect.map(Fiber.poll(woken), Option.isSome))
+      assert.strictEqual((yield* poll(poller, 4)).length, 1)
+    }))
+
+  it.scoped("without autoCreate and without the trigger, an idle subscription polls every 500 ms like the engine", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      yield* Effect.promise(() => f.dispatch("other")) // the engine creates its tables (no trigger)
+      const poller = yield* registerPoller("postgres", f.prefix, "worker-a", { autoCreate: false })
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const waiting = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* TestClock.adjust("499 millis")
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(waiting)
+      const triggers = yield* Effect.promise(() =>
+        f.db.query("SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal", [`"${f.prefix}_transport_tasks"`])
+      )
+      assert.strictEqual(triggers.length, 0)
+    }))
+
+  it.scoped("autoCreate makes the trigger idempotently: a second registration keeps exactly one", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      yield* registerPoller("postgres", f.prefix, "worker-a")
+      yield* registerPoller("postgres", f.prefix, "worker-b")
+      const triggers = yield* Effect.promise(() =>
+        f.db.query<{ tgname: string }>("SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal", [
+          `"${f.prefix}_transport_tasks"`
+        ])
+      )
+      assert.deepStrictEqual(triggers.map((t) => t.tgname), [`${f.prefix}_transport_tasks_notify`])
+    }))
+})
+
+describe.each(["postgres", "mysql"] as const)("SqlTransport.layer over the application's own client on %s", (dialect) => {
+  it.scoped("detects the dialect, claims and completes", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const client = dialect === "postgres"
+        ? PgClient.layer({ url: Redacted.make(databaseUrl("postgres")) })
+        : MysqlClient.layer({ url: Redacted.make(databaseUrl("mysql")) })
+      const context = yield* Layer.build(SqlTransport.layer({ prefix: f.prefix }).pipe(Layer.provide(client)))
+      const transport = Context.get(context, Transport)
+      assert.strictEqual(transport.name, `sql ${dialect} prefix ${f.prefix}`)
+      const registration = yield* transport.register(description("worker-a", ["work"]))
+      const stepId = yield* Effect.promise(() => f.dispatch("work", { n: 7 }))
+      const [delivery] = yield* poll(registration.pollers[0]!, 2)
+      assert.deepStrictEqual((delivery!.payload as { input: unknown }).input, { n: 7 })
+      yield* delivery!.complete(stepReply(delivery!, 14))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual(yield* Effect.promise(f.results), [{ step_id: stepId, status: "completed", output: "14" }])
+    }))
+})
+
+describe("SqlTransport.layerConfig", () => {
+  it.effect("reads DATABASE_URL, picks the dialect from its scheme, and says what is wrong with a bad one", () =>
+    Effect.gen(function*() {
+      const withEnv = (env: Record<string, string>) =>
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+      const bad = yield* Effect.exit(
+        Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({ DATABASE_URL: "sqlite:///tmp/x" }))
+      )
+      assert.isTrue(Exit.isFailure(bad))
+      assert.match(String(Exit.isFailure(bad) ? bad.cause : ""), /DATABASE_URL must start with postgres:\/\//)
+      const missing = yield* Effect.exit(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({})))
+      assert.isTrue(Exit.isFailure(missing))
+      const pg = yield* Effect.provide(Transport, SqlTransport.layerConfig()).pipe(
+        withEnv({ DATABASE_URL: "postgresql://u:secret@db.example:5433/app", DURABLE_PREFIX: "shop" })
+      )
+      assert.strictEqual(pg.name, "sql postgresql://u@db.example:5433/app prefix shop")
+      const my = yield* Effect.provide(Transport, SqlTransport.layerConfig({ prefix: "explicit" })).pipe(
+        withEnv({ DATABASE_URL: "mariadb://root@127.0.0.1:3306/test", DURABLE_PREFIX: "ignored" })
+      )
+      assert.strictEqual(my.name, "sql mariadb://root@127.0.0.1:3306/test prefix explicit")
+    }))
+})
+
+describe("SQL text and row mapping", () => {
+  const names = Statements.names("durable")
+
+  it("uses the engine's table names and a SKIP LOCKED claim on both dialects", () => {
+    assert.strictEqual(names.tasks, "durable_transport_tasks")
+    assert.strictEqual(names.results, "durable_transport_results")
+    assert.strictEqual(names.index, "durable_transport_tasks_grp_idx")
+    const pg = Statements.claimPostgres(names, { grp: "pay", claim: "w#1", now: 50_000, staleBefore: 20_000, limit: 7 })
+    assert.match(pg.text, /FOR UPDATE SKIP LOCKED/)
+    assert.match(pg.text, /"claimed_at" IS NULL OR "claimed_at" < \$4/)
+    assert.match(pg.text, /ORDER BY "created_at" ASC LIMIT 7/)
+    assert.deepStrictEqual(pg.params, ["w#1", 50_000, "pay", 20_000])
+    const my = Statements.claimSelectMysql(names, { grp: "pay", staleBefore: 20_000, limit: 3 })
+    assert.match(my.text, /FROM `durable_transport_tasks`[\s\S]*LIMIT 3\s+FOR UPDATE SKIP LOCKED/)
+    assert.deepStrictEqual(my.params, ["pay", 20_000])
+    const update = Statements.claimUpdateMysql(names, { claim: "w#1", now: 9, stepIds: ["a:0", "a:1"] })
+    assert.match(update.text, /IN \(\?, \?\)/)
+    assert.deepStrictEqual(update.params, ["w#1", 9, "a:0", "a:1"])
+  })
+
+  it("creates the engine's DDL, with the index IF NOT EXISTS on PostgreSQL only", () => {
+    const [tasks, results, pgIndex] = Statements.createSchema("postgres", names)
+    assert.match(tasks!, /"step_id" varchar\(191\) PRIMARY KEY/)
+    assert.match(tasks!, /"input" text/)
+    assert.match(results!, /"started_at" bigint/)
+    assert.match(pgIndex!, /CREATE INDEX IF NOT EXISTS "durable_transport_tasks_grp_idx"/)
+    const [myTasks, , myIndex] = Statements.createSchema("mysql", names)
+    assert.match(myTasks!, /`input` longtext/)
+    assert.match(myIndex!, /^CREATE INDEX `durable_transport_tasks_grp_idx`/)
+  })
+
+  it("completes with the task delete and the result insert together, guarded by the claim", () => {
+    const row = toResultRow({ runId: "r", seq: 2, stepId: "r:2", status: "completed", output: { a: 1 }, startedAt: 5 }, 7)
+    const pg = Statements.completePostgres(names, "w#9", row)
+    assert.match(pg.text, /FOR UPDATE/)
+    assert.match(pg.text, /ON CONFLICT \("step_id"\) DO NOTHING/)
+    assert.match(pg.text, /DELETE FROM "durable_transport_tasks" WHERE "step_id" IN \(SELECT "step_id" FROM ins\)/)
+    assert.deepStrictEqual(pg.params, ["r:2", "r", 2, "completed", "{\"a\":1}", null, 5, 7, "w#9"])
+    assert.match(Statements.insertResultMysql(names, row).text, /^INSERT IGNORE INTO `durable_transport_results`/)
+    assert.deepStrictEqual(Statements.deleteClaimed("mysql", names, { stepId: "r:2", claim: "w#9" }).params, ["r:2", "w#9"])
+  })
+
+  it("maps rows like the engine's worker: numbers from bigint strings, input parsed, NULL input absent", () => {
+    const base = { step_id: "r:0", run_id: "r", seq: "0", name: "a:b", grp: "a-b@t", attempt: "2", created_at: "5" }
+    assert.deepStrictEqual(toPayload({ ...base, input: "{\"x\":1}" }), {
+      _tag: "Task",
+      payload: { runId: "r", seq: 0, stepId: "r:0", name: "a:b", group: "a-b@t", input: { x: 1 }, attempt: 2 }
+    })
+    const noInput = toPayload({ ...base, input: null })
+    assert.isTrue(noInput._tag === "Task" && !("input" in noInput.payload))
+    const broken = toPayload({ ...base, input: "{oops" })
+    assert.strictEqual(broken._tag, "Unreadable")
+    assert.deepStrictEqual(
+      toResultRow({ runId: "r", seq: 0, stepId: "r:0", status: "failed", error: { message: "m", retryable: false } }, 3),
+      {
+        stepId: "r:0",
+        runId: "r",
+        seq: 0,
+        status: "failed",
+        output: null,
+        error: "{\"message\":\"m\",\"retryable\":false}",
+        startedAt: null,
+        createdAt: 3
+      }
+    )
+    assert.deepStrictEqual(
+      [{ ...base, input: null, created_at: "10" }, { ...base, input: null, created_at: "9" }].sort(byCreatedAt).map((r) =>
+        r.created_at
+      ),
+      ["9", "10"]
+    )
+  })
+
+  it("validates prefixes and reads the dialect from a URL", () => {
+    assert.isUndefined(Statements.invalidPrefix("durable"))
+    assert.isDefined(Statements.invalidPrefix("bad prefix"))
+    assert.isDefined(Statements.invalidPrefix("x".repeat(41)))
+    assert.deepStrictEqual(SqlTransport.dialectOfUrl("postgresql://h/db"), Either.right("postgres"))
+    assert.deepStrictEqual(SqlTransport.dialectOfUrl("mariadb://h/db"), Either.right("mysql"))
+    assert.isTrue(Either.isLeft(SqlTransport.dialectOfUrl("sqlite://x")))
+  })
+})
