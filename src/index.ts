@@ -23,7 +23,13 @@ export * as Concurrency from "./services/Concurrency.js"
 export * as ConcurrencyController from "./services/ConcurrencyController.js"
 
 /** @since 0.1.0 */
+export * as DurableWorkflow from "./core/DurableWorkflow.js"
+
+/** @since 0.1.0 */
 export * as DurableWorkflowCodec from "./protocol/DurableWorkflowCodec.js"
+
+/** @since 0.1.0 */
+export * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
 
 /** @since 0.1.0 */
 export * as InMemoryTransport from "./transport/InMemoryTransport.js"

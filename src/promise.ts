@@ -23,18 +23,26 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
+import * as DurableWorkflow from "./core/DurableWorkflow.js"
 import * as Step from "./core/Step.js"
 import * as Workflow from "./core/Workflow.js"
 import type { StepResult } from "./protocol/StepProtocol.js"
 import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
+import * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import * as SqlTransport from "./transport/SqlTransport.js"
 import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
 import type { Transport } from "./transport/Transport.js"
 
+export { ActivityCancelled, ActivityFailed, activityContext, ChildWorkflowFailed } from "./core/DurableWorkflow.js"
+export type {
+  ActivityContextShape as ActivityContext,
+  AsyncWorkflowContext as DurableWorkflowContext,
+  GeneratorWorkflowContext as DurableWorkflowGeneratorContext
+} from "./core/DurableWorkflow.js"
 export { FatalError } from "./core/FatalError.js"
 export type { StepContext, StepLogger } from "./core/Step.js"
 export type { AsyncWorkflowContext } from "./core/Workflow.js"
@@ -141,6 +149,7 @@ export class Worker {
   readonly #options: WorkerOptions
   readonly #steps: Array<Step.Step> = []
   readonly #workflows: Array<Workflow.Workflow> = []
+  readonly #durableWorkflows: Array<DurableWorkflow.DurableWorkflow> = []
   #worker: EffectWorker.Worker | undefined
   /** Settles once a requested run has claimed the worker (or failed before), so a stop() issued
    * right after run() applies to that run instead of preventing it. */
@@ -188,6 +197,49 @@ export class Worker {
       throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
     }
     this.#workflows.push(Workflow.fromPromise(name, body, options))
+    return this
+  }
+
+  /**
+   * Registers a Durable Workflow activity: an async function of the activity's positional
+   * arguments; its context (info, `heartbeat(details)`, `signal`) is `activityContext()`.
+   */
+  activity<Args extends Array<any>>(name: string, handler: (...args: Args) => unknown): this {
+    if (this.#worker !== undefined) throw new Error(`cannot register activity "${name}": the worker has already started`)
+    if (this.#steps.some((step) => step.name === name)) {
+      throw new Error(`activity "${name}" is registered twice; each activity name must have exactly one handler`)
+    }
+    this.#steps.push(DurableWorkflow.activityFromPromise(name, handler))
+    return this
+  }
+
+  /** Registers a Durable Workflow workflow whose body is an async function awaiting `ctx` operations. */
+  durableWorkflow<Args extends Array<any>>(
+    name: string,
+    body: (ctx: DurableWorkflow.AsyncWorkflowContext, ...args: Args) => Promise<unknown>
+  ): this {
+    return this.#addDurableWorkflow(DurableWorkflow.fromAsync(name, body))
+  }
+
+  /** Registers a Durable Workflow workflow whose body is a generator yielding `ctx` operations. */
+  durableWorkflowGenerator<Args extends Array<any>>(
+    name: string,
+    body: (
+      ctx: DurableWorkflow.GeneratorWorkflowContext,
+      ...args: Args
+    ) => Generator<DurableWorkflow.Op | ReadonlyArray<DurableWorkflow.Op>, unknown, any>
+  ): this {
+    return this.#addDurableWorkflow(DurableWorkflow.fromGenerator(name, body))
+  }
+
+  #addDurableWorkflow(definition: DurableWorkflow.DurableWorkflow): this {
+    if (this.#worker !== undefined) {
+      throw new Error(`cannot register workflow "${definition.name}": the worker has already started`)
+    }
+    if (this.#durableWorkflows.some((w) => w.name === definition.name)) {
+      throw new Error(`workflow "${definition.name}" is registered twice; each workflow name must have exactly one body`)
+    }
+    this.#durableWorkflows.push(definition)
     return this
   }
 
@@ -248,7 +300,12 @@ export class Worker {
 
   #build(): EffectWorker.Worker {
     this.#worker ??= settleSync(
-      EffectWorker.make({ ...toEffectOptions(this.#options), steps: this.#steps, workflows: this.#workflows })
+      EffectWorker.make({
+        ...toEffectOptions(this.#options),
+        steps: this.#steps,
+        workflows: this.#workflows,
+        durableWorkflows: this.#durableWorkflows
+      })
     )
     return this.#worker
   }
@@ -413,3 +470,69 @@ const withDatabaseUrl = <O extends { readonly url?: unknown; readonly host?: unk
   options.url === undefined && options.host === undefined && process.env.DATABASE_URL !== undefined
     ? { ...options, url: process.env.DATABASE_URL }
     : options
+
+/**
+ * Options of the Durable Workflow transport; durations in milliseconds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableWorkflowOptions {
+  readonly baseUrl: string
+  readonly token?: string
+  readonly workerToken?: string
+  readonly controlToken?: string
+  readonly namespace?: string
+  readonly taskQueue: string
+  readonly requestTimeoutMs?: number
+  readonly heartbeatIntervalMs?: number
+  readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver
+  readonly externalStorageThresholdBytes?: number
+  readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
+}
+
+/**
+ * The Durable Workflow transport, with control-plane helpers.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableWorkflowHandle extends TransportHandle {
+  /** A `runUntil` predicate: true once the workflow is terminal (control plane; needs a control or shared token). */
+  readonly workflowTerminal: (workflowId: string) => () => Promise<boolean>
+  /** Control plane: retire a worker (`DELETE /api/workers/{id}`); never used by shutdown. */
+  readonly deregisterWorker: (workerId: string) => Promise<Record<string, unknown>>
+}
+
+/**
+ * A Durable Workflow server (worker protocol 1.1 over HTTP): activities, workflow tasks replayed
+ * from history, query tasks.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const durableWorkflow = (options: DurableWorkflowOptions): DurableWorkflowHandle => {
+  const layer = DurableWorkflowTransport.layer({
+    baseUrl: options.baseUrl,
+    taskQueue: options.taskQueue,
+    token: options.token,
+    workerToken: options.workerToken,
+    controlToken: options.controlToken,
+    namespace: options.namespace,
+    ...(options.requestTimeoutMs === undefined ? {} : { requestTimeout: options.requestTimeoutMs }),
+    ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
+    ...(options.externalStorage === undefined ? {} : { externalStorage: options.externalStorage }),
+    ...(options.externalStorageThresholdBytes === undefined
+      ? {}
+      : { externalStorageThresholdBytes: options.externalStorageThresholdBytes }),
+    ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors })
+  })
+  const control = <A>(effect: Effect.Effect<A, unknown, DurableWorkflowTransport.DurableWorkflowClient>) =>
+    settle(Effect.provide(effect, layer))
+  return {
+    layer,
+    workflowTerminal: (workflowId) => () =>
+      control(Effect.map(DurableWorkflowTransport.describeWorkflow(workflowId), DurableWorkflowTransport.isTerminal)),
+    deregisterWorker: (workerId) => control(DurableWorkflowTransport.deregisterWorker(workerId))
+  }
+}

@@ -88,6 +88,13 @@ const resolutionShapes: Record<string, string> = {
   ConditionWaitTimedOut: "condition wait"
 }
 
+/** Events recording that a blocking step was scheduled, in the order the code asked for them. */
+const schedulingShapes: Record<string, string> = {
+  ActivityScheduled: "activity",
+  TimerScheduled: "timer",
+  ChildWorkflowScheduled: "child workflow"
+}
+
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
@@ -112,10 +119,12 @@ export const decodeArgs = (raw: unknown, codec: unknown): ReadonlyArray<unknown>
 /** Splits a history into resolutions and signals. @internal */
 export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   readonly resolutions: ReadonlyArray<Resolution>
+  readonly scheduled: ReadonlyArray<Resolution>
   readonly signals: ReadonlyArray<RecordedSignal>
   readonly startedAt: number | undefined
 } => {
   const resolutions: Array<Resolution> = []
+  const scheduled: Array<Resolution> = []
   const signals: Array<RecordedSignal> = []
   let startedAt: number | undefined
   for (const event of events) {
@@ -131,14 +140,18 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
       signals.push({ name: String(payload["signal_name"] ?? ""), args: decodeArgs(raw, codec), position: resolutions.length })
       continue
     }
+    const kind = payload["timer_kind"] ?? payload["kind"]
+    const scheduling = schedulingShapes[type]
+    if (scheduling !== undefined && !(type === "TimerScheduled" && (kind === "condition_timeout" || kind === "signal_timeout"))) {
+      scheduled.push({ shape: scheduling, eventType: type, payload, groupIndex: undefined })
+    }
     const shape = resolutionShapes[type]
     if (shape === undefined) continue
-    const kind = payload["timer_kind"] ?? payload["kind"]
     if (type === "TimerFired" && (kind === "condition_timeout" || kind === "signal_timeout")) continue
     const index = payload["parallel_group_index"]
     resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined })
   }
-  return { resolutions, signals, startedAt }
+  return { resolutions, scheduled, signals, startedAt }
 }
 
 /** The outcome of asking the turn for an op (or a parallel group). @internal */
@@ -162,6 +175,7 @@ export class Turn {
   private cursor = 0
   private sequence = 0
   private signalsApplied = 0
+  private blocking = 0
   private frozen = false
   readonly pending: Array<Command> = []
   readonly signalHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
@@ -169,6 +183,7 @@ export class Turn {
 
   constructor(
     readonly resolutions: ReadonlyArray<Resolution>,
+    readonly scheduled: ReadonlyArray<Resolution>,
     readonly signals: ReadonlyArray<RecordedSignal>,
     readonly codec: unknown,
     readonly taskQueue: string,
@@ -330,6 +345,12 @@ export class Turn {
     }
   }
 
+  /** A step the code waits on that history shows scheduled must be the same step. */
+  private checkScheduled(op: Op): void {
+    const recorded = this.scheduled[this.blocking - 1]
+    if (recorded !== undefined) this.check(op, recorded)
+  }
+
   /** Asks for one op. Throws {@link NonDeterministicReplayError} on a mismatch. */
   attempt(op: Op): Attempt {
     if (this.frozen) return { _tag: "Blocked" }
@@ -379,7 +400,9 @@ export class Turn {
         return { _tag: "Blocked" }
       }
       default: {
+        this.blocking += 1
         if (recorded === undefined) {
+          this.checkScheduled(op)
           this.pending.push(this.commandOf(op))
           return { _tag: "Blocked" }
         }
@@ -399,6 +422,10 @@ export class Turn {
     const base = this.sequence + 1
     const available = this.resolutions.slice(this.cursor, this.cursor + ops.length)
     if (available.length < ops.length) {
+      for (const op of ops) {
+        this.blocking += 1
+        this.checkScheduled(op)
+      }
       const kinds = new Set(ops.map((op) => op._tag))
       const kind = kinds.size > 1 ? "mixed" : ops[0]!._tag === "Activity" ? "activity" : ops[0]!._tag === "Timer" ? "timer" : ops[0]!._tag === "Child" ? "child" : "mixed"
       const prefix = kind === "activity" ? "parallel-activities" : kind === "timer" ? "parallel-timers" : kind === "child" ? "parallel-children" : "parallel-calls"
@@ -426,6 +453,7 @@ export class Turn {
     let failure: Attempt | undefined
     ops.forEach((op, i) => {
       this.sequence += 1
+      this.blocking += 1
       this.check(op, ordered[i]!)
       const outcome = this.valueOf(op, ordered[i]!)
       if (outcome._tag === "Failed") failure ??= outcome

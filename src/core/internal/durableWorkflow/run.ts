@@ -342,7 +342,7 @@ const driveGenerator = (
 export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect.Effect<ReplayResult, ReplayFailure, R> =>
   Effect.gen(function*() {
     const history = yield* Effect.try({ try: () => readHistory(input.history, input.codec), catch: (e) => new ReplayFailure(e) })
-    const turn = new Turn(history.resolutions, history.signals, input.codec, input.taskQueue, input.encode)
+    const turn = new Turn(history.resolutions, history.scheduled, history.signals, input.codec, input.taskQueue, input.encode)
     const guard = new Guard(turn)
     const base = baseContext(input, turn, history.startedAt)
     const ctx = contexts(base, guard)

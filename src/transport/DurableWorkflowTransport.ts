@@ -1,0 +1,721 @@
+/**
+ * The Durable Workflow server transport (worker protocol 1.1 over HTTP).
+ *
+ * - registration: `GET /api/cluster/info` and its compatibility check (errors start
+ *   `Server compatibility error: `), then `POST /api/worker/register` with the workflow and activity
+ *   types, definition fingerprints, limits, free task slots and process metrics;
+ * - three pollers: workflow tasks (pool `workflow`), activity tasks (pool `step`) and, when the
+ *   server advertises them, query tasks (pool `query`, one at a time); each long poll carries
+ *   `timeout_seconds` (≤ 60), runs under an HTTP timeout 5 s longer, is retried once with the same
+ *   `poll_request_id` after a timeout, and is interrupted at once when the worker stops;
+ * - results: workflow-task completion with lease/attempt fencing and a bounded retry (3 attempts),
+ *   a definite rejection reported as a task failure; activity completion/failure; query answers;
+ * - worker heartbeats at the server-advertised interval with `task_slots` and `process_metrics`;
+ * - the worker-plane `DELETE /api/worker/registrations/{id}` at shutdown (an absent worker counts as
+ *   deregistered) — separate from the control-plane {@link deregisterWorker}.
+ *
+ * @since 0.1.0
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { randomBytes } from "node:crypto"
+import { registeredFingerprint } from "../core/DurableWorkflow.js"
+import {
+  durableWorkflowProtocol,
+  type DurableWorkflowReply,
+  type FailureBody,
+  type TaskKind,
+  type TaskOps,
+  type WorkerInterceptor
+} from "../core/internal/durableWorkflow/protocol.js"
+import type { Command } from "../core/internal/durableWorkflow/replay.js"
+import { WorkerOptionsError } from "../runtime/WorkerError.js"
+import type { WorkerOptions } from "../runtime/Worker.js"
+import * as Client from "./durableWorkflow/internal/client.js"
+import * as Compat from "./durableWorkflow/internal/compat.js"
+import {
+  DurableWorkflowConfigError,
+  type DurableWorkflowError,
+  DurableWorkflowServerError,
+  ServerCompatibilityError
+} from "./durableWorkflow/internal/errors.js"
+import * as External from "./durableWorkflow/internal/externalStorage.js"
+import * as Metrics from "./durableWorkflow/internal/metrics.js"
+import { makeSampler } from "./durableWorkflow/internal/processMetrics.js"
+import {
+  type Delivery,
+  DeregistrationError,
+  type Poller,
+  type Registration,
+  RegistrationError,
+  Transport,
+  TransportError,
+  type WorkerDescription,
+  type WorkerStatus
+} from "./Transport.js"
+
+export * from "./durableWorkflow/internal/errors.js"
+export { ExternalPayloadIntegrityError, type ExternalStorageDriver, localFilesystem } from "./durableWorkflow/internal/externalStorage.js"
+export type { WorkerInterceptor } from "../core/internal/durableWorkflow/protocol.js"
+
+/**
+ * Options of the Durable Workflow transport.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableWorkflowOptions {
+  /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
+  readonly baseUrl: string
+  /** The shared bearer token (both planes). */
+  readonly token?: string | undefined
+  /** A worker-plane token; wins over `token` on the worker plane and for discovery. */
+  readonly workerToken?: string | undefined
+  /** A control-plane token; wins over `token` on the control plane. */
+  readonly controlToken?: string | undefined
+  /** `X-Namespace`. Default `"default"`. */
+  readonly namespace?: string | undefined
+  /** The task queue the worker registers on and polls. */
+  readonly taskQueue: string
+  /** Worker protocol version sent in `X-Durable-Workflow-Protocol-Version`. Default `"1.1"`. */
+  readonly protocolVersion?: string
+  /** Control-plane version sent in `X-Durable-Workflow-Control-Plane-Version`. Default `"2"`. */
+  readonly controlPlaneVersion?: string
+  /** Timeout of non-poll requests. Default 60 seconds. */
+  readonly requestTimeout?: Duration.DurationInput
+  /** Worker heartbeat interval until the server advertises one. Default 60 seconds; must be positive. */
+  readonly heartbeatInterval?: Duration.DurationInput
+  /** Hooks around workflow tasks, activities and queries, outermost first. */
+  readonly interceptors?: ReadonlyArray<WorkerInterceptor>
+  /** Where outbound payloads above `externalStorageThresholdBytes` go (and inbound references are read from). */
+  readonly externalStorage?: External.ExternalStorageDriver
+  /** Size of a base64 blob above which it is stored externally (needs `externalStorage`). At least 1. */
+  readonly externalStorageThresholdBytes?: number
+  /** `sdk_version` sent at registration. */
+  readonly sdkVersion?: string
+}
+
+/**
+ * A control-plane / discovery client for the configured server, provided by the layers with
+ * {@link Transport}; {@link workflowTerminal} and {@link deregisterWorker} use it.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class DurableWorkflowClient extends Context.Tag("effect-durable-worker/DurableWorkflowClient")<
+  DurableWorkflowClient,
+  {
+    /** One request below `/api`, on the worker or control plane, with the transport retry. */
+    readonly request: (options: {
+      readonly method: "GET" | "POST" | "DELETE"
+      readonly path: string
+      readonly body?: unknown
+      readonly plane: "worker" | "control" | "discovery"
+      readonly context?: string
+    }) => Effect.Effect<unknown, DurableWorkflowError>
+  }
+>() {}
+
+const NAME = "durable-workflow"
+const SDK_VERSION = "effect-durable-worker/0.1.0"
+const COMPLETION_DELAYS = [Duration.millis(50), Duration.millis(200)]
+const AMBIGUOUS_REASONS = new Set([
+  "lease_expired",
+  "lease_owner_mismatch",
+  "run_already_closed",
+  "run_closed",
+  "task_not_found",
+  "task_not_leased",
+  "workflow_task_attempt_mismatch"
+])
+const FINAL_QUERY_REASONS = new Set(["lease_expired", "query_task_not_found", "query_task_not_leased", "query_task_timed_out"])
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const hex = (bytes: number) => randomBytes(bytes).toString("hex")
+
+/**
+ * The six metric series (reference §2.11), as Effect `Metric`s: `clientRequests` /
+ * `clientRequestDuration` (tags `method`, `route`, `plane`, `status_code`, `outcome`), `workerPolls` /
+ * `workerPollDuration` and `workerTasks` / `workerTaskDuration` (tags `task_kind`, `task_queue`,
+ * `outcome`). Read them with `Metric.value(Metric.tagged(...))` or any Effect metrics exporter.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const metrics = {
+  clientRequests: Metrics.clientRequests,
+  clientRequestDuration: Metrics.clientRequestDuration,
+  workerPolls: Metrics.workerPolls,
+  workerPollDuration: Metrics.workerPollDuration,
+  workerTasks: Metrics.workerTasks,
+  workerTaskDuration: Metrics.workerTaskDuration
+} as const
+
+/**
+ * A default worker id for this transport: `ts-worker-<8 hex>`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultWorkerId = (): string => `ts-worker-${hex(4)}`
+
+/** Whether a workflow-task completion error is worth retrying (5xx, 429, no answer). @internal */
+export const isRetryableCompletionError = (error: DurableWorkflowError): boolean => Client.isTransient(error)
+
+/**
+ * Whether a workflow-task completion error is *definite* (the server refused the commands: report a
+ * task failure) rather than ambiguous (the commands may have been recorded: log only). @internal
+ */
+export const isDefiniteCompletionError = (error: DurableWorkflowError): boolean => {
+  if (error._tag === "DurableWorkflowRequestError") return false
+  if (error._tag === "DurableWorkflowServerError") {
+    return error.status < 500 && error.status !== 429 && !AMBIGUOUS_REASONS.has(error.reason ?? "")
+  }
+  return true
+}
+
+/** JSON-safe copy of a decoded value (bigint → number or string, bytes → base64). */
+const toJson = (value: unknown): unknown => {
+  if (typeof value === "bigint") return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString()
+  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64")
+  if (Array.isArray(value)) return value.map(toJson)
+  if (isRecord(value)) {
+    if (typeof (value as { valueOf?: unknown }).valueOf === "function" && typeof value.valueOf() === "number") return value.valueOf()
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJson(v)]))
+  }
+  return value
+}
+
+interface Resolved {
+  readonly settings: Client.ClientSettings
+  readonly taskQueue: string
+  readonly heartbeatInterval: Duration.Duration
+  readonly interceptors: ReadonlyArray<WorkerInterceptor>
+  readonly externalStorage: External.ExternalStorageDriver | undefined
+  readonly threshold: number | undefined
+  readonly sdkVersion: string
+}
+
+const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> => {
+  const baseUrl = Client.normalizeBaseUrl(options.baseUrl)
+  if (typeof baseUrl !== "string") return Either.left(baseUrl)
+  if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
+    return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
+  }
+  const heartbeat = Duration.decodeUnknown(options.heartbeatInterval ?? "60 seconds")
+  if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0) {
+    return Either.left(new DurableWorkflowConfigError({ message: "heartbeat_interval must be positive" }))
+  }
+  const timeout = Duration.decodeUnknown(options.requestTimeout ?? "60 seconds")
+  if (Option.isNone(timeout)) return Either.left(new DurableWorkflowConfigError({ message: "requestTimeout must be a duration" }))
+  const threshold = options.externalStorageThresholdBytes
+  if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {
+    return Either.left(new DurableWorkflowConfigError({ message: "external_storage_threshold_bytes must be at least 1" }))
+  }
+  return Either.right({
+    settings: {
+      baseUrl,
+      token: options.token,
+      workerToken: options.workerToken,
+      controlToken: options.controlToken,
+      namespace: options.namespace ?? "default",
+      protocolVersion: options.protocolVersion ?? Compat.WORKER_PROTOCOL_VERSION,
+      controlPlaneVersion: options.controlPlaneVersion ?? "2",
+      timeout: timeout.value
+    },
+    taskQueue: options.taskQueue,
+    heartbeatInterval: heartbeat.value,
+    interceptors: options.interceptors ?? [],
+    externalStorage: options.externalStorage,
+    threshold,
+    sdkVersion: options.sdkVersion ?? SDK_VERSION
+  })
+}
+
+const transportError = (operation: string) => (error: DurableWorkflowError) =>
+  new TransportError({ transport: NAME, operation, message: error.message, cause: error })
+
+/**
+ * Builds the transport on an `HttpClient`. Fails on invalid options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: DurableWorkflowOptions
+): Effect.Effect<Transport["Type"], DurableWorkflowConfigError, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const resolved = yield* resolve(options)
+    const client = yield* Client.make(resolved.settings)
+    const cache = new External.PayloadCache()
+    const name = `${NAME} ${resolved.settings.baseUrl} namespace ${resolved.settings.namespace} queue ${resolved.taskQueue}`
+
+    const register = (description: WorkerDescription) =>
+      Effect.gen(function*() {
+        const workerId = description.workerId
+        const taskQueue = resolved.taskQueue
+        const info = yield* client.request({ method: "GET", path: "/cluster/info", plane: "discovery" }).pipe(
+          Effect.mapError((error) =>
+            new RegistrationError({
+              transport: NAME,
+              message: `Server compatibility error: unable to read /api/cluster/info: ${error.message}`,
+              cause: error
+            })
+          )
+        )
+        const server = Compat.check(info, resolved.settings.protocolVersion)
+        if ("problem" in server) {
+          return yield* new RegistrationError({
+            transport: NAME,
+            message: server.problem,
+            cause: new ServerCompatibilityError({ message: server.problem })
+          })
+        }
+        const clock = yield* Effect.clock
+        const sample = makeSampler(() => clock.unsafeCurrentTimeMillis())
+        const timing = Compat.pollTiming(Duration.toSeconds(description.pollTimeout), server.longPollTimeout)
+        let workflowPollOutstanding = false
+        const taskSlots = (status: WorkerStatus) => {
+          const slots = status.slots
+          if (slots === undefined) return undefined
+          return {
+            workflow_available: Math.max(0, slots.workflow.limit - slots.workflow.running - (workflowPollOutstanding ? 1 : 0)),
+            activity_available: Math.max(0, slots.step.limit - slots.step.running)
+          }
+        }
+        const initial = yield* description.status
+        const fingerprints = Object.fromEntries(
+          description.workflows.flatMap((type) => {
+            const fingerprint = registeredFingerprint(type)
+            return fingerprint === undefined ? [] : [[type, fingerprint]]
+          })
+        )
+        const slots = taskSlots(initial)
+        const registerBody = {
+          worker_id: workerId,
+          task_queue: taskQueue,
+          runtime: "typescript",
+          sdk_version: resolved.sdkVersion,
+          supported_workflow_types: description.workflows,
+          supported_activity_types: description.steps,
+          workflow_definition_fingerprints: fingerprints,
+          ...(server.queryTasks ? { capabilities: ["query_tasks"] } : {}),
+          ...(description.buildId === undefined ? {} : { build_id: description.buildId }),
+          max_concurrent_workflow_tasks: initial.slots?.workflow.limit ?? 10,
+          max_concurrent_activity_tasks: initial.slots?.step.limit ?? initial.concurrency.limit,
+          ...(slots === undefined ? {} : { task_slots: slots }),
+          process_metrics: sample()
+        }
+        const ack = yield* client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" }).pipe(
+          Effect.mapError((error) => new RegistrationError({ transport: NAME, message: `registration failed: ${error.message}`, cause: error }))
+        )
+        const advertised = isRecord(ack) ? ack["heartbeat_interval_seconds"] : undefined
+        const heartbeatInterval = typeof advertised === "number" && Number.isInteger(advertised) && advertised > 0
+          ? Duration.seconds(advertised)
+          : resolved.heartbeatInterval
+
+        const encode = (value: unknown) => External.encodeOutbound(value, resolved.externalStorage, resolved.threshold)
+        const resolvePayload = (payload: unknown) => External.resolveInbound(payload, resolved.externalStorage, cache)
+        const recordTask = (kind: TaskKind, outcome: string, seconds: number) =>
+          Metrics.record(Metrics.workerTasks, Metrics.workerTaskDuration, { task_kind: kind, task_queue: taskQueue, outcome }, seconds)
+
+        const post = (path: string, body: unknown) => client.request({ method: "POST", path, body, plane: "worker" })
+
+        const completeWorkflow = (taskId: string, attempt: unknown, commands: ReadonlyArray<Command>) =>
+          Effect.gen(function*() {
+            const body = { lease_owner: workerId, workflow_task_attempt: attempt, commands }
+            let last: DurableWorkflowError | undefined
+            for (let i = 0; i <= COMPLETION_DELAYS.length; i++) {
+              const sent = yield* Effect.either(
+                client.requestOnce({ method: "POST", path: `/worker/workflow-tasks/${taskId}/complete`, body, plane: "worker" })
+              )
+              if (Either.isRight(sent)) return "completed" as const
+              last = sent.left
+              if (!isRetryableCompletionError(last) || i === COMPLETION_DELAYS.length) break
+              yield* Effect.sleep(COMPLETION_DELAYS[i]!)
+            }
+            const error = last!
+            if (isDefiniteCompletionError(error)) {
+              yield* Effect.logError("workflow task completion was refused; reporting the task as failed", error)
+              yield* post(`/worker/workflow-tasks/${taskId}/fail`, {
+                lease_owner: workerId,
+                workflow_task_attempt: attempt,
+                failure: {
+                  message: `workflow task completion failed after commands were produced: ${error.message}`,
+                  type: error._tag,
+                  stack_trace: error.stack ?? ""
+                }
+              }).pipe(Effect.catchAll((e) => Effect.logWarning("could not report the workflow task failure", e)))
+              return "failed" as const
+            }
+            yield* Effect.logWarning("workflow task completion outcome is unknown (the commands may be recorded)", error)
+            return "completed" as const
+          })
+
+        const opsFor = (kind: TaskKind, task: Record<string, unknown>): TaskOps => {
+          const taskId = String(task["task_id"] ?? task["query_task_id"] ?? "")
+          const attemptId = task["activity_attempt_id"] ?? task["attempt_id"]
+          const workflowAttempt = task["workflow_task_attempt"] ?? 1
+          const queryAttempt = task["query_task_attempt"] ?? 1
+          const unsupported = (what: string) => Effect.die(new Error(`${what} is not available on a ${kind} task`))
+          return {
+            workerId,
+            taskQueue,
+            encode,
+            resolve: resolvePayload,
+            remainingHistory: Effect.gen(function*() {
+              const events: Array<unknown> = []
+              let token = task["next_history_page_token"]
+              while (typeof token === "string" && token !== "") {
+                const page = yield* Effect.either(post(`/worker/workflow-tasks/${taskId}/history`, {
+                  next_history_page_token: token,
+                  lease_owner: workerId,
+                  workflow_task_attempt: workflowAttempt
+                }))
+                if (Either.isLeft(page)) {
+                  yield* Effect.logWarning("could not fetch a history page; replaying the partial history", page.left)
+                  break
+                }
+                const body = isRecord(page.right) ? page.right : {}
+                if (Array.isArray(body["history_events"])) events.push(...body["history_events"])
+                token = body["next_history_page_token"]
+              }
+              return events
+            }),
+            completeWorkflow: kind === "workflow" ? (commands) => completeWorkflow(taskId, workflowAttempt, commands) : () => unsupported("completeWorkflow"),
+            failWorkflow: (failure: FailureBody) =>
+              post(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure }),
+            completeActivity: (result) =>
+              post(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }),
+            failActivity: (failure) =>
+              post(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure }),
+            heartbeatActivity: (details) =>
+              Effect.map(
+                post(`/worker/activity-tasks/${taskId}/heartbeat`, {
+                  activity_attempt_id: attemptId,
+                  lease_owner: workerId,
+                  ...(details === undefined ? {} : { details })
+                }),
+                (ack) => ({ cancelRequested: isRecord(ack) && Boolean(ack["cancel_requested"]) })
+              ),
+            completeQuery: (result, envelope) =>
+              post(`/worker/query-tasks/${taskId}/complete`, {
+                lease_owner: workerId,
+                query_task_attempt: queryAttempt,
+                result: toJson(result),
+                result_envelope: envelope
+              }),
+            failQuery: (failure) =>
+              post(`/worker/query-tasks/${taskId}/fail`, {
+                lease_owner: workerId,
+                query_task_attempt: queryAttempt,
+                failure: { reason: "query_rejected", ...failure }
+              }),
+            isFinalQueryRejection: (error) =>
+              error instanceof DurableWorkflowServerError && (error.status === 404 || error.status === 409) &&
+              FINAL_QUERY_REASONS.has(error.reason ?? ""),
+            interceptors: resolved.interceptors,
+            recordTask
+          }
+        }
+
+        const delivery = (kind: TaskKind, task: Record<string, unknown>): Delivery<DurableWorkflowReply> => ({
+          id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? "?")}`,
+          payload: { kind, task, ops: opsFor(kind, task) },
+          protocol: durableWorkflowProtocol,
+          keepAlive: Option.none(),
+          onCancel: () => () => {},
+          // the protocol reports every outcome itself (its completion has its own bounded retry)
+          complete: () => Effect.void,
+          reject: () => Effect.void,
+          // an interrupted task is left to its lease (and to the lease recovery of the deregistration)
+          abandon: Effect.void
+        })
+
+        const pollPaths: Record<TaskKind, { path: string; prefix: string }> = {
+          workflow: { path: "/worker/workflow-tasks/poll", prefix: "wf-poll" },
+          activity: { path: "/worker/activity-tasks/poll", prefix: "activity-poll" },
+          query: { path: "/worker/query-tasks/poll", prefix: "query-poll" }
+        }
+
+        /** One long poll: retried once with the same `poll_request_id` after a timeout, then empty. */
+        const pollTask = (kind: TaskKind) =>
+          Effect.gen(function*() {
+            const { path, prefix } = pollPaths[kind]
+            const body = {
+              worker_id: workerId,
+              task_queue: taskQueue,
+              poll_request_id: `${prefix}-${hex(16)}`,
+              timeout_seconds: timing.timeoutSeconds,
+              ...(description.buildId === undefined ? {} : { build_id: description.buildId })
+            }
+            const isTimeout = (e: DurableWorkflowError) => e._tag === "DurableWorkflowRequestError" && e.timeout
+            // the transport retry (5xx, 429, connection errors) keeps the body; a timeout is retried once below
+            const once = client.requestOnce({ method: "POST", path, body, plane: "worker", timeout: Duration.seconds(timing.httpTimeout) }).pipe(
+              Effect.retry({ schedule: Client.transportRetry, while: (e) => Client.isTransient(e) && !isTimeout(e) })
+            )
+            const answer = yield* once.pipe(
+              Effect.catchIf(isTimeout, () => once),
+              Effect.catchIf(isTimeout, () => Effect.succeed({ task: null, poll_status: "timeout" }))
+            )
+            const task = isRecord(answer) && isRecord(answer["task"]) ? answer["task"] : undefined
+            return task
+          })
+
+        const poller = (kind: TaskKind): Poller => ({
+          name: `${kind} tasks of ${taskQueue}`,
+          pool: kind === "workflow" ? "workflow" : kind === "activity" ? "step" : "query",
+          poll: () =>
+            Effect.gen(function*() {
+              const started = yield* Clock.currentTimeMillis
+              if (kind === "workflow") workflowPollOutstanding = true
+              const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
+                Effect.ensuring(Effect.sync(() => {
+                  if (kind === "workflow") workflowPollOutstanding = false
+                }))
+              )
+              const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
+              const outcome = Either.isLeft(polled) ? "error" : polled.right === undefined ? "empty" : "task"
+              yield* Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: kind, task_queue: taskQueue, outcome }, seconds)
+              if (Either.isLeft(polled)) return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
+              const taskKind = polled.right?.["task_kind"]
+              if (kind === "workflow" && taskKind !== undefined && taskKind !== null && taskKind !== "workflow") {
+                return yield* new TransportError({
+                  transport: NAME,
+                  operation: "poll workflow tasks",
+                  message: "multiplexed workflow poll returned a task without a supported task.task_kind discriminator",
+                  fatal: true
+                })
+              }
+              return polled.right === undefined ? [] : [delivery(kind, polled.right)]
+            })
+        })
+
+        const heartbeatBody = (status: WorkerStatus) => {
+          const slots = taskSlots(status)
+          return { worker_id: workerId, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() }
+        }
+
+        const deregister = Effect.gen(function*() {
+          const answer = yield* Effect.either(client.request({
+            method: "DELETE",
+            path: `/worker/registrations/${encodeURIComponent(workerId)}`,
+            plane: "worker",
+            context: workerId
+          }))
+          if (Either.isLeft(answer)) {
+            const error = answer.left
+            if (error._tag === "DurableWorkflowServerError" && error.status === 404 && error.reason === "worker_not_found") {
+              yield* Effect.logInfo(`worker ${workerId} was already deregistered`)
+              return
+            }
+            return yield* new DeregistrationError({ transport: NAME, message: `deregistration of worker ${workerId} failed: ${error.message}`, cause: error })
+          }
+          if (!isRecord(answer.right)) {
+            const error = new DurableWorkflowServerError({
+              status: 200,
+              reason: "invalid_worker_deregistration_response",
+              body: answer.right,
+              message: "HTTP 200 invalid_worker_deregistration_response: the deregistration answer is not an object"
+            })
+            return yield* new DeregistrationError({ transport: NAME, message: error.message, cause: error })
+          }
+        })
+
+        const registration: Registration = {
+          pollers: [poller("workflow"), poller("activity"), ...(server.queryTasks ? [poller("query")] : [])],
+          heartbeat: Option.some({
+            interval: heartbeatInterval,
+            beat: (status: WorkerStatus) =>
+              Effect.asVoid(
+                post("/worker/heartbeat", heartbeatBody(status)).pipe(Effect.mapError(transportError("heartbeat")))
+              )
+          }),
+          deregister
+        }
+        return registration
+      })
+
+    return { name, defaultWorkerId: defaultWorkerId(), register }
+  })
+
+const clientService = (options: DurableWorkflowOptions) =>
+  Effect.gen(function*() {
+    const resolved = yield* resolve(options)
+    const client = yield* Client.make(resolved.settings)
+    return { request: client.request }
+  })
+
+/**
+ * The transport and its {@link DurableWorkflowClient}, on the `HttpClient` of the environment.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWithoutHttpClient = (
+  options: DurableWorkflowOptions
+): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError, HttpClient.HttpClient> =>
+  Layer.merge(Layer.effect(Transport, make(options)), Layer.effect(DurableWorkflowClient, clientService(options)))
+
+/**
+ * The transport and its {@link DurableWorkflowClient} over Node's HTTP client (undici).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: DurableWorkflowOptions): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError> =>
+  layerWithoutHttpClient(options).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+/**
+ * Like {@link layer}, with the server URL, namespace and token from `DURABLE_WORKFLOW_SERVER_URL`,
+ * `DURABLE_WORKFLOW_NAMESPACE` (default `default`) and `DURABLE_WORKFLOW_AUTH_TOKEN` (optional)
+ * unless given in `options`; `DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION` and
+ * `DURABLE_WORKFLOW_CONTROL_PLANE_VERSION` override the version headers.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: Omit<DurableWorkflowOptions, "baseUrl"> & { readonly baseUrl?: string }
+): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError | ConfigError.ConfigError> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const baseUrl = options.baseUrl ?? (yield* Config.string("DURABLE_WORKFLOW_SERVER_URL"))
+      const namespace = options.namespace ?? (yield* Config.string("DURABLE_WORKFLOW_NAMESPACE").pipe(Config.withDefault("default")))
+      const token = options.token ?? Option.getOrUndefined(yield* Config.option(Config.string("DURABLE_WORKFLOW_AUTH_TOKEN")))
+      const protocolVersion = options.protocolVersion ??
+        (yield* Config.string("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION").pipe(Config.withDefault(Compat.WORKER_PROTOCOL_VERSION)))
+      const controlPlaneVersion = options.controlPlaneVersion ??
+        (yield* Config.string("DURABLE_WORKFLOW_CONTROL_PLANE_VERSION").pipe(Config.withDefault("2")))
+      return layer({ ...options, baseUrl, namespace, token, protocolVersion, controlPlaneVersion })
+    })
+  )
+
+/**
+ * The statuses a workflow run ends in.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const terminalStatuses: ReadonlySet<string> = new Set(["completed", "failed", "terminated", "canceled", "cancelled"])
+
+/**
+ * Describes a workflow once (control plane `GET /api/workflows/{id}`); a 404 is
+ * `DurableWorkflowNotFound`.
+ *
+ * @since 0.1.0
+ * @category control-plane
+ */
+export const describeWorkflow = (
+  workflowId: string
+): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
+  Effect.flatMap(DurableWorkflowClient, (client) =>
+    Effect.map(
+      client.request({ method: "GET", path: `/workflows/${encodeURIComponent(workflowId)}`, plane: "control", context: `workflow ${workflowId}` }),
+      (body) => (isRecord(body) ? body : {})
+    ))
+
+/**
+ * Whether a workflow description is in a terminal state.
+ *
+ * @since 0.1.0
+ * @category control-plane
+ */
+export const isTerminal = (description: Record<string, unknown>): boolean =>
+  terminalStatuses.has(String(description["status"] ?? "").toLowerCase())
+
+/**
+ * Polls the control plane (`GET /api/workflows/{id}`) every `pollInterval` (default 0.5 s) until the
+ * workflow is in a terminal state, and returns its description — the `until` of
+ * `worker.runUntil(DurableWorkflowTransport.workflowTerminal(id), { timeout })`. Needs a control
+ * (or shared) token.
+ *
+ * @since 0.1.0
+ * @category run-until
+ */
+export const workflowTerminal = (
+  workflowId: string,
+  options: { readonly pollInterval?: Duration.DurationInput } = {}
+): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
+  Effect.gen(function*() {
+    const client = yield* DurableWorkflowClient
+    const describeOnce = Effect.provideService(describeWorkflow(workflowId), DurableWorkflowClient, client)
+    const interval = options.pollInterval ?? "500 millis"
+    const loop: Effect.Effect<Record<string, unknown>, DurableWorkflowError> = Effect.flatMap(describeOnce, (description) =>
+      isTerminal(description)
+        ? Effect.succeed(description)
+        : Effect.zipRight(Effect.sleep(interval), Effect.suspend(() => loop)))
+    return yield* loop
+  })
+
+/**
+ * The control-plane "retire worker" (`DELETE /api/workers/{id}`, role admin): an operator action,
+ * never sent by a worker's own shutdown (which uses the worker-plane deregistration).
+ *
+ * @since 0.1.0
+ * @category control-plane
+ */
+export const deregisterWorker = (
+  workerId: string
+): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
+  Effect.gen(function*() {
+    const client = yield* DurableWorkflowClient
+    const body = yield* client.request({ method: "DELETE", path: `/workers/${encodeURIComponent(workerId)}`, plane: "control", context: workerId })
+    if (!isRecord(body)) {
+      return yield* new DurableWorkflowServerError({
+        status: 200,
+        reason: "invalid_worker_response",
+        body,
+        message: "HTTP 200 invalid_worker_response: the answer is not an object"
+      })
+    }
+    return body
+  })
+
+/**
+ * Worker options in the Durable Workflow SDK's terms, validated with its messages and mapped to
+ * the runtime's {@link WorkerOptions}: `maxConcurrentWorkflowTasks` / `maxConcurrentActivityTasks`
+ * (default 10 each), `buildId`, `workerId`, `pollTimeout` (35 s), `shutdownTimeout` (30 s).
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export const workerOptions = (options: {
+  readonly workerId?: string
+  readonly buildId?: string
+  readonly maxConcurrentWorkflowTasks?: number
+  readonly maxConcurrentActivityTasks?: number
+  readonly pollTimeout?: Duration.DurationInput
+  readonly shutdownTimeout?: Duration.DurationInput
+}): Either.Either<WorkerOptions, WorkerOptionsError> => {
+  if (options.buildId !== undefined && (typeof options.buildId !== "string" || options.buildId.trim() === "")) {
+    return Either.left(new WorkerOptionsError({ option: "buildId", message: "build_id must be a non-empty string when provided" }))
+  }
+  for (const [field, value] of [
+    ["max_concurrent_workflow_tasks", options.maxConcurrentWorkflowTasks],
+    ["max_concurrent_activity_tasks", options.maxConcurrentActivityTasks]
+  ] as const) {
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      return Either.left(new WorkerOptionsError({ option: field, message: `${field} must be at least 1` }))
+    }
+  }
+  return Either.right({
+    ...(options.workerId === undefined ? {} : { workerId: options.workerId }),
+    ...(options.buildId === undefined ? {} : { buildId: options.buildId }),
+    workflowConcurrency: options.maxConcurrentWorkflowTasks ?? 10,
+    concurrency: options.maxConcurrentActivityTasks ?? 10,
+    pollTimeout: options.pollTimeout ?? "35 seconds",
+    shutdownTimeout: options.shutdownTimeout ?? "30 seconds"
+  })
+}

@@ -1,0 +1,112 @@
+/** Reads and checks `/api/cluster/info` (reference §2.3). @internal */
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const prefix = "Server compatibility error: "
+
+/** The worker protocol this worker speaks. @internal */
+export const WORKER_PROTOCOL_VERSION = "1.1"
+
+const parseVersion = (value: string): [number, number] | undefined => {
+  const match = /^(\d+)\.(\d+)$/.exec(value.trim())
+  return match === null ? undefined : [Number(match[1]), Number(match[2])]
+}
+
+/** Same major, minor ≥ ours; unparsable → exact equality. @internal */
+export const protocolCompatible = (server: string, ours: string = WORKER_PROTOCOL_VERSION): boolean => {
+  const [s, o] = [parseVersion(server), parseVersion(ours)]
+  if (s === undefined || o === undefined) return server === ours
+  return s[0] === o[0] && s[1] >= o[1]
+}
+
+const intVersion = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isInteger(value) ? value : typeof value === "string" && /^\d+$/.test(value) ? Number(value) : undefined
+
+const includesAll = (value: unknown, required: ReadonlyArray<string>): boolean =>
+  Array.isArray(value) && required.every((item) => value.includes(item))
+
+const authCompositionProblem = (contract: unknown): string | undefined => {
+  if (!isRecord(contract)) return "missing auth_composition_contract manifest"
+  if (contract["schema"] !== "durable-workflow.v2.auth-composition.contract" || intVersion(contract["version"]) !== 1) {
+    return `unsupported auth_composition_contract ${JSON.stringify(contract["schema"])} version ${JSON.stringify(contract["version"])}`
+  }
+  if (!Array.isArray(contract["precedence"])) return "auth_composition_contract is missing precedence"
+  const env = contract["canonical_environment"]
+  const expectedEnv: Record<string, string> = {
+    server_url: "DURABLE_WORKFLOW_SERVER_URL",
+    namespace: "DURABLE_WORKFLOW_NAMESPACE",
+    auth_token: "DURABLE_WORKFLOW_AUTH_TOKEN",
+    tls_verify: "DURABLE_WORKFLOW_TLS_VERIFY",
+    profile: "DW_ENV"
+  }
+  if (!isRecord(env) || Object.entries(expectedEnv).some(([k, v]) => env[k] !== v)) {
+    return "auth_composition_contract.canonical_environment does not name the expected variables"
+  }
+  const material = contract["auth_material"]
+  const token = isRecord(material) ? material["token"] : undefined
+  if (!isRecord(material) || !isRecord(token) || token["status"] !== "supported" || token["redacted"] !== true) {
+    return "auth_composition_contract.auth_material.token must be supported and redacted"
+  }
+  for (const reserved of ["mtls", "signed_headers"]) {
+    const entry = material[reserved]
+    if (!isRecord(entry) || entry["status"] !== "reserved") return `auth_composition_contract.auth_material.${reserved} must be reserved`
+  }
+  const effective = contract["effective_config"]
+  if (!isRecord(effective) || !includesAll(effective["required_fields"], ["server_url", "namespace", "profile", "auth", "tls", "identity"])) {
+    return "auth_composition_contract.effective_config.required_fields is incomplete"
+  }
+  const redaction = contract["redaction"]
+  if (!isRecord(redaction) || !includesAll(redaction["never_echo"], ["bearer_tokens", "private_keys", "raw_authorization_headers"])) {
+    return "auth_composition_contract.redaction.never_echo is incomplete"
+  }
+  return undefined
+}
+
+/** What registration learns from a compatible server. @internal */
+export interface ServerInfo {
+  readonly queryTasks: boolean
+  /** `server_capabilities.long_poll_timeout`, seconds. */
+  readonly longPollTimeout: number | undefined
+  readonly protocolVersion: string
+}
+
+/** Checks the document; returns the message of the first problem (starting `Server compatibility error: `). @internal */
+export const check = (info: unknown, ours: string = WORKER_PROTOCOL_VERSION): ServerInfo | { readonly problem: string } => {
+  const fail = (problem: string) => ({ problem: prefix + problem })
+  if (!isRecord(info)) return fail("/api/cluster/info did not return an object (invalid_cluster_info)")
+  const control = info["control_plane"]
+  if (!isRecord(control)) return fail("missing control_plane manifest")
+  if (String(control["version"]) !== "2") return fail(`unsupported control_plane.version ${JSON.stringify(control["version"])}; this worker requires '2'`)
+  const request = control["request_contract"]
+  if (!isRecord(request)) return fail("missing control_plane.request_contract")
+  if (request["schema"] !== "durable-workflow.v2.control-plane-request.contract" || intVersion(request["version"]) !== 1) {
+    return fail(
+      `unsupported control_plane.request_contract ${JSON.stringify(request["schema"])} version ${JSON.stringify(request["version"])}`
+    )
+  }
+  const protocol = info["worker_protocol"]
+  if (!isRecord(protocol)) return fail("missing worker_protocol manifest")
+  const version = String(protocol["version"] ?? "")
+  if (!protocolCompatible(version, ours)) {
+    return fail(`incompatible worker_protocol.version '${version}'; this worker requires major-equal and minor>='${ours}'`)
+  }
+  const auth = authCompositionProblem(info["auth_composition_contract"])
+  if (auth !== undefined) return fail(auth)
+  const capabilities = isRecord(protocol["server_capabilities"]) ? protocol["server_capabilities"] : {}
+  const raw = capabilities["long_poll_timeout"]
+  const longPoll = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" && !Number.isNaN(Number(raw)) ? Number(raw) : undefined
+  return {
+    queryTasks: capabilities["query_tasks"] === true,
+    longPollTimeout: longPoll !== undefined && longPoll > 0 ? longPoll : undefined,
+    protocolVersion: version
+  }
+}
+
+/** Poll timing (reference §1.7): the body's `timeout_seconds` and the HTTP timeout, seconds. @internal */
+export const pollTiming = (pollTimeoutSeconds: number, longPollTimeout: number | undefined) => {
+  const t = longPollTimeout === undefined ? pollTimeoutSeconds : Math.max(pollTimeoutSeconds, longPollTimeout + 5)
+  const timeoutSeconds = t >= 1 ? Math.min(Math.ceil(t), 60) : 0
+  const httpTimeout = timeoutSeconds === 0 ? Math.max(t, 1) : Math.max(t, timeoutSeconds + 5)
+  return { t, timeoutSeconds, httpTimeout }
+}

@@ -1,0 +1,66 @@
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+
+const boundaries = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 16 })
+
+/** `durable_workflow_client_requests`: every HTTP call (its retries count as one). @internal */
+export const clientRequests = Metric.counter("durable_workflow_client_requests", {
+  description: "HTTP requests to the Durable Workflow server, by method, route, plane, status_code and outcome"
+})
+/** `durable_workflow_client_request_duration_seconds`. @internal */
+export const clientRequestDuration = Metric.histogram(
+  "durable_workflow_client_request_duration_seconds",
+  boundaries,
+  "Duration of HTTP requests to the Durable Workflow server, seconds"
+)
+/** `durable_workflow_worker_polls`: polls by task_kind, task_queue, outcome (task, empty, error). @internal */
+export const workerPolls = Metric.counter("durable_workflow_worker_polls", {
+  description: "Worker polls, by task_kind, task_queue and outcome"
+})
+/** `durable_workflow_worker_poll_duration_seconds`. @internal */
+export const workerPollDuration = Metric.histogram(
+  "durable_workflow_worker_poll_duration_seconds",
+  boundaries,
+  "Duration of worker polls, seconds"
+)
+/** `durable_workflow_worker_tasks`: tasks by task_kind, task_queue, outcome. @internal */
+export const workerTasks = Metric.counter("durable_workflow_worker_tasks", {
+  description: "Worker tasks, by task_kind, task_queue and outcome"
+})
+/** `durable_workflow_worker_task_duration_seconds`. @internal */
+export const workerTaskDuration = Metric.histogram(
+  "durable_workflow_worker_task_duration_seconds",
+  boundaries,
+  "Duration of worker tasks, seconds"
+)
+
+const tagged = <M extends Metric.Metric<any, any, any>>(metric: M, tags: Record<string, string>): M =>
+  Object.entries(tags).reduce((m, [k, v]) => Metric.tagged(m, k, v) as M, metric)
+
+/** Records one counter increment and one duration observation with the same tags. @internal */
+export const record = (
+  counter: Metric.Metric.Counter<number>,
+  histogram: Metric.Metric.Histogram<number>,
+  tags: Record<string, string>,
+  seconds: number
+): Effect.Effect<void> =>
+  Effect.zipRight(
+    Metric.increment(tagged(counter, tags)),
+    Metric.update(tagged(histogram, tags), seconds)
+  )
+
+/**
+ * The route of a path with ids replaced, as the Python client normalises it (the third segment of a
+ * `/worker/<kind>/<x>` path is always replaced, `poll` included). @internal
+ */
+export const routeForMetrics = (path: string): string => {
+  const parts = path.split("/")
+  // ["", "worker", "workflow-tasks", "<id>", ...]
+  if (parts[1] === "worker" && parts.length >= 4) {
+    if (parts[2] === "registrations") parts[3] = "{worker_id}"
+    else if (parts[2] === "workflow-tasks" || parts[2] === "activity-tasks" || parts[2] === "query-tasks") parts[3] = "{task_id}"
+  } else if (parts[1] === "workers" && parts.length >= 3) parts[2] = "{worker_id}"
+  else if (parts[1] === "workflows" && parts.length >= 3) parts[2] = "{workflow_id}"
+  return parts.join("/")
+}

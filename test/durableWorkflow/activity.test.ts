@@ -1,0 +1,133 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import { FatalError } from "../../src/core/FatalError.js"
+import { DurableWorkflow, greet, QUEUE, setup, startWorker, until } from "./support.js"
+
+describe("Durable Workflow activities", () => {
+  it.scoped("runs an activity with its decoded arguments and completes it with an Avro result", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { worker, running } = yield* startWorker(server, { steps: [greet] })
+      const { taskId } = server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.completedActivityTasks.length === 1)
+      const completion = server.completedActivityTasks[0]!
+      assert.strictEqual(completion.taskId, taskId)
+      assert.strictEqual(completion.leaseOwner, worker.id)
+      assert.deepStrictEqual(Either.getOrThrow(completion.decodedResult!), "hello Ada")
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(server.deregistrations.length, 1)
+    }))
+
+  it.scoped("reports a thrown error with its type, class, integer code and stack", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      class PaymentDeclined extends Error {
+        readonly code = 402
+      }
+      const charge = DurableWorkflow.activityFromPromise("payments.charge", async () => {
+        throw new PaymentDeclined("card declined")
+      })
+      yield* startWorker(server, { steps: [charge] })
+      server.enqueueActivityTask({ activityType: "payments.charge", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const failure = server.failedActivityTasks[0]!.failure
+      assert.strictEqual(failure["message"], "card declined")
+      assert.strictEqual(failure["type"], "PaymentDeclined")
+      assert.strictEqual(failure["class"], "effect-durable-worker.PaymentDeclined")
+      assert.strictEqual(failure["code"], 402)
+      assert.include(String(failure["stack_trace"]), "card declined")
+      assert.isUndefined(failure["non_retryable"])
+    }))
+
+  it.scoped("a FatalError is reported non-retryable", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const charge = DurableWorkflow.activity("payments.charge", () => Effect.fail(new FatalError("fraud", "fraud")))
+      yield* startWorker(server, { steps: [charge] })
+      server.enqueueActivityTask({ activityType: "payments.charge", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const failure = server.failedActivityTasks[0]!.failure
+      assert.strictEqual(failure["non_retryable"], true)
+      assert.strictEqual(failure["message"], "fraud")
+    }))
+
+  it.scoped("arguments with an unsupported codec fail non-retryably (decode_error)", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { steps: [greet] })
+      server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: QUEUE, payloadCodec: "json", input: ["x"] })
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const decode = server.failedActivityTasks[0]!.failure
+      assert.match(String(decode["message"]), /^cannot decode activity arguments with codec "json": unsupported_payload_codec/)
+      assert.strictEqual(decode["non_retryable"], true)
+    }))
+
+  it.scoped("no activity registered: retryable failure naming the type", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      // no steps at all: supported_activity_types is empty, so every activity type is routed here
+      yield* startWorker<never>(server, {})
+      server.enqueueActivityTask({ activityType: "missing.type", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const failure = server.failedActivityTasks[0]!.failure
+      assert.strictEqual(failure["message"], "no activity registered for 'missing.type'")
+      assert.isUndefined(failure["non_retryable"])
+    }))
+
+  it.scoped("heartbeat(details) is sent; a cancellation request raises ActivityCancelled, reported non-retryable", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const slow = DurableWorkflow.activity("slow.job", () =>
+        Effect.gen(function*() {
+          const ctx = yield* DurableWorkflow.ActivityContext
+          for (let i = 0; ; i++) {
+            yield* ctx.heartbeat({ step: i })
+            yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+          }
+        }))
+      yield* startWorker(server, { steps: [slow] })
+      const { taskId } = server.enqueueActivityTask({ activityType: "slow.job", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.activityHeartbeats.length >= 2)
+      assert.deepStrictEqual(server.activityHeartbeats[0]!.body["details"], { step: 0 })
+      server.requestActivityCancellation(taskId)
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const failure = server.failedActivityTasks[0]!.failure
+      assert.strictEqual(failure["message"], "activity cancelled")
+      assert.strictEqual(failure["type"], "ActivityCancelled")
+      assert.strictEqual(failure["non_retryable"], true)
+    }))
+
+  it.scoped("async activities read their context; the signal aborts on cancellation", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const seen: Array<unknown> = []
+      const job = DurableWorkflow.activityFromPromise("async.job", async (a: number, b: number) => {
+        const ctx = DurableWorkflow.activityContext()
+        seen.push(ctx.info.activityType, ctx.info.attemptNumber, ctx.info.taskQueue)
+        await ctx.heartbeatAsync({ a })
+        return a + b
+      })
+      yield* startWorker(server, { steps: [job] })
+      server.enqueueActivityTask({ activityType: "async.job", taskQueue: QUEUE, input: [2, 3] })
+      yield* until(server, () => server.completedActivityTasks.length === 1)
+      assert.deepStrictEqual(seen, ["async.job", 1, QUEUE])
+      assert.deepStrictEqual(Either.getOrThrow(server.completedActivityTasks[0]!.decodedResult!), 5)
+    }))
+})
+
+describe("Durable Workflow activity results", () => {
+  it.scoped("a result with no Avro representation fails the attempt non-retryably", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const bad = DurableWorkflow.activity("bad.result", () => Effect.succeed({ when: new Date(0) }))
+      yield* startWorker(server, { steps: [bad] })
+      server.enqueueActivityTask({ activityType: "bad.result", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.failedActivityTasks.length === 1)
+      const failure = server.failedActivityTasks[0]!.failure
+      assert.match(String(failure["message"]), /^activity result could not be encoded: unsupported_value_type/)
+      assert.strictEqual(failure["non_retryable"], true)
+    }))
+})

@@ -1,0 +1,211 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import { RegistrationError } from "../../src/transport/Transport.js"
+import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
+import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until, Worker } from "./support.js"
+
+const hello = DurableWorkflow.make("orders.hello", (ctx, name: string) => ctx.activity<string>("greeting.compose", [name]))
+
+const registered = (server: DurableWorkflowServer) => until(server, () => server.requestsTo("register").some((r) => r.status === 201))
+
+/** Runs a worker whose registration is expected to fail; returns the failure. */
+const failedRun = (server: DurableWorkflowServer) =>
+  Effect.gen(function*() {
+    const { running } = yield* startWorker(server, { steps: [greet] })
+    const exit = yield* Fiber.await(running)
+    assert.isTrue(Exit.isFailure(exit))
+    const error = Cause.squash((exit as Exit.Failure<void, unknown>).cause)
+    assert.instanceOf(error, RegistrationError)
+    assert.strictEqual(server.requestsTo("register").length, 0, "no register call")
+    assert.strictEqual(server.requestsTo("deregisterRegistration").length, 0, "no deregistration")
+    return error as RegistrationError
+  })
+
+describe("Durable Workflow registration", () => {
+  it.scoped("registers once after one discovery: queue, types, fingerprints, limits, capabilities, slots, metrics", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { worker } = yield* startWorker(server, { steps: [greet], durableWorkflows: [hello] })
+      yield* registered(server)
+      assert.deepStrictEqual(server.requests.slice(0, 2).map((r) => r.route), ["clusterInfo", "register"])
+      assert.strictEqual(server.requestsTo("clusterInfo").length, 1)
+      const body = server.requestsTo("register")[0]!.body as Record<string, any>
+      assert.strictEqual(body["worker_id"], worker.id)
+      assert.match(worker.id, /^ts-worker-[0-9a-f]{8}$/)
+      assert.strictEqual(body["task_queue"], QUEUE)
+      assert.strictEqual(body["runtime"], "typescript")
+      assert.deepStrictEqual(body["supported_workflow_types"], ["orders.hello"])
+      assert.deepStrictEqual(body["supported_activity_types"], ["greeting.compose"])
+      assert.match(body["workflow_definition_fingerprints"]["orders.hello"], /^sha256:[0-9a-f]{64}$/)
+      assert.deepStrictEqual(body["capabilities"], ["query_tasks"])
+      assert.strictEqual(body["max_concurrent_workflow_tasks"], 10)
+      assert.strictEqual(body["max_concurrent_activity_tasks"], 10)
+      assert.deepStrictEqual(body["task_slots"], { workflow_available: 10, activity_available: 10 })
+      assert.strictEqual(body["process_metrics"]["process_id"], process.pid)
+      assert.match(body["process_metrics"]["process_started_at"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+      assert.notProperty(body, "build_id")
+    }))
+
+  it.scoped("custom limits and build id are forwarded at registration and on every poll", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const options = Either.getOrThrow(DW.workerOptions({ maxConcurrentWorkflowTasks: 3, maxConcurrentActivityTasks: 7, buildId: "b1" }))
+      yield* startWorker(server, { steps: [greet], ...options })
+      yield* until(server, () =>
+        ["workflowTaskPoll", "activityTaskPoll", "queryTaskPoll"].every((route) => server.requestsTo(route as any).length > 0))
+      const body = server.requestsTo("register")[0]!.body as Record<string, any>
+      assert.strictEqual(body["max_concurrent_workflow_tasks"], 3)
+      assert.strictEqual(body["max_concurrent_activity_tasks"], 7)
+      assert.deepStrictEqual(body["task_slots"], { workflow_available: 3, activity_available: 7 })
+      assert.strictEqual(body["build_id"], "b1")
+      for (const route of ["workflowTaskPoll", "activityTaskPoll", "queryTaskPoll"] as const) {
+        assert.strictEqual((server.requestsTo(route)[0]!.body as any)["build_id"], "b1", route)
+      }
+    }))
+
+  it.scoped("an explicit worker id is kept", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { worker } = yield* startWorker(server, { steps: [greet], workerId: "worker-7" })
+      yield* registered(server)
+      assert.strictEqual(worker.id, "worker-7")
+      assert.strictEqual((server.requestsTo("register")[0]!.body as any)["worker_id"], "worker-7")
+    }))
+
+  it("options are validated with the SDK's messages", () => {
+    const error = (options: Parameters<typeof DW.workerOptions>[0]) => Either.getLeft(DW.workerOptions(options)).pipe((o) => o._tag === "Some" ? o.value.message : undefined)
+    assert.strictEqual(error({ buildId: "" }), "build_id must be a non-empty string when provided")
+    assert.strictEqual(error({ buildId: "   " }), "build_id must be a non-empty string when provided")
+    assert.strictEqual(error({ maxConcurrentWorkflowTasks: 0 }), "max_concurrent_workflow_tasks must be at least 1")
+    assert.strictEqual(error({ maxConcurrentActivityTasks: 0 }), "max_concurrent_activity_tasks must be at least 1")
+    const defaults = Either.getOrThrow(DW.workerOptions({}))
+    assert.deepStrictEqual(defaults, { workflowConcurrency: 10, concurrency: 10, pollTimeout: "35 seconds", shutdownTimeout: "30 seconds" })
+  })
+
+  it.effect("the transport rejects bad options before any I/O", () =>
+    Effect.gen(function*() {
+      const layer = DW.layer({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", heartbeatInterval: 0 })
+      const built = yield* Effect.either(Effect.scoped(Effect.asVoid(Effect.provide(Effect.void, layer))))
+      assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeat_interval must be positive")
+      const api = yield* Effect.either(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1/api", taskQueue: "q" })))
+      assert.match(Either.getLeft(api).pipe((o) => o._tag === "Some" ? o.value.message : ""), /not end in \/api/)
+    }))
+
+  it.scoped("the poll timeout stays above the server's long poll: long_poll_timeout 12 → 17 s", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ longPollTimeoutSeconds: 12 })
+      yield* startWorker(server, { steps: [greet], pollTimeout: 10 })
+      yield* until(server, () => server.requestsTo("activityTaskPoll").length > 0)
+      assert.strictEqual((server.requestsTo("activityTaskPoll")[0]!.body as any)["timeout_seconds"], 17)
+    }))
+
+  it.scoped("default poll timeout: 35 s in the body", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { steps: [greet] })
+      yield* until(server, () => server.requestsTo("workflowTaskPoll").length > 0)
+      const body = server.requestsTo("workflowTaskPoll")[0]!.body as any
+      assert.strictEqual(body["timeout_seconds"], 35)
+      assert.match(body["poll_request_id"], /^wf-poll-[0-9a-f]{32}$/)
+    }))
+
+  it.scoped("without the query_tasks capability: no capability advertised and no query polling", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ queryTasks: false })
+      yield* startWorker(server, { steps: [greet] })
+      yield* until(server, () => server.requestsTo("workflowTaskPoll").length > 0 && server.requestsTo("activityTaskPoll").length > 0)
+      assert.notProperty(server.requestsTo("register")[0]!.body as object, "capabilities")
+      assert.strictEqual(server.requestsTo("queryTaskPoll").length, 0)
+    }))
+
+  it.scoped("the top-level app version is ignored; the protocol manifests decide", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ clusterInfo: (d) => ({ ...d, version: "0.0.1-ancient" }) })
+      yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+    }))
+
+  it.scoped("a higher compatible minor (1.2) is accepted", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ protocolVersion: "1.2" })
+      yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+    }))
+
+  it.scoped("a newer feature floor the server lacks (worker_sessions) does not block protocol 1.1", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ serverCapabilities: { worker_sessions: false, update_validation_tasks: false } })
+      yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+    }))
+
+  const incompatible: ReadonlyArray<readonly [string, (d: Record<string, any>) => unknown, string]> = [
+    ["missing control_plane manifest", (d) => ({ ...d, control_plane: undefined }), "Server compatibility error: missing control_plane manifest"],
+    ["unsupported control_plane.version", (d) => ({ ...d, control_plane: { ...d.control_plane, version: "3" } }), "Server compatibility error: unsupported control_plane.version"],
+    ["missing request contract", (d) => ({ ...d, control_plane: { ...d.control_plane, request_contract: undefined } }), "Server compatibility error: missing control_plane.request_contract"],
+    ["missing worker_protocol manifest", (d) => ({ ...d, worker_protocol: undefined }), "Server compatibility error: missing worker_protocol manifest"],
+    ["major mismatch 2.0", (d) => ({ ...d, worker_protocol: { ...d.worker_protocol, version: "2.0" } }), "Server compatibility error: incompatible worker_protocol.version '2.0'"],
+    ["below the payload-codec floor 1.0", (d) => ({ ...d, worker_protocol: { ...d.worker_protocol, version: "1.0" } }), "minor>='1.1'"],
+    ["missing auth composition contract", (d) => ({ ...d, auth_composition_contract: undefined }), "Server compatibility error: missing auth_composition_contract manifest"],
+    ["unsupported auth composition contract", (d) => ({ ...d, auth_composition_contract: { ...d.auth_composition_contract, version: 2 } }), "Server compatibility error: unsupported auth_composition_contract"]
+  ]
+  for (const [label, edit, message] of incompatible) {
+    it.scoped(`refuses an incompatible server (${label}) before registering, and never deregisters`, () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup({ clusterInfo: edit })
+        const error = yield* failedRun(server)
+        assert.include(error.message, message)
+        assert.isTrue(error.message.startsWith("Server compatibility error: "))
+      }))
+  }
+
+  it.scoped("fails closed when /api/cluster/info cannot be read", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      server.failNext("clusterInfo", 401)
+      const error = yield* failedRun(server)
+      assert.match(error.message, /^Server compatibility error: unable to read \/api\/cluster\/info: /)
+    }))
+
+  it.scoped("a failed registration: run fails with it and a later stop sends no DELETE", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      server.failNext("register", 403)
+      const { worker, running } = yield* startWorker(server, { steps: [greet] })
+      const exit = yield* Fiber.await(running)
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Cause.squash((exit as Exit.Failure<void, unknown>).cause) as RegistrationError
+      assert.instanceOf(error, RegistrationError)
+      assert.include(error.message, "403")
+      yield* worker.stop
+      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 0)
+    }))
+
+  it.scoped("discovery with a worker token uses worker headers; with only a control token, control headers", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { steps: [greet] }, { token: undefined, workerToken: server.tokens.worker! })
+      yield* registered(server)
+      const discovery = server.requestsTo("clusterInfo")[0]!.headers
+      assert.strictEqual(discovery["authorization"], `Bearer ${server.tokens.worker}`)
+      assert.strictEqual(discovery["x-durable-workflow-protocol-version"], "1.1")
+      assert.isUndefined(discovery["x-durable-workflow-control-plane-version"])
+      server.clearRequests()
+      const w2 = yield* Effect.orDie(Worker.make({ steps: [greet] }))
+      const exit = yield* Effect.exit(
+        Effect.provide(w2.run, DW.layer({ baseUrl: server.url, controlToken: server.tokens.operator!, taskQueue: QUEUE }))
+      )
+      const control = server.requestsTo("clusterInfo")[0]!.headers
+      assert.strictEqual(control["authorization"], `Bearer ${server.tokens.operator}`)
+      assert.strictEqual(control["x-durable-workflow-control-plane-version"], "2")
+      assert.isUndefined(control["x-durable-workflow-protocol-version"])
+      // the worker plane refuses a control-only token before any I/O
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include((Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error).message, "control_token cannot authorize worker operations")
+      assert.strictEqual(server.requestsTo("register").length, 0)
+    }))
+})

@@ -1,0 +1,222 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as TestClock from "effect/TestClock"
+import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import { DurableWorkflow, DW, QUEUE, setup, startWorker, until } from "./support.js"
+
+const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
+const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
+
+const greeting = DurableWorkflow.make("orders.greet", (ctx, name: string) =>
+  Effect.map(ctx.activity<string>("greeting.compose", [name]), (greeting) => `${greeting}!`))
+
+describe("Durable Workflow workflow tasks", () => {
+  it.scoped("replays a task and completes it with its commands, fenced by lease owner and attempt", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { worker } = yield* startWorker(server, { durableWorkflows: [greeting] })
+      server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
+      const first = server.completedWorkflowTasks[0]!
+      assert.strictEqual(first.leaseOwner, worker.id)
+      assert.strictEqual(first.body["workflow_task_attempt"], 1)
+      assert.strictEqual(first.commands[0]!["type"], "schedule_activity")
+      server.enqueueWorkflowTask({
+        workflowType: "orders.greet",
+        taskQueue: QUEUE,
+        workflowId: "wf-2",
+        input: ["Ada"],
+        historyEvents: [
+          { event_type: "ActivityScheduled", payload: { activity_type: "greeting.compose" } },
+          { event_type: "ActivityCompleted", payload: { activity_type: "greeting.compose", result: blob("hello Ada") } }
+        ]
+      })
+      yield* until(server, () => server.completedWorkflowTasks.length === 2)
+      const done = server.completedWorkflowTasks[1]!.commands[0]!
+      assert.strictEqual(done["type"], "complete_workflow")
+      assert.deepStrictEqual(value(done["result"]), "hello Ada!")
+    }))
+
+  it.scoped("pages the rest of a long history before replaying", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ historyPageSize: 2 })
+      const many = DurableWorkflow.fromGenerator("orders.many", function*(ctx) {
+        const a: number = yield ctx.activity("a")
+        const b: number = yield ctx.activity("b")
+        const c: number = yield ctx.activity("c")
+        return a + b + c
+      })
+      yield* startWorker(server, { durableWorkflows: [many] })
+      server.enqueueWorkflowTask({
+        workflowType: "orders.many",
+        taskQueue: QUEUE,
+        historyEvents: [
+          { event_type: "WorkflowStarted", payload: {} },
+          { event_type: "ActivityCompleted", payload: { result: blob(1) } },
+          { event_type: "ActivityCompleted", payload: { result: blob(2) } },
+          { event_type: "ActivityCompleted", payload: { result: blob(3) } }
+        ]
+      })
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
+      assert.strictEqual(server.requestsTo("workflowTaskHistory").length, 1)
+      assert.deepStrictEqual(value(server.completedWorkflowTasks[0]!.commands[0]!["result"]), 6)
+    }))
+
+  it.scoped("task failures: unsupported codec, unknown type, replay failure — with the nested failure object", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ retryFailedWorkflowTasks: false })
+      yield* startWorker(server, { durableWorkflows: [greeting] })
+      server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, payloadCodec: null, input: ["x"] })
+      yield* until(server, () => server.failedWorkflowTasks.length === 1)
+      const codec = server.failedWorkflowTasks[0]!.failure
+      assert.match(String(codec["message"]), /^cannot decode workflow start input with codec null: unsupported_payload_codec/)
+      assert.strictEqual(codec["type"], "PayloadDecodeError")
+      server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["x"], historyEvents: [{ event_type: "TimerFired", payload: {} }] })
+      yield* until(server, () => server.failedWorkflowTasks.length === 2)
+      const replay = server.failedWorkflowTasks[1]!.failure
+      assert.match(String(replay["message"]), /^replay failed: non-deterministic replay at workflow sequence 1/)
+      assert.strictEqual(replay["type"], "NonDeterministicReplayError")
+      assert.isString(replay["stack_trace"])
+      assert.deepStrictEqual(Object.keys(server.requestsTo("workflowTaskFail")[0]!.body as object).sort(), ["failure", "lease_owner", "workflow_task_attempt"])
+    }))
+
+  it.scoped("an unknown workflow type fails the task naming the type", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ retryFailedWorkflowTasks: false })
+      // registered with no workflow types: every type is routed here
+      yield* startWorker<never>(server, {})
+      server.enqueueWorkflowTask({ workflowType: "nobody.knows", taskQueue: QUEUE, input: [] })
+      yield* until(server, () => server.failedWorkflowTasks.length === 1)
+      assert.deepStrictEqual(server.failedWorkflowTasks[0]!.failure, { message: "no workflow registered for type 'nobody.knows'" })
+    }))
+
+  it.scoped("a transient completion error (500) is retried after 50 ms with the same commands", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { durableWorkflows: [greeting] })
+      server.failNext("workflowTaskComplete", 500)
+      server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.requestsTo("workflowTaskComplete").length === 1 && server.requestsTo("workflowTaskComplete")[0]!.status === 500)
+      assert.strictEqual(server.completedWorkflowTasks.length, 0)
+      yield* TestClock.adjust("50 millis")
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
+      const [a, b] = server.requestsTo("workflowTaskComplete")
+      assert.deepStrictEqual(a!.body, b!.body)
+      assert.strictEqual(server.failedWorkflowTasks.length, 0)
+    }))
+
+  it.scoped("three failed completion attempts (50 ms, 200 ms apart) of an ambiguous error: logged only", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { durableWorkflows: [greeting] })
+      server.failNext("workflowTaskComplete", 503, undefined, 3)
+      server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.requestsTo("workflowTaskComplete").length === 1)
+      yield* TestClock.adjust("50 millis")
+      yield* until(server, () => server.requestsTo("workflowTaskComplete").length === 2)
+      yield* TestClock.adjust("199 millis")
+      assert.strictEqual(server.requestsTo("workflowTaskComplete").length, 2)
+      yield* TestClock.adjust("1 millis")
+      yield* until(server, () => server.requestsTo("workflowTaskComplete").length === 3 && server.requestsTo("workflowTaskComplete")[2]!.status === 503)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(server.requestsTo("workflowTaskComplete").length, 3)
+      assert.strictEqual(server.requestsTo("workflowTaskFail").length, 0)
+    }))
+
+  for (const [label, status, body] of [
+    ["a 422 validation failure", 422, { reason: "validation_failed", message: "bad command", errors: {} }],
+    ["a 409 with another reason", 409, { reason: "structural_limit_exceeded", message: "too many" }],
+    ["a 401 (typed)", 401, undefined]
+  ] as const) {
+    it.scoped(`a definite completion rejection (${label}) reports the task as failed`, () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup({ retryFailedWorkflowTasks: false })
+        yield* startWorker(server, { durableWorkflows: [greeting] })
+        server.failNext("workflowTaskComplete", status, body)
+        server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["Ada"] })
+        yield* until(server, () => server.failedWorkflowTasks.length === 1)
+        const failure = server.failedWorkflowTasks[0]!.failure
+        assert.match(String(failure["message"]), /^workflow task completion failed after commands were produced: /)
+        assert.strictEqual(server.requestsTo("workflowTaskComplete").length, 1, "definite errors are not retried")
+      }))
+  }
+
+  for (const reason of ["lease_expired", "lease_owner_mismatch", "task_not_leased", "workflow_task_attempt_mismatch", "run_closed"]) {
+    it.scoped(`an ambiguous completion rejection (409 ${reason}) keeps the commands: no failure report`, () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup()
+        yield* startWorker(server, { durableWorkflows: [greeting] })
+        server.failNext("workflowTaskComplete", 409, { reason })
+        server.enqueueWorkflowTask({ workflowType: "orders.greet", taskQueue: QUEUE, input: ["Ada"] })
+        yield* until(server, () => server.requestsTo("workflowTaskComplete").some((r) => r.status === 409))
+        yield* TestClock.adjust("1 second")
+        yield* until(server, () => server.heldPolls("workflowTaskPoll") === 1)
+        assert.strictEqual(server.requestsTo("workflowTaskFail").length, 0)
+        assert.strictEqual(server.requestsTo("workflowTaskComplete").length, 1)
+      }))
+  }
+
+  it("classifies completion errors as the SDK does", () => {
+    const server = (status: number, reason?: string) =>
+      new DW.DurableWorkflowServerError({ status, ...(reason === undefined ? {} : { reason }), body: {}, message: "x" })
+    const request = new DW.DurableWorkflowRequestError({ method: "POST", path: "/p", timeout: true, message: "t" })
+    assert.isTrue(DW.isDefiniteCompletionError(new DW.DurableWorkflowInvalidArgument({ message: "x" })))
+    assert.isTrue(DW.isDefiniteCompletionError(new DW.DurableWorkflowUnauthorized({ message: "x" })))
+    assert.isTrue(DW.isDefiniteCompletionError(new DW.DurableWorkflowNotFound({ message: "x", context: "workflow" })))
+    assert.isTrue(DW.isDefiniteCompletionError(server(400, "unsupported_protocol_version")))
+    assert.isTrue(DW.isDefiniteCompletionError(server(409, "something_else")))
+    for (const reason of ["lease_expired", "lease_owner_mismatch", "run_already_closed", "run_closed", "task_not_found", "task_not_leased", "workflow_task_attempt_mismatch"]) {
+      assert.isFalse(DW.isDefiniteCompletionError(server(409, reason)), reason)
+    }
+    assert.isFalse(DW.isDefiniteCompletionError(server(500)))
+    assert.isFalse(DW.isDefiniteCompletionError(server(429)))
+    assert.isFalse(DW.isDefiniteCompletionError(request))
+    assert.isTrue(DW.isRetryableCompletionError(server(502)))
+    assert.isTrue(DW.isRetryableCompletionError(server(429)))
+    assert.isTrue(DW.isRetryableCompletionError(request))
+    assert.isFalse(DW.isRetryableCompletionError(server(409, "lease_expired")))
+  })
+})
+
+describe("Durable Workflow polls", () => {
+  for (const [kind, route] of [["workflow", "workflowTaskPoll"], ["activity", "activityTaskPoll"], ["query", "queryTaskPoll"]] as const) {
+    it.scoped(`a timed-out ${kind} poll is retried once with the same poll_request_id, then counts as empty`, () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup({ maxPollHoldMs: 60_000 })
+        server.injectFault(route, { delayMs: 60_000, times: 2 })
+        yield* startWorker(server, { steps: [], durableWorkflows: [greeting] })
+        yield* until(server, () => server.requestsTo(route).length === 1)
+        yield* TestClock.adjust("40 seconds") // the HTTP timeout: 35 s + 5 s
+        yield* until(server, () => server.requestsTo(route).length === 2)
+        yield* TestClock.adjust("40 seconds")
+        yield* until(server, () => server.requestsTo(route).length === 3)
+        const [a, b, c] = server.requestsTo(route).map((r) => (r.body as any)["poll_request_id"])
+        assert.strictEqual(a, b)
+        assert.notStrictEqual(b, c)
+        assert.isTrue(server.requestsTo(route)[0]!.aborted)
+      }))
+  }
+})
+
+describe("Durable Workflow poll errors", () => {
+  it.scoped("a 503 poll is retried by the transport retry with the same body; a 412 is not fatal: the worker polls again", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      server.failNext("activityTaskPoll", 503)
+      yield* startWorker<never>(server, { steps: [] })
+      yield* until(server, () => server.requestsTo("activityTaskPoll").length === 1)
+      yield* TestClock.adjust("125 millis") // 100 ms backoff, +25 % jitter at most
+      yield* until(server, () => server.requestsTo("activityTaskPoll").length === 2)
+      const [a, b] = server.requestsTo("activityTaskPoll")
+      assert.deepStrictEqual(a!.body, b!.body)
+      server.failNext("workflowTaskPoll", 412)
+      const before = server.requestsTo("workflowTaskPoll").length
+      // the held poll ends (maxPollHoldMs), the next one gets the 412, and polling resumes after 1 s
+      yield* until(server, () => server.requestsTo("workflowTaskPoll").some((r) => r.status === 412))
+      yield* TestClock.adjust("1 second")
+      yield* until(server, () => server.requestsTo("workflowTaskPoll").length >= before + 2)
+      const last = server.requestsTo("workflowTaskPoll").at(-1)!
+      assert.notStrictEqual((last.body as any)["poll_request_id"], (server.requestsTo("workflowTaskPoll").find((r) => r.status === 412)!.body as any)["poll_request_id"])
+    }))
+})
