@@ -407,6 +407,13 @@ export interface RedisOptions {
   readonly stepBeatIntervalMs?: number
   readonly connectTimeoutMs?: number
   readonly stalledIntervalMs?: number
+  /**
+   * Further brokers of the engine's transport pool, by the pool id the engine stamps on tasks as
+   * `transport`; a task is answered on the broker its `transport` names.
+   */
+  readonly brokers?: BullMQTransport.BullMQOptions["brokers"]
+  /** The engine's pool id of the main broker. Default `"default"`. */
+  readonly brokerId?: string
 }
 
 /**
@@ -427,7 +434,9 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
       ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
       ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatInterval: options.stepBeatIntervalMs }),
       ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
-      ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs })
+      ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
+      ...(options.brokers === undefined ? {} : { brokers: options.brokers }),
+      ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId })
     })
   }
 }

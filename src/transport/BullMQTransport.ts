@@ -35,7 +35,7 @@ import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.j
 import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
-import { makeCancellations } from "./internal/cancellations.js"
+import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
   DeregistrationError,
@@ -69,6 +69,14 @@ export interface BullMQOptions {
   readonly lockDuration?: Duration.DurationInput
   /** When set, running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat` this often. */
   readonly stepBeatInterval?: Duration.DurationInput
+  /**
+   * Further brokers of the same engine pool, by the id the engine gave each pool transport (the id
+   * it stamps on every task as `transport`). The worker consumes from the main broker and from each
+   * of these, and answers a task on the broker its `transport` names (else on the one it came from).
+   */
+  readonly brokers?: Readonly<Record<string, BrokerTarget>>
+  /** The engine's pool id of the main broker. Default `"default"` (the id of a single transport). */
+  readonly brokerId?: string
   /** How long the first connection may take before `run` fails. Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput
   /**
@@ -78,11 +86,22 @@ export interface BullMQOptions {
   readonly stalledInterval?: Duration.DurationInput
 }
 
+/**
+ * Where a broker is: a `redis://` URL or ioredis options.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BrokerTarget {
+  readonly url?: string
+  readonly connection?: RedisOptions
+}
+
 const NAME = "bullmq"
 const RUN_BEAT_INTERVAL = Duration.seconds(5)
 const RESULT_BATCH = 512
 
-const describeTarget = (options: BullMQOptions) =>
+const describeTarget = (options: BrokerTarget) =>
   options.connection === undefined
     ? (options.url ?? "redis://127.0.0.1:6379").replace(/\/\/[^@/]*@/, "//***@")
     : `${options.connection.host ?? "127.0.0.1"}:${options.connection.port ?? 6379}`
@@ -108,7 +127,7 @@ const runTurnIdentity = (data: unknown) => {
   return typeof runId === "string" ? { runId, group: typeof group === "string" ? group : undefined } : undefined
 }
 
-const connect = (options: BullMQOptions, connectTimeout: Duration.Duration) =>
+const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
       const settings = { maxRetriesPerRequest: null, enableAutoPipelining: false, lazyConnect: true } as const
@@ -177,9 +196,8 @@ const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
   })
 
 /** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
-const subscribeCancellations = (client: Redis, channel: string) =>
+const subscribeCancellations = (client: Redis, channel: string, cancellations: Cancellations) =>
   Effect.gen(function*() {
-    const cancellations = makeCancellations()
     const subscriber = yield* duplicate(client)
     subscriber.on("message", (_channel: string, text: string) => {
       try {
@@ -194,7 +212,6 @@ const subscribeCancellations = (client: Redis, channel: string) =>
         new RegistrationError({ transport: NAME, message: `could not subscribe to ${channel}: ${messageOf(cause)}`, cause })
       )
     )
-    return cancellations
   })
 
 /**
@@ -222,28 +239,49 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         })
       }
       const runtime = yield* Effect.runtime<never>()
-      const client = yield* connect(options, connectTimeout)
-      const replyQueue = (queueName: string) =>
-        Effect.acquireRelease(
-          Effect.sync(() => new Queue(queueName, { connection: client })),
-          (queue) => Effect.promise(() => queue.close())
-        )
-      const publish = yield* makeReplyWriter<StepResult>(
-        yield* replyQueue(Naming.resultsQueue(prefix)),
-        Naming.JobName.result
-      )
-      const publishDecision = yield* makeReplyWriter<WorkflowDecision>(
-        yield* replyQueue(Naming.decisionsQueue(prefix)),
-        Naming.JobName.decision
-      )
       const protocol = nestDurable({ partition: options.partition })
-      const sendReply = (reply: NestReply) =>
-        reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision)
-      const publishBeat = (message: string) =>
-        Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
-          Effect.mapError(transportError("publishing a beat"))
-        )
-      const cancellations = yield* subscribeCancellations(client, Naming.controlChannel(prefix))
+      const cancellations = makeCancellations()
+
+      /** One broker of the pool: its connection, its reply writers, its control subscription. */
+      const openBroker = (id: string, target: BrokerTarget) =>
+        Effect.gen(function*() {
+          const client = yield* connect(target, connectTimeout)
+          const replyQueue = (queueName: string) =>
+            Effect.acquireRelease(
+              Effect.sync(() => new Queue(queueName, { connection: client })),
+              (queue) => Effect.promise(() => queue.close())
+            )
+          const publish = yield* makeReplyWriter<StepResult>(
+            yield* replyQueue(Naming.resultsQueue(prefix)),
+            Naming.JobName.result
+          )
+          const publishDecision = yield* makeReplyWriter<WorkflowDecision>(
+            yield* replyQueue(Naming.decisionsQueue(prefix)),
+            Naming.JobName.decision
+          )
+          yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
+          return {
+            id,
+            client,
+            publish,
+            sendReply: (reply: NestReply) =>
+              reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision),
+            publishBeat: (message: string) =>
+              Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
+                Effect.mapError(transportError("publishing a beat"))
+              )
+          }
+        })
+      const brokers = [
+        yield* openBroker(options.brokerId ?? "default", { ...(options.url === undefined ? {} : { url: options.url }), ...(options.connection === undefined ? {} : { connection: options.connection }) }),
+        ...(yield* Effect.forEach(Object.entries(options.brokers ?? {}), ([id, target]) => openBroker(id, target)))
+      ]
+      const brokerById = new Map(brokers.map((broker) => [broker.id, broker]))
+      /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
+      const replyBroker = (home: (typeof brokers)[number], data: unknown) => {
+        const named = (data as { transport?: unknown } | null)?.transport
+        return (typeof named === "string" ? brokerById.get(named) : undefined) ?? home
+      }
 
       const tokens = Array.from(
         new Set([...worker.steps, ...worker.workflows].map((name) => Naming.routingToken(name, options.partition)))
@@ -265,17 +303,20 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       const beat = (status: WorkerStatus) =>
         Effect.tryPromise(() => {
           const value = heartbeatValue({ ts: Date.now(), status, descriptorHash: hash })
-          const multi = client.multi()
-          for (const token of tokens) {
-            multi.set(Naming.workerHeartbeatKey(prefix, token, worker.workerId), value, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
-            multi.set(Naming.workerDescriptorKey(prefix, token, worker.workerId), descriptorJson, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
-          }
-          return multi.exec()
+          return Promise.all(brokers.map(({ client }) => {
+            const multi = client.multi()
+            for (const token of tokens) {
+              multi.set(Naming.workerHeartbeatKey(prefix, token, worker.workerId), value, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+              multi.set(Naming.workerDescriptorKey(prefix, token, worker.workerId), descriptorJson, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+            }
+            return multi.exec()
+          }))
         }).pipe(Effect.mapError(transportError("writing the worker heartbeat")))
 
       let tokenCounter = 0
       const pollers: Array<Poller> = []
-      for (const token of tokens) {
+      for (const [home, token] of brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const))) {
+        const { client, publish, publishBeat } = home
         const subscription = token
         const queueName = Naming.tasksQueue(prefix, token)
         const bull = yield* Effect.acquireRelease(
@@ -334,7 +375,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             onCancel: cancellations.watch(runId),
             complete: (reply) =>
               Effect.zipRight(
-                sendReply(reply),
+                replyBroker(home, job.data).sendReply(reply),
                 Effect.tryPromise(() => job.moveToCompleted(undefined, token, false)).pipe(
                   Effect.mapError(transportError(`acknowledging job ${job.id}`))
                 )
@@ -343,7 +384,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             // with the same token, in the same script call
             completeAndTakeNext: (reply) =>
               Effect.zipRight(
-                sendReply(reply),
+                replyBroker(home, job.data).sendReply(reply),
                 Effect.tryPromise(async () => {
                   const [data, id] = await job.moveToCompleted(undefined, token, true) as Array<unknown>
                   if (data === null || data === undefined || typeof id !== "string") return Option.none()
@@ -397,7 +438,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
 
         pollers.push({
-          name: `queue ${queueName}`,
+          name: brokers.length > 1 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
           pool: "step",
           ready: Effect.suspend(() =>
             maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
@@ -416,7 +457,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       return {
         pollers,
         heartbeat: Option.some({ interval: Duration.seconds(10), beat }),
-        deregister: Effect.tryPromise(() => client.del(...keys)).pipe(
+        deregister: Effect.tryPromise(() => Promise.all(brokers.map(({ client }) => client.del(...keys)))).pipe(
           Effect.asVoid,
           Effect.mapError((cause) =>
             new DeregistrationError({
