@@ -1,17 +1,8 @@
 import { Cause } from "effect"
 import { assert, describe, it } from "vitest"
 import { FatalError, inMemory, type StepResult, Worker } from "../src/promise.js"
+import { stepTask as task } from "./support/local.js"
 
-const task = (runId: string, name: string, input?: unknown) => ({
-  runId,
-  seq: 0,
-  name,
-  stepId: `${runId}:0`,
-  group: name,
-  attempt: 1,
-  transport: "default",
-  ...(input === undefined ? {} : { input })
-})
 
 const quiet = { handleSignals: false, logLevel: "None" } as const
 

@@ -1,10 +1,10 @@
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { Queue } from "bullmq"
 import { Redis } from "ioredis"
-import { spawn, type ChildProcess } from "node:child_process"
-import { createServer } from "node:net"
+import type { ChildProcess } from "node:child_process"
 import { FatalError, redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
+import { freePort, startRedisServer } from "../support/local.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
@@ -283,14 +283,7 @@ describe("BullMQ transport when Redis goes away", () => {
   let server: ChildProcess | undefined
   let port = 0
   const startServer = async () => {
-    server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: "ignore"
-    })
-    const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
-    probe.on("error", () => {})
-    await probe.connect().catch(() => undefined)
-    await probe.ping()
-    probe.disconnect()
+    server = await startRedisServer(port)
   }
   beforeAll(async () => {
     port = await freePort()
@@ -329,11 +322,3 @@ describe("BullMQ transport when Redis goes away", () => {
   })
 })
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })

@@ -1,33 +1,17 @@
 import { Queue } from "bullmq"
-import { Redis } from "ioredis"
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { createServer } from "node:net"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { redis, Worker } from "../../src/promise.js"
+import { freePort, startRedisServer } from "../support/local.js"
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 describe("BullMQ transport with several brokers", () => {
   let second: ChildProcess | undefined
   let port = 0
   beforeAll(async () => {
     port = await freePort()
-    second = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: "ignore"
-    })
-    const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
-    probe.on("error", () => {})
-    await probe.connect().catch(() => undefined)
-    await probe.ping()
-    probe.disconnect()
+    second = await startRedisServer(port)
   })
   afterAll(() => {
     second?.kill("SIGKILL")

@@ -5,11 +5,11 @@
  */
 import { afterAll, assert, describe, it } from "vitest"
 import { spawn } from "node:child_process"
-import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 import { FatalError, type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
+import { freePort } from "../support/local.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
@@ -41,14 +41,6 @@ const taskRows = (engine: SqlEngine) =>
     `SELECT step_id, claimed_by, claimed_at FROM ${engine.db.id(`${engine.prefix}_transport_tasks`)}`
   )
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the real engine", (dialect) => {
   it("a step completes with the handler's output; the task and result rows are consumed", async () => {

@@ -11,6 +11,7 @@ import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
+import { stepTask as task } from "../support/local.js"
 
 /** Memory readings from a test double: no file-system reads under the TestClock. */
 const memory = Memory.layerTest({ usage: 100 * 1024 * 1024, limit: 1024 * 1024 * 1024 })
@@ -18,16 +19,6 @@ const memory = Memory.layerTest({ usage: 100 * 1024 * 1024, limit: 1024 * 1024 *
 const resultOf = (reply: InMemory.NestReply) =>
   reply._tag === "StepResult" ? reply.result : assert.fail(`expected a step result, got ${reply._tag}`)
 
-const task = (runId: string, name: string, input?: unknown) => ({
-  runId,
-  seq: 0,
-  name,
-  stepId: `${runId}:0`,
-  group: name,
-  attempt: 1,
-  transport: "default",
-  ...(input === undefined ? {} : { input })
-})
 
 /** A step that sleeps for the given number of milliseconds (on the test clock) and records how it ended. */
 const sleeper = (ended: Ref.Ref<ReadonlyArray<string>>) =>

@@ -24,19 +24,10 @@ import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
 import { type Transport, TransportError } from "../../src/transport/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
+import { freePort, stepTask as task } from "../support/local.js"
 
 const server = useFauxqs()
 
-const task = (runId: string, name: string, input?: unknown) => ({
-  runId,
-  seq: 0,
-  name,
-  stepId: `${runId}:0`,
-  group: name,
-  attempt: 1,
-  transport: "default",
-  ...(input === undefined ? {} : { input })
-})
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
@@ -593,11 +584,3 @@ describe("SQS registration errors", () => {
     }))
 })
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })

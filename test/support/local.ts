@@ -1,0 +1,44 @@
+/**
+ * Small helpers shared by the tests: a free loopback port, a private redis-server, and a step task
+ * as the engine dispatches it.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { Redis } from "ioredis"
+
+/** A TCP port nothing listens on right now, on 127.0.0.1. */
+export const freePort = (): Promise<number> =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() =>
+        typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no free port"))
+      )
+    })
+  })
+
+/** Starts a throw-away redis-server on `port` (loopback, nothing persisted) and waits until it answers. */
+export const startRedisServer = async (port: number): Promise<ChildProcess> => {
+  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    stdio: "ignore"
+  })
+  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
+  probe.on("error", () => {})
+  await probe.connect().catch(() => undefined)
+  await probe.ping()
+  probe.disconnect()
+  return server
+}
+
+/** A step task as the engine dispatches it (seq 0, attempt 1, the `default` pool transport). */
+export const stepTask = (runId: string, name: string, input?: unknown) => ({
+  runId,
+  seq: 0,
+  name,
+  stepId: `${runId}:0`,
+  group: name,
+  attempt: 1,
+  transport: "default",
+  ...(input === undefined ? {} : { input })
+})
