@@ -130,7 +130,7 @@ const runTurnIdentity = (data: unknown) => {
 const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: false, lazyConnect: true } as const
+      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: true, lazyConnect: true } as const
       const client = options.connection === undefined
         ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
         : new Redis({ ...options.connection, ...settings })
