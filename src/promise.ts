@@ -29,6 +29,7 @@ import * as Workflow from "./core/Workflow.js"
 import type { StepResult } from "./protocol/StepProtocol.js"
 import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
+import type * as Concurrency from "./services/Concurrency.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
@@ -71,8 +72,11 @@ export interface TransportHandle {
 export interface WorkerOptions {
   readonly workerId?: string
   readonly buildId?: string
-  /** At most this many tasks at once. Default 10. */
-  readonly concurrency?: number
+  /**
+   * At most this many tasks at once (fixed; default 10), or `"adaptive"` / `{ min, max, start,
+   * ramCeilingPct, ... }` for the latency-gradient controller with the memory admission gate.
+   */
+  readonly concurrency?: Concurrency.ConcurrencyOption
   readonly workflowConcurrency?: number
   /** Default 35,000. */
   readonly pollTimeoutMs?: number

@@ -503,6 +503,33 @@ describe("ConcurrencyController", () => {
         assert.deepStrictEqual((yield* snapshotMemory(ctl)).stepCostBytes, { x: 600, y: 150 })
       }).pipe(withController(fixture)))
 
+    it.scoped("garbage collected during a solo run does not hide its cost (highest reading above the usage floor)", () =>
+      Effect.gen(function*() {
+        const { ctl, mem } = yield* env
+        // a clean first run from the floor (100): +300 seen on a tick
+        const first = yield* hold(ctl, "x")
+        yield* mem.setUsage(400)
+        yield* TestClock.adjust(fixture.tickMs)
+        yield* first.complete(true) // its buffer is now garbage: usage stays at 400
+        assert.strictEqual((yield* snapshotMemory(ctl)).stepCostBytes?.["x"], 300)
+        // five more solo runs, each starting on the last one's garbage (400): its allocation makes the
+        // collector reclaim that garbage, so usage stays flat at 400 and the peak never moves
+        for (let i = 0; i < 5; i++) {
+          const run = yield* hold(ctl, "x")
+          yield* TestClock.adjust(fixture.tickMs)
+          yield* run.complete(true)
+        }
+        // net growth 0 every time, but each held 300 above the floor: the cost is not forgotten
+        assert.strictEqual((yield* snapshotMemory(ctl)).stepCostBytes?.["x"], 300)
+        // so with one run in flight a second is deferred (idle 400 + 2 × 300 = 100 % of 1000), where a
+        // forgotten cost (0) would have let it in (400 + 0 = 40 %) on top of the garbage
+        const a = yield* hold(ctl, "x")
+        assert.isAtLeast(yield* ctl.limit, 2)
+        assert.isFalse(yield* isAdmitted(ctl, "x"))
+        assert.strictEqual((yield* snapshotMemory(ctl)).gate, "deferring")
+        yield* a.complete(true)
+      }).pipe(withController(fixture, { usage: 100, limit: LIMIT })))
+
     it.scoped("a rolling window of five forgets a one-off overestimate", () =>
       Effect.gen(function*() {
         const { ctl, mem } = yield* env

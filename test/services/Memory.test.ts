@@ -113,6 +113,24 @@ describe("Memory (live sources over fixture trees)", () => {
         assert.deepStrictEqual(yield* source.sample(), { bytes: 700, source: "cgroup_v1_usage" })
       }).pipe(Effect.provide(NodeFileSystem.layer)))
 
+    it.scoped("hybrid host, process moved into a limited v1 cgroup: usage and limit are that cgroup's, not the root's", () =>
+      Effect.gen(function*() {
+        // The layout of `bench/memory.ts` on a hybrid host: v2 mounted at unified/ with no memory
+        // controller, the v1 root unlimited and charged for the whole host, the worker moved into
+        // a child cgroup with a 512 MiB limit.
+        const { limit, source } = yield* memoryAt({
+          "proc/self/cgroup": "9:name=systemd:/\n4:memory:/edw-membench-42-abcd\n1:cpu:/\n0::/\n",
+          [`${V2}/unified/cgroup.controllers`]: "\n",
+          [`${V1}/memory.usage_in_bytes`]: "1600000000\n",
+          [`${V1}/memory.limit_in_bytes`]: "9223372036854771712\n",
+          [`${V1}/edw-membench-42-abcd/memory.usage_in_bytes`]: "90000000\n",
+          [`${V1}/edw-membench-42-abcd/memory.stat`]: "inactive_file 1000\ntotal_inactive_file 10000000\n",
+          [`${V1}/edw-membench-42-abcd/memory.limit_in_bytes`]: "536870912\n"
+        })
+        assert.deepStrictEqual(yield* source.sample(), { bytes: 80000000, source: "cgroup_v1_working_set" })
+        assert.deepStrictEqual(yield* limit.limit, { bytes: 536870912, source: "cgroup_v1_limit_in_bytes" })
+      }).pipe(Effect.provide(NodeFileSystem.layer)))
+
     it.scoped("cgroup v1 uses the mount root when the own cgroup is not visible (a container)", () =>
       Effect.gen(function*() {
         const { source } = yield* memoryAt({

@@ -36,6 +36,8 @@ interface InFlight {
   readonly usageAtStart: number | undefined
   readonly peakAtStart: number | undefined
   growth: number
+  /** The highest usage read while it ran alone (ticks and its settle; not its start). */
+  high: number | undefined
   solo: boolean
 }
 
@@ -64,6 +66,11 @@ export class ControllerCore {
   lastDeferredAt: number | undefined = undefined
   probePending = true
   draining = false
+  /**
+   * The lowest usage ever read: the process's memory without the garbage a collector has not yet
+   * reclaimed. A solo run's cost is at least its highest reading above this floor (see `learn`).
+   */
+  usageFloor: number | undefined = undefined
   private readonly window: Array<Completion> = []
   private readonly inflight = new Map<number, InFlight>()
   private readonly stepCosts = new Map<string, Array<number>>()
@@ -105,6 +112,7 @@ export class ControllerCore {
 
   /** Whether the gate admits a step with this name now (rules in order; may latch/unlatch `deferring`). */
   tryAdmit(name: string | undefined, r: Reading): boolean {
+    this.observe(r)
     if (this.config.mode !== "adaptive" || !this.config.ramAdmission) return true
     if (this.inflight.size === 0) {
       if (r.usage !== undefined) this.idleUsage = r.usage
@@ -131,6 +139,7 @@ export class ControllerCore {
 
   /** Records a task as started and returns its token. */
   start(name: string | undefined, kind: TaskKind, r: Reading): number {
+    this.observe(r)
     const solo = this.inflight.size === 0
     for (const record of this.inflight.values()) record.solo = false
     const token = ++this.tokenSeq
@@ -141,6 +150,7 @@ export class ControllerCore {
       usageAtStart: track ? r.usage : undefined,
       peakAtStart: track ? r.peak : undefined,
       growth: 0,
+      high: undefined,
       solo
     })
     return token
@@ -148,9 +158,11 @@ export class ControllerCore {
 
   /** Records a task as finished: learns its cost if it ran alone, and (steps only) feeds the latency window. */
   settle(token: number, durationMs: number, ok: boolean, r: Reading, now: number): void {
+    this.observe(r)
     const record = this.inflight.get(token)
     if (record === undefined) return
     this.inflight.delete(token)
+    if (record.solo && r.usage !== undefined) record.high = Math.max(record.high ?? r.usage, r.usage)
     if (record.kind === "step") {
       this.probePending = false
       this.learn(record, r)
@@ -167,6 +179,20 @@ export class ControllerCore {
     this.inflight.delete(token)
   }
 
+  /** Lowers the usage floor to this reading when it is lower. */
+  private observe(r: Reading): void {
+    if (r.usage !== undefined && (this.usageFloor === undefined || r.usage < this.usageFloor)) this.usageFloor = r.usage
+  }
+
+  /**
+   * Learns a solo run's cost: the largest of its tick-sampled growth, its net growth at settle and
+   * its process-peak growth (B.9), and its highest reading above the usage floor. The last term is
+   * for garbage-collected runtimes: a run's start reading holds the garbage of earlier runs, which
+   * the run's own allocations make the collector reclaim, so its net growth can be near zero while
+   * it held its full cost; five such samples would otherwise erase a true cost from the window. The
+   * floor is the lowest reading ever, so this term can only overstate a cost (by whatever the
+   * process keeps for good since that reading), never understate it.
+   */
   private learn(record: InFlight, r: Reading): void {
     if (!this.config.stepCostTracking || !record.solo || record.name === undefined || record.name === "") return
     if (record.usageAtStart === undefined) return
@@ -174,6 +200,9 @@ export class ControllerCore {
     if (r.usage !== undefined) observed = Math.max(observed, r.usage - record.usageAtStart)
     if (r.peak !== undefined && record.peakAtStart !== undefined) {
       observed = Math.max(observed, r.peak - record.peakAtStart)
+    }
+    if (record.high !== undefined && this.usageFloor !== undefined) {
+      observed = Math.max(observed, record.high - this.usageFloor)
     }
     const samples = this.stepCosts.get(record.name) ?? []
     samples.push(Math.max(0, Math.floor(observed)))
@@ -184,11 +213,13 @@ export class ControllerCore {
   /** One control-loop iteration. Returns the adjustment when the limit moved. */
   tick(r: Reading, cpuPct: number | undefined, now: number): LastAdjust | undefined {
     this.cpuPct = cpuPct
+    this.observe(r)
     const pct = this.usagePct(r)
     if (r.usage !== undefined) {
       for (const record of this.inflight.values()) {
         if (record.solo && record.usageAtStart !== undefined) {
           record.growth = Math.max(record.growth, r.usage - record.usageAtStart)
+          record.high = Math.max(record.high ?? r.usage, r.usage)
         }
       }
       if (this.inflight.size === 0) this.idleUsage = r.usage
