@@ -613,3 +613,36 @@ export class Turn {
     }
   }
 }
+
+/**
+ * The engine's ctx operations a remote workflow cannot express on the wire.
+ *
+ * @internal
+ */
+export const unsupportedOps = [
+  "sleepUntil",
+  "continueAsNew",
+  "patched",
+  "startChild",
+  "waitForEvent",
+  "setEvent",
+  "onUpdate",
+  "transaction",
+  "callEntity",
+  "signalEntity",
+  "task",
+  "breakpoint",
+  "webhook",
+  "upsertSearchAttributes"
+] as const
+
+/**
+ * The methods of a workflow context for the operations in {@link unsupportedOps}, each failing the
+ * way `fail` says ("ctx.X is unsupported in a remote workflow").
+ *
+ * @internal
+ */
+export const unsupportedMethods = <T>(
+  fail: (op: string) => T
+): { readonly [K in (typeof unsupportedOps)[number]]: (...args: ReadonlyArray<any>) => T } =>
+  Object.fromEntries(unsupportedOps.map((op) => [op, () => fail(op)])) as never
