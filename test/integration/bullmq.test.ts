@@ -195,8 +195,15 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.isTrue(ttl > 25 && ttl <= 35, `ttl ${ttl}`)
     await worker.stop()
     await running
-    const checkpoints = await Promise.all(runIds.map((id) => engine.checkpoint(id, 0)))
-    const completed = checkpoints.filter((c) => c?.status === "completed").length
+    // every task the worker finished before it stopped was answered: the engine records each result
+    // (it consumes the results queue on its own schedule, so wait for it)
+    const completedCount = async () =>
+      (await Promise.all(runIds.map((id) => engine.checkpoint(id, 0)))).filter((c) => c?.status === "completed").length
+    let completed = await completedCount()
+    for (let i = 0; i < 200 && completed < finished; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25))
+      completed = await completedCount()
+    }
     assert.isTrue(completed >= 4, `${completed} completed`)
     assert.strictEqual(finished, completed)
     assert.strictEqual(await client.exists(heartbeatKey, descriptorKey), 0)
