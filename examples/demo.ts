@@ -18,7 +18,7 @@ const orders = [
 ]
 const flaky = new Set(["order-3"]) // the receipt email fails once, then succeeds on retry
 
-const worker = new Worker({ concurrency: 4, shutdownTimeoutMs: 5_000, logLevel: "Warning" })
+const worker = new Worker({ concurrency: 4, shutdownTimeoutMs: 5_000, logLevel: "Error" })
 
 worker.step("payments.charge-card", async (input: { amount: number }, ctx) => {
   ctx.log.info(`charging ${input.amount}`)
