@@ -147,17 +147,19 @@ export class DuplicateStepError extends Schema.TaggedError<DuplicateStepError>()
 }
 
 /**
- * Builds a {@link StepRegistry}, refusing duplicate names.
+ * Builds a registry by name (steps, and likewise workflow definitions), refusing duplicate names.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const registry = <R>(steps: Iterable<Step<R>>): Effect.Effect<StepRegistry<R>, DuplicateStepError> =>
+export const registry = <D extends { readonly name: string }>(
+  definitions: Iterable<D>
+): Effect.Effect<ReadonlyMap<string, D>, DuplicateStepError> =>
   Effect.suspend(() => {
-    const map = new Map<string, Step<R>>()
-    for (const step of steps) {
-      if (map.has(step.name)) return Effect.fail(new DuplicateStepError({ name: step.name }))
-      map.set(step.name, step)
+    const map = new Map<string, D>()
+    for (const definition of definitions) {
+      if (map.has(definition.name)) return Effect.fail(new DuplicateStepError({ name: definition.name }))
+      map.set(definition.name, definition)
     }
     return Effect.succeed(map)
   })

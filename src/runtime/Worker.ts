@@ -224,18 +224,6 @@ const resolveOptions = (options: WorkerOptions): Effect.Effect<Resolved, WorkerO
     }
   })
 
-const workflowRegistry = <R>(
-  definitions: Iterable<Workflow.Workflow<any, any, R>>
-): Effect.Effect<ReadonlyMap<string, Workflow.Workflow<any, any, R>>, Step.DuplicateStepError> =>
-  Effect.suspend(() => {
-    const map = new Map<string, Workflow.Workflow<any, any, R>>()
-    for (const workflow of definitions) {
-      if (map.has(workflow.name)) return Effect.fail(new Step.DuplicateStepError({ name: workflow.name }))
-      map.set(workflow.name, workflow)
-    }
-    return Effect.succeed(map)
-  })
-
 /** Whether an outcome counts as a success for the controller's latency and cost learning. */
 const succeeded = (outcome: Outcome<unknown>) => {
   if (outcome._tag === "Reject") return false
@@ -260,12 +248,8 @@ export const make = <R = never>(
   Effect.gen(function*() {
     const options = yield* resolveOptions(config)
     const steps = yield* Step.registry(config.steps ?? [])
-    const workflows = yield* workflowRegistry(config.workflows ?? [])
-    const durableWorkflows = new Map<string, DurableWorkflow.DurableWorkflow<R>>()
-    for (const definition of config.durableWorkflows ?? []) {
-      if (durableWorkflows.has(definition.name)) return yield* new Step.DuplicateStepError({ name: definition.name })
-      durableWorkflows.set(definition.name, definition)
-    }
+    const workflows = yield* Step.registry(config.workflows ?? [])
+    const durableWorkflows = yield* Step.registry(config.durableWorkflows ?? [])
     const handlers: Handlers<R> = { steps, workflows, durableWorkflows }
     let workerId = options.workerId
     const startedAt = yield* Clock.currentTimeMillis
@@ -278,7 +262,6 @@ export const make = <R = never>(
       workflow: yield* makeLimiter(options.workflowConcurrency),
       query: yield* makeLimiter(1)
     }
-    const inFlight = yield* Ref.make(0)
     const running: Record<TaskPool, Ref.Ref<number>> = {
       step: yield* Ref.make(0),
       workflow: yield* Ref.make(0),
@@ -295,7 +278,7 @@ export const make = <R = never>(
         ? {
           runtime: "node" as const,
           concurrency: { mode: options.concurrency.mode, limit: options.concurrency.limit },
-          inFlight: yield* Ref.get(inFlight),
+          inFlight: (yield* Ref.get(running.step)) + (yield* Ref.get(running.workflow)) + (yield* Ref.get(running.query)),
           rssBytes,
           rssLimitBytes,
           rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
@@ -490,7 +473,6 @@ export const make = <R = never>(
           const deliveries = polled.value
           yield* limiter.release(taken - deliveries.length)
           for (const delivery of deliveries) {
-            yield* Ref.update(inFlight, (n) => n + 1)
             yield* Ref.update(running[poller.pool], (n) => n + 1)
             const fiber = yield* FiberSet.run(
               work,
@@ -500,7 +482,7 @@ export const make = <R = never>(
                 Effect.ensuring(
                   Effect.zipRight(
                     limiter.release(1),
-                    Effect.zipRight(Ref.update(inFlight, (n) => n - 1), Ref.update(running[poller.pool], (n) => n - 1))
+                    Ref.update(running[poller.pool], (n) => n - 1)
                   )
                 )
               )
