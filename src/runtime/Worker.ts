@@ -271,19 +271,22 @@ export const make = <R = never>(
     /** The running worker's concurrency controller and memory gate (none before `run`). */
     let controller: ConcurrencyController.ConcurrencyController["Type"] | undefined
 
-    const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
+    /** Before `run` there is no controller: the fixed configuration and the process's RSS. */
+    const idleSnapshot = Effect.gen(function*() {
       const rssBytes = process.memoryUsage.rss()
       const rssLimitBytes = totalmem()
-      const base = controller === undefined
-        ? {
-          runtime: "node" as const,
-          concurrency: { mode: options.concurrency.mode, limit: options.concurrency.limit },
-          inFlight: (yield* Ref.get(running.step)) + (yield* Ref.get(running.workflow)) + (yield* Ref.get(running.query)),
-          rssBytes,
-          rssLimitBytes,
-          rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
-        }
-        : yield* controller.snapshot
+      return {
+        runtime: "node" as const,
+        concurrency: { mode: options.concurrency.mode, limit: options.concurrency.limit },
+        inFlight: (yield* Ref.get(running.step)) + (yield* Ref.get(running.workflow)) + (yield* Ref.get(running.query)),
+        rssBytes,
+        rssLimitBytes,
+        rssPct: Math.round((rssBytes / rssLimitBytes) * 10_000) / 100
+      }
+    })
+
+    const status: Effect.Effect<WorkerStatus> = Effect.gen(function*() {
+      const base = controller === undefined ? yield* idleSnapshot : yield* controller.snapshot
       return {
         ...base,
         slots: {
