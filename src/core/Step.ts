@@ -14,7 +14,8 @@ import type * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type { StepError, StepEvent, StepResult, StepTask } from "../protocol/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
-import { captureEffectLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
+import { withTaskSpan } from "./internal/fiberRefs.js"
+import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
 
@@ -238,46 +239,56 @@ const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEv
  *   `retryable` on the thrown value are carried through;
  * - `startedAt` is the pickup time; events the handler logged are returned (omitted when none).
  *
- * The task runs in a span that continues its W3C `traceparent`, with the run and step ids as log
+ * The task runs in a span that continues its W3C `traceparent` (without a `traceparent` and with
+ * Effect's built-in tracer, whose spans go nowhere, no span is made), with the run and step ids as log
  * annotations. Interrupting the returned effect interrupts the handler; no result is produced then.
  *
  * @since 0.1.0
  * @category processing
  */
 export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.Effect<StepResult, never, R> =>
-  Effect.gen(function*() {
-    const clock = yield* Effect.clock
-    const startedAt = clock.unsafeCurrentTimeMillis()
-    const base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
+  Effect.suspend(() => {
+    const annotations = { runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }
     const step = steps.get(task.name)
-    if (step === undefined) {
-      yield* Effect.logWarning(`no handler for step "${task.name}"`)
-      return failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
-    }
     const events: Array<StepEvent> = []
-    const ctx = new Context(task, events, clock, yield* Effect.runtime<never>())
-    const exit = yield* step.run(task.input, ctx).pipe(
-      captureEffectLogs(events),
-      Effect.onInterrupt(() => Effect.sync(() => ctx.abort())),
-      Effect.exit
+    // the handler runs with the task's log annotations and its event sink set (one update of the
+    // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
+    const run = Effect.gen(function*() {
+      const clock = yield* Effect.clock
+      const base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
+      if (step === undefined) return [base, undefined] as const
+      const ctx = new Context(task, events, clock, yield* Effect.runtime<never>())
+      const exit = yield* step.run(task.input, ctx).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => ctx.abort())),
+        Effect.exit
+      )
+      return [base, exit] as const
+    }).pipe(
+      captureTaskLogs(annotations, events),
+      withTaskSpan(`durable.step ${task.name}`, {
+        kind: "consumer",
+        captureStackTrace: false,
+        attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
+        ...externalParent(task.traceparent)
+      }, task.traceparent !== undefined)
     )
-    if (Exit.isSuccess(exit)) {
-      return completed(base, exit.value, events)
-    }
-    const failure = Option.getOrElse(
-      Cause.failureOption(exit.cause),
-      () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
-    )
-    const error = toStepError(failure)
-    yield* Effect.logWarning(`step failed: ${error.message}`)
-    yield* Effect.logDebug(Cause.pretty(exit.cause))
-    return failed(base, error, events)
-  }).pipe(
-    Effect.annotateLogs({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }),
-    Effect.withSpan(`durable.step ${task.name}`, {
-      kind: "consumer",
-      captureStackTrace: false,
-      attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
-      ...externalParent(task.traceparent)
+    return Effect.flatMap(run, ([base, exit]): Effect.Effect<StepResult> => {
+      if (exit === undefined) {
+        return Effect.as(
+          Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations),
+          failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
+        )
+      }
+      if (Exit.isSuccess(exit)) return Effect.succeed(completed(base, exit.value, events))
+      const failure = Option.getOrElse(
+        Cause.failureOption(exit.cause),
+        () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
+      )
+      const error = toStepError(failure)
+      return Effect.logWarning(`step failed: ${error.message}`).pipe(
+        Effect.zipRight(Effect.logDebug(Cause.pretty(exit.cause))),
+        Effect.annotateLogs(annotations),
+        Effect.as(failed(base, error, events))
+      )
     })
-  )
+  })

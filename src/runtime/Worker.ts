@@ -233,6 +233,12 @@ const succeeded = (outcome: Outcome<unknown>) => {
 
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
 
+/** Which task a serving fiber is on (for shutdown's report of what could not be stopped). */
+interface TaskLabel {
+  readonly poller: string
+  delivery: Delivery
+}
+
 /** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
 const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
 
@@ -387,80 +393,91 @@ export const make = <R = never>(
     }).pipe(Effect.forever)
 
     /**
-     * Processes a delivery once the memory gate admits it (a deferred task waits here, its lease
-     * kept alive); the gate learns from how long it ran and whether it succeeded.
+     * Processes a delivery under the concurrency controller: a gating controller admits it first
+     * (a deferred task waits here, its lease kept alive); the controller learns from how long it ran
+     * and whether it succeeded.
      */
     const admitted = (delivery: Delivery) => {
       const gate = controller
-      if (gate === undefined) return delivery.protocol.process(handlers, delivery.payload)
+      const process = delivery.protocol.process(handlers, delivery.payload)
+      if (gate === undefined) return process
       const label = delivery.protocol.label(delivery.payload)
-      return Effect.scoped(
-        Effect.gen(function*() {
-          const admission = yield* (label.kind === "workflow"
-            ? gate.admit(undefined, { kind: "workflow" })
-            : gate.admit(label.name))
-          const outcome = yield* delivery.protocol.process(handlers, delivery.payload)
-          yield* admission.complete(succeeded(outcome))
-          return outcome
-        })
-      )
+      return gate.run(label.kind === "workflow" ? undefined : label.name, process, {
+        kind: label.kind,
+        ok: (exit) => Exit.isSuccess(exit) && succeeded(exit.value)
+      })
     }
 
+    /** Logs about one delivery carry its id (annotated here rather than on the whole task path). */
+    const aboutDelivery = (delivery: Delivery) => Effect.annotateLogs("delivery", delivery.id)
+
     /**
-     * Runs one delivery under the caller's permit: keeps its lease alive, processes it in a child
-     * fiber (which a cancel of its run interrupts), answers, and returns the next delivery the
-     * transport handed over, if any. Interrupted (shutdown deadline) it gives the task back.
-     * Called with interruption masked; `restore` marks the one interruptible wait.
+     * Runs one delivery under the caller's permit, in the serving fiber itself: keeps its lease
+     * alive, processes it, answers, and returns the next delivery the transport handed over, if any.
+     * A cancel of its run interrupts this fiber while the task is processing; the task is then
+     * answered as cancelled and the fiber ends (its permit goes back to the poller). Interrupted
+     * otherwise (shutdown deadline), it gives the task back. Runs uninterruptibly but for the
+     * processing itself.
      */
-    const serveOne = (delivery: Delivery, restore: <A, E, R2>(e: Effect.Effect<A, E, R2>) => Effect.Effect<A, E, R2>) =>
+    const serveOne = (delivery: Delivery, self: Fiber.RuntimeFiber<unknown, unknown>) =>
       Effect.gen(function*() {
         if (Option.isSome(delivery.keepAlive)) yield* addLease(delivery, delivery.keepAlive.value)
-        const processing = yield* Effect.fork(Effect.interruptible(admitted(delivery)))
-        let cancelled = false
+        let state = "processing" as "processing" | "cancelled" | "processed"
         const unwatch = delivery.onCancel(() => {
-          cancelled = true
-          processing.unsafeInterruptAsFork(processing.id())
+          if (state !== "processing") return
+          state = "cancelled"
+          self.unsafeInterruptAsFork(self.id())
         })
-        const exit = yield* restore(Fiber.await(processing)).pipe(
-          Effect.onInterrupt(() =>
-            Effect.zipRight(
-              Fiber.interrupt(processing),
-              delivery.abandon.pipe(
-                Effect.timeout(options.interruptTimeout),
-                Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error))
-              )
-            )
-          ),
-          Effect.ensuring(Effect.sync(() => {
-            unwatch()
-            leases.delete(delivery)
-          }))
-        )
-        if (Exit.isSuccess(exit)) return yield* answerTakingNext(delivery, exit.value)
+        const exit = yield* Effect.exit(Effect.interruptible(admitted(delivery)))
+        const cancelled = state === "cancelled"
+        state = "processed"
+        unwatch()
+        leases.delete(delivery)
+        if (Exit.isSuccess(exit)) {
+          // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
+          if (!cancelled) return yield* answerTakingNext(delivery, exit.value)
+          yield* answer(delivery, exit.value)
+          return undefined
+        }
         const reply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
         if (Option.isSome(reply)) {
-          yield* Effect.logInfo("run cancelled: its running task was interrupted")
+          yield* Effect.logInfo("run cancelled: its running task was interrupted").pipe(aboutDelivery(delivery))
           yield* answer(delivery, { _tag: "Reply", reply: reply.value })
+        } else if (Exit.isInterrupted(exit)) {
+          yield* delivery.abandon.pipe(
+            Effect.timeout(options.interruptTimeout),
+            Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error)),
+            aboutDelivery(delivery)
+          )
         } else {
-          yield* Effect.logError("a task ended without an outcome; giving it back", Cause.pretty(exit.cause))
+          yield* Effect.logError("a task ended without an outcome; giving it back", Cause.pretty(exit.cause)).pipe(
+            aboutDelivery(delivery)
+          )
           yield* Effect.ignore(delivery.abandon)
         }
         return undefined
-      }).pipe(Effect.annotateLogs({ delivery: delivery.id }))
+      })
 
-    /** Serves deliveries one after another under one permit, as long as the transport hands them over. */
-    const serveDeliveries = (first: Delivery, label: (delivery: Delivery) => void) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function*() {
-          let delivery: Delivery | undefined = first
-          while (delivery !== undefined) {
-            label(delivery)
-            delivery = yield* serveOne(delivery, restore)
-          }
-        })
-      )
+    /**
+     * Serves deliveries one after another under one permit, as long as the transport hands them
+     * over; `labels` tells shutdown which task each serving fiber is on.
+     */
+    const serveDeliveries = (first: Delivery, poller: Poller, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>) =>
+      Effect.withFiberRuntime<void, never, R>((self) => {
+        const label: TaskLabel = { poller: poller.name, delivery: first }
+        labels.set(self, label)
+        return Effect.uninterruptible(
+          Effect.gen(function*() {
+            let delivery: Delivery | undefined = first
+            while (delivery !== undefined) {
+              label.delivery = delivery
+              delivery = yield* serveOne(delivery, self)
+            }
+          })
+        ).pipe(Effect.ensuring(Effect.sync(() => labels.delete(self))))
+      })
 
-    const pollOnce = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>) => {
+    const pollOnce = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>) => {
       const limiter = limiters[poller.pool]
       return Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
@@ -477,11 +494,9 @@ export const make = <R = never>(
           yield* limiter.release(taken - deliveries.length)
           for (const delivery of deliveries) {
             yield* Ref.update(running[poller.pool], (n) => n + 1)
-            const fiber = yield* FiberSet.run(
+            yield* FiberSet.run(
               work,
-              Effect.withFiberRuntime<void, never, R>((self) =>
-                serveDeliveries(delivery, (current) => labels.set(self, `task ${current.id} from ${poller.name}`))
-              ).pipe(
+              serveDeliveries(delivery, poller, labels).pipe(
                 Effect.ensuring(
                   Effect.zipRight(
                     limiter.release(1),
@@ -490,13 +505,12 @@ export const make = <R = never>(
                 )
               )
             )
-            fiber.addObserver(() => labels.delete(fiber))
           }
         })
       )
     }
 
-    const pollLoop = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>) =>
+    const pollLoop = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>) =>
       pollOnce(poller, work, labels).pipe(
         Effect.catchIf(
           (error: TransportError) => !error.fatal,
@@ -544,7 +558,7 @@ export const make = <R = never>(
       loops: FiberSet.FiberSet<never, WorkerLoopError>,
       loopNames: Map<Fiber.RuntimeFiber<unknown, unknown>, string>,
       work: FiberSet.FiberSet,
-      labels: Map<Fiber.RuntimeFiber<unknown, unknown>, string>
+      labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>
     ): Effect.Effect<void, ShutdownError> =>
       Effect.gen(function*() {
         const begun = yield* Clock.currentTimeMillis
@@ -562,7 +576,10 @@ export const make = <R = never>(
         if (!drained && leftover.length > 0) {
           yield* Effect.logWarning(`interrupting ${leftover.length} task(s) still running at the shutdown deadline`)
         }
-        const stuckTasks = yield* stopFibers(leftover, (f) => labels.get(f) ?? "a task")
+        const stuckTasks = yield* stopFibers(leftover, (f) => {
+          const label = labels.get(f)
+          return label === undefined ? "a task" : `task ${label.delivery.id} from ${label.poller}`
+        })
         if (stuckPollers.length > 0 || stuckTasks.length > 0) {
           return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
         }
@@ -600,7 +617,7 @@ export const make = <R = never>(
       const loops = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
       const work = yield* FiberSet.make().pipe(Scope.extend(fibers))
       const loopNames = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
-      const labels = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
+      const labels = new Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>()
       for (const poller of registration.pollers) {
         loopNames.set(yield* FiberSet.run(loops, pollLoop(poller, work, labels)), poller.name)
       }

@@ -33,7 +33,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Concurrency from "./Concurrency.js"
@@ -154,6 +154,16 @@ export interface AdmitOptions {
 }
 
 /**
+ * Options of {@link ConcurrencyController} `run`.
+ *
+ * @since 0.1.0
+ */
+export interface RunOptions<A, E> extends AdmitOptions {
+  /** Whether the task counts as a success for the latency window (default: it succeeded). */
+  readonly ok?: ((exit: Exit.Exit<A, E>) => boolean) | undefined
+}
+
+/**
  * The concurrency controller and memory admission gate.
  *
  * @since 0.1.0
@@ -174,12 +184,20 @@ export class ConcurrencyController extends Context.Tag("effect-durable-worker/Co
      * then counts it in flight until it is completed or released or the scope closes.
      */
     readonly admit: (name: string | undefined, options?: AdmitOptions) => Effect.Effect<Admission, never, Scope.Scope>
-    /** Runs `effect` as one admitted task: admit, run, complete with `ok` = the effect succeeded. */
+    /**
+     * Whether `admit` can make a task wait: only an adaptive controller with memory admission
+     * gates. When it cannot, `run` counts the task without a scope or a memory read.
+     */
+    readonly gates: boolean
+    /**
+     * Runs `effect` as one admitted task: admit, run, complete with `ok` = `options.ok` of its exit
+     * (default: the effect succeeded).
+     */
     readonly run: <A, E, R>(
       name: string | undefined,
       effect: Effect.Effect<A, E, R>,
-      options?: AdmitOptions
-    ) => Effect.Effect<A, E, Exclude<R, Scope.Scope>>
+      options?: RunOptions<A, E>
+    ) => Effect.Effect<A, E, R>
     /** The numbers for the heartbeat status, read now. */
     readonly snapshot: Effect.Effect<ConcurrencyStatus>
     /** Shutdown has begun: every waiting task is released at once (outcome `draining`) and none waits again. */
@@ -208,6 +226,7 @@ export const make = (
     const memoryLimit = yield* Memory.MemoryLimit
     const cpu = yield* CpuUsage
     const core = new ControllerCore(config)
+    const clock = yield* Effect.clock
     const limitRef = yield* SubscriptionRef.make(core.limit)
     const drained = yield* Deferred.make<void>()
 
@@ -366,7 +385,29 @@ export const make = (
       limitChanges: limitRef.changes.pipe(Stream.changes),
       inFlight: Effect.sync(() => core.inFlight),
       admit,
-      run: (name, effect, options) => Effect.scoped(Effect.zipRight(admit(name, options), effect)),
+      gates: gated,
+      run: (name, effect, options) => {
+        const ok = options?.ok ?? Exit.isSuccess
+        if (gated) {
+          return Effect.acquireUseRelease(
+            Scope.make(),
+            (scope) =>
+              Effect.flatMap(Scope.extend(admit(name, options), scope), (admission) =>
+                Effect.onExit(effect, (exit) => admission.complete(ok(exit)))),
+            Scope.close
+          )
+        }
+        // nothing to wait for: count the task from the last tick's reading, with no scope
+        return Effect.suspend(() => {
+          const startedAt = clock.unsafeCurrentTimeMillis()
+          const token = core.start(name, options?.kind ?? "step", latest)
+          return Effect.onExit(effect, (exit) =>
+            Effect.sync(() => {
+              const now = clock.unsafeCurrentTimeMillis()
+              core.settle(token, Math.max(0, now - startedAt), ok(exit), latest, now)
+            }))
+        })
+      },
       snapshot: Effect.map(read, (r) => core.snapshot(r)),
       beginDrain: Effect.suspend(() => {
         core.draining = true

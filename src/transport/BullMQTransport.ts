@@ -19,13 +19,11 @@
 import { Job, Queue, Worker as BullWorker } from "bullmq"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as EffectQueue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -35,6 +33,7 @@ import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.j
 import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
+import * as Batcher from "./internal/batcher.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
@@ -171,28 +170,15 @@ const duplicate = (client: Redis) =>
  * in the next one, so there is no added latency when the worker is idle.
  */
 const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
-  Effect.gen(function*() {
-    const pending = yield* EffectQueue.unbounded<readonly [A, Deferred.Deferred<void, TransportError>]>()
-    yield* EffectQueue.takeBetween(pending, 1, RESULT_BATCH).pipe(
-      Effect.flatMap((batch) => {
-        const items = Array.from(batch)
-        return Effect.tryPromise(() =>
-          queue.addBulk(
-            items.map(([reply]) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions }))
-          )
-        ).pipe(
-          Effect.mapError(transportError(`publishing to ${queue.name}`)),
-          Effect.exit,
-          Effect.flatMap((exit) => Effect.forEach(items, ([, done]) => Deferred.done(done, Exit.asVoid(exit)))),
-          Effect.asVoid
-        )
-      }),
-      Effect.forever,
-      Effect.forkScoped
-    )
-    return (reply: A) =>
-      Effect.flatMap(Deferred.make<void, TransportError>(), (done) =>
-        Effect.zipRight(EffectQueue.offer(pending, [reply, done] as const), Deferred.await(done)))
+  Batcher.make<A, void, TransportError>({
+    maxItems: RESULT_BATCH,
+    run: (replies) =>
+      Effect.tryPromise(() =>
+        queue.addBulk(replies.map((reply) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions })))
+      ).pipe(
+        Effect.mapError(transportError(`publishing to ${queue.name}`)),
+        Effect.as(replies.map(() => Exit.void))
+      )
   })
 
 /** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
@@ -340,15 +326,18 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         let maybeMore = true
 
         const toDelivery = (job: Job, token: string): Delivery<NestReply> => {
-          const renewLock = Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
-            Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
-            Effect.flatMap((renewed) =>
-              renewed === 1 ? Effect.void : Effect.fail(
-                new TransportError({
-                  transport: NAME,
-                  operation: "extend lock",
-                  message: `the lock of job ${job.id} on ${queueName} was lost`
-                })
+          // built when first used: most tasks end long before their lock is due
+          const renewLock = Effect.suspend(() =>
+            Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
+              Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
+              Effect.flatMap((renewed) =>
+                renewed === 1 ? Effect.void : Effect.fail(
+                  new TransportError({
+                    transport: NAME,
+                    operation: "extend lock",
+                    message: `the lock of job ${job.id} on ${queueName} was lost`
+                  })
+                )
               )
             )
           )
@@ -370,7 +359,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               interval,
               renew: beat === undefined
                 ? renewLock
-                : Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat)))
+                : Effect.suspend(() => Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat))))
             }),
             onCancel: cancellations.watch(runId),
             complete: (reply) =>
@@ -395,9 +384,11 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
                 Effect.mapError(transportError(`rejecting job ${job.id}`))
               ),
-            abandon: Effect.tryPromise(() => job.moveToWait(token)).pipe(
-              Effect.asVoid,
-              Effect.mapError(transportError(`giving job ${job.id} back`))
+            abandon: Effect.suspend(() =>
+              Effect.tryPromise(() => job.moveToWait(token)).pipe(
+                Effect.asVoid,
+                Effect.mapError(transportError(`giving job ${job.id} back`))
+              )
             )
           }
         }

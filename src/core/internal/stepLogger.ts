@@ -7,6 +7,7 @@ import * as Logger from "effect/Logger"
 import type * as LogLevel from "effect/LogLevel"
 import * as Runtime from "effect/Runtime"
 import type { StepEvent } from "../../protocol/StepProtocol.js"
+import { annotationsWith, withFiberRefs } from "./fiberRefs.js"
 
 /**
  * The logger a step handler gets as `ctx.log`. Every call records a step event (returned to the
@@ -45,7 +46,10 @@ export const makeStepLogger = (
   const record = (event: Omit<StepEvent, "at">) => {
     events.push({ at: clock.unsafeCurrentTimeMillis(), ...event })
     const log = toEffectLevel[event.level]
-    Runtime.runSync(runtime)(event.data === undefined ? log(event.message) : log(event.message, event.data))
+    // recorded above: the shared event logger must not record it again
+    Runtime.runSync(runtime)(
+      Effect.locally(event.data === undefined ? log(event.message) : log(event.message, event.data), currentEvents, undefined)
+    )
   }
   const at = (level: StepEvent["level"]) => (message: string, data?: unknown) =>
     record({ level, message, ...(data === undefined ? {} : { data }) })
@@ -97,13 +101,25 @@ const eventLogger = Logger.make<unknown, void>(({ context, date, logLevel, messa
   if (events !== undefined) events.push({ at: date.getTime(), level: levelOf(logLevel), ...render(message) })
 })
 
+/** The refs that make the shared logger record into `events`. */
+const recordInto = (refs: FiberRefs.FiberRefs, events: Array<StepEvent>) => {
+  const loggers = FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)
+  return HashSet.has(loggers, eventLogger)
+    ? [[currentEvents, events]] as const
+    : [[currentEvents, events], [FiberRef.currentLoggers, HashSet.add(loggers, eventLogger)]] as const
+}
+
 /**
  * Records what an Effect handler logs with `Effect.log*` as step events too.
  *
  * @internal
  */
-export const captureEffectLogs = (events: Array<StepEvent>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  self.pipe(
-    Effect.locally(currentEvents, events),
-    Effect.locallyWith(FiberRef.currentLoggers, HashSet.add(eventLogger))
-  )
+export const captureEffectLogs = (events: Array<StepEvent>) => withFiberRefs((refs) => recordInto(refs, events))
+
+/**
+ * {@link captureEffectLogs}, and the task's log annotations, in one update of the fiber's refs.
+ *
+ * @internal
+ */
+export const captureTaskLogs = (annotations: Readonly<Record<string, unknown>>, events: Array<StepEvent>) =>
+  withFiberRefs((refs) => [...recordInto(refs, events), annotationsWith(refs, annotations)])
