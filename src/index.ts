@@ -4,7 +4,8 @@
  * - protocol: `StepProtocol`, `WorkflowProtocol`, `DurableWorkflowCodec` (wire schemas and codecs)
  * - core: `Step` (handlers, `processStep`), `Workflow` (replay, `processWorkflowTask`), `FatalError`
  * - runtime: `Worker` (lifecycle, concurrency, drain, deregistration)
- * - services: `Transport` (the broker seam) and its layers (`InMemoryTransport`, `BullMQTransport`),
+ * - services: `Transport` (the broker seam) and its layers (`InMemoryTransport`, `BullMQTransport`,
+ *   `SqsTransport`, `SqlTransport`, `DurableWorkflowTransport` with `DurableWorkflowExternalStorage`),
  *   `Memory`, `Concurrency`, `ConcurrencyController` (adaptive concurrency and the memory gate)
  *
  * The plain-promise facade is `effect-durable-worker/promise`.
@@ -27,6 +28,13 @@ export * as DurableWorkflow from "./core/DurableWorkflow.js"
 
 /** @since 0.1.0 */
 export * as DurableWorkflowCodec from "./protocol/DurableWorkflowCodec.js"
+
+/**
+ * External payload storage drivers for the Durable Workflow transport (filesystem, S3, custom).
+ *
+ * @since 0.1.0
+ */
+export * as DurableWorkflowExternalStorage from "./transport/DurableWorkflowExternalStorage.js"
 
 /** @since 0.1.0 */
 export * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"

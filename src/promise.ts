@@ -17,6 +17,7 @@
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -31,6 +32,7 @@ import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import type * as Concurrency from "./services/Concurrency.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
+import * as DurableWorkflowExternalStorage from "./transport/DurableWorkflowExternalStorage.js"
 import * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import * as SqlTransport from "./transport/SqlTransport.js"
@@ -38,10 +40,20 @@ import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
 import type { Transport } from "./transport/Transport.js"
 
-export { ActivityCancelled, ActivityFailed, activityContext, ChildWorkflowFailed } from "./core/DurableWorkflow.js"
+export {
+  ActivityCancelled,
+  ActivityFailed,
+  activityContext,
+  ChildWorkflowFailed,
+  param,
+  rest,
+  UpdateRejected,
+  WorkflowDefinitionChanged
+} from "./core/DurableWorkflow.js"
 export type {
   ActivityContextShape as ActivityContext,
   AsyncWorkflowContext as DurableWorkflowContext,
+  Declarations as DurableWorkflowDeclarations,
   GeneratorWorkflowContext as DurableWorkflowGeneratorContext
 } from "./core/DurableWorkflow.js"
 export { FatalError } from "./core/FatalError.js"
@@ -51,6 +63,14 @@ export { GatherFailed, NondeterminismError, StepFailed, UnsupportedInRemoteWorkf
 export type { StepError, StepEvent, StepResult, StepTask } from "./protocol/StepProtocol.js"
 export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./protocol/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
+export type {
+  ExternalPayloadReference,
+  ExternalStorageDriver,
+  PayloadMetadata,
+  PromiseExternalStorageDriver,
+  S3Options,
+  StoredPayload
+} from "./transport/DurableWorkflowExternalStorage.js"
 
 /**
  * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
@@ -217,31 +237,44 @@ export class Worker {
     return this
   }
 
-  /** Registers a Durable Workflow workflow whose body is an async function awaiting `ctx` operations. */
-  durableWorkflow<Args extends Array<any>>(
+  /**
+   * Registers a Durable Workflow workflow whose body is an async function awaiting `ctx`
+   * operations. `declarations` (signals, queries, updates with their parameters — see `param` —
+   * and `updateValidators`) type the `ctx.on…` handlers and are advertised to the server. With an
+   * explicit `workerId`, a changed definition of a workflow type this process already registered
+   * under that id throws `WorkflowDefinitionChanged` here (restart the process to change it).
+   */
+  durableWorkflow<Args extends Array<any>, const D extends DurableWorkflow.Declarations = {}>(
     name: string,
-    body: (ctx: DurableWorkflow.AsyncWorkflowContext, ...args: Args) => Promise<unknown>
+    body: (ctx: DurableWorkflow.AsyncWorkflowContext<D>, ...args: Args) => Promise<unknown>,
+    declarations?: D
   ): this {
-    return this.#addDurableWorkflow(DurableWorkflow.fromAsync(name, body))
+    return this.#addDurableWorkflow(name, () => DurableWorkflow.fromAsync(name, body, declarations))
   }
 
-  /** Registers a Durable Workflow workflow whose body is a generator yielding `ctx` operations. */
-  durableWorkflowGenerator<Args extends Array<any>>(
+  /** Registers a Durable Workflow workflow whose body is a generator yielding `ctx` operations (`declarations` as for {@link Worker.durableWorkflow}). */
+  durableWorkflowGenerator<Args extends Array<any>, const D extends DurableWorkflow.Declarations = {}>(
     name: string,
     body: (
-      ctx: DurableWorkflow.GeneratorWorkflowContext,
+      ctx: DurableWorkflow.GeneratorWorkflowContext<D>,
       ...args: Args
-    ) => Generator<DurableWorkflow.Op | ReadonlyArray<DurableWorkflow.Op>, unknown, any>
+    ) => Generator<DurableWorkflow.Op | ReadonlyArray<DurableWorkflow.Op>, unknown, any>,
+    declarations?: D
   ): this {
-    return this.#addDurableWorkflow(DurableWorkflow.fromGenerator(name, body))
+    return this.#addDurableWorkflow(name, () => DurableWorkflow.fromGenerator(name, body, declarations))
   }
 
-  #addDurableWorkflow(definition: DurableWorkflow.DurableWorkflow): this {
+  #addDurableWorkflow(name: string, make: () => DurableWorkflow.DurableWorkflow): this {
     if (this.#worker !== undefined) {
-      throw new Error(`cannot register workflow "${definition.name}": the worker has already started`)
+      throw new Error(`cannot register workflow "${name}": the worker has already started`)
     }
-    if (this.#durableWorkflows.some((w) => w.name === definition.name)) {
-      throw new Error(`workflow "${definition.name}" is registered twice; each workflow name must have exactly one body`)
+    if (this.#durableWorkflows.some((w) => w.name === name)) {
+      throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
+    }
+    const definition = make()
+    if (this.#options.workerId !== undefined) {
+      const guarded = DurableWorkflow.guardDefinitions(this.#options.workerId, [definition])
+      if (Either.isLeft(guarded)) throw guarded.left
     }
     this.#durableWorkflows.push(definition)
     return this
@@ -499,10 +532,58 @@ export interface DurableWorkflowOptions {
   readonly taskQueue: string
   readonly requestTimeoutMs?: number
   readonly heartbeatIntervalMs?: number
+  /**
+   * Where payloads above `externalStorageThresholdBytes` are stored, and inbound `external_storage`
+   * references are read from (size and SHA-256 checked): {@link filesystemStorage},
+   * {@link s3Storage}, or {@link externalStorage} for any other store (GCS, Azure Blob, …).
+   */
   readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver
+  /** Size in bytes of an encoded payload above which it goes to `externalStorage`. At least 1. */
   readonly externalStorageThresholdBytes?: number
   readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
 }
+
+/**
+ * External payload storage on the local filesystem, for `durableWorkflow({ externalStorage })`:
+ * `file://` URIs, files at `<root>/<codec>/<sha[:2]>/<sha>`.
+ *
+ * @since 0.1.0
+ * @category external storage
+ */
+export const filesystemStorage = (root: string): DurableWorkflowTransport.ExternalStorageDriver =>
+  DurableWorkflowExternalStorage.localFilesystem(root)
+
+/**
+ * External payload storage on S3 or an S3-compatible server, for
+ * `durableWorkflow({ externalStorage })`: objects at `<prefix>/<codec>/<sha[:2]>/<sha>`, URIs
+ * `s3://<bucket>/<key>`. Needs the optional peer dependency `@aws-sdk/client-s3` (v3), imported on
+ * first use.
+ *
+ * ```ts
+ * durableWorkflow({
+ *   baseUrl, taskQueue: "orders",
+ *   externalStorage: s3Storage({ bucket: "payloads", prefix: "dw", clientConfig: { region: "eu-west-1" } }),
+ *   externalStorageThresholdBytes: 256_000
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category external storage
+ */
+export const s3Storage = (options: DurableWorkflowExternalStorage.S3Options): DurableWorkflowTransport.ExternalStorageDriver =>
+  DurableWorkflowExternalStorage.s3(options)
+
+/**
+ * External payload storage on any store, from two async functions: `put` keeps the bytes and
+ * answers their URI, `get` reads them back for a reference. The worker checks size and SHA-256 of
+ * what `get` answers.
+ *
+ * @since 0.1.0
+ * @category external storage
+ */
+export const externalStorage = (
+  driver: DurableWorkflowExternalStorage.PromiseExternalStorageDriver
+): DurableWorkflowTransport.ExternalStorageDriver => DurableWorkflowExternalStorage.make(driver)
 
 /**
  * The Durable Workflow transport, with control-plane helpers.

@@ -9,6 +9,13 @@
  * ({@link fromGenerator}, {@link fromAsync}). Code that does not do what its history recorded fails the *task* with a
  * {@link NonDeterministicReplayError}; an error the workflow does not catch fails the *workflow*.
  *
+ * Signals, queries and updates are handled from inside the body (`ctx.onSignal`, `ctx.onQuery`,
+ * `ctx.onUpdate`, `ctx.onUpdateValidator`), where the workflow's state lives. Declare them with the
+ * definition ({@link Declarations}: parameters via {@link param} / {@link rest}, optionally with an
+ * Effect `Schema` each) to type the handlers, decode their arguments and advertise them to the
+ * server as the workflow's command contract; update validators run before the server accepts an
+ * update.
+ *
  * Activities are {@link Step.Step}s registered with the worker's `steps`: build them with
  * {@link activity} (Effect, context from {@link ActivityContext}) or {@link activityFromPromise}
  * (async, context from {@link activityContext}).
@@ -18,14 +25,233 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as EffectRuntime from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import { AsyncLocalStorage } from "node:async_hooks"
 import type * as Step from "./Step.js"
-import { ActivityCancelled, ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError, QueryFailed } from "./internal/durableWorkflow/errors.js"
+import {
+  type CommandContract,
+  commandContract,
+  type ContractType,
+  type ParameterSpec,
+  type ReceiverSpecs
+} from "./internal/durableWorkflow/contract.js"
+import {
+  ActivityCancelled,
+  ActivityFailed,
+  ChildWorkflowFailed,
+  InvalidWorkflowDeclaration,
+  NonDeterministicReplayError,
+  QueryFailed,
+  UpdateRejected,
+  UpdateValidationFailed,
+  WorkflowDefinitionChanged
+} from "./internal/durableWorkflow/errors.js"
 import type { ActivityOptions, ChildOptions, Op } from "./internal/durableWorkflow/replay.js"
-import { type BaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
+import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
-export { ActivityCancelled, ActivityFailed, ChildWorkflowFailed, ContinueAsNew, NonDeterministicReplayError, QueryFailed }
-export type { ActivityOptions, BaseContext, ChildOptions, ConditionOptions, Op }
+export {
+  ActivityCancelled,
+  ActivityFailed,
+  ChildWorkflowFailed,
+  ContinueAsNew,
+  InvalidWorkflowDeclaration,
+  NonDeterministicReplayError,
+  QueryFailed,
+  UpdateRejected,
+  UpdateValidationFailed,
+  WorkflowDefinitionChanged
+}
+export type { ActivityOptions, ChildOptions, CommandContract, ConditionOptions, ContractType, Op }
+
+// ---- receiver declarations ---------------------------------------------------------------------
+
+/**
+ * A declared positional parameter of a signal, query or update handler: its name, optionally an
+ * Effect `Schema` (types the handler argument, decodes it, and gives the contract type), a default
+ * (makes it optional). See {@link param}.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export interface Parameter<out A = unknown> extends ParameterSpec {
+  readonly variadic: false
+  /** @internal phantom: the handler argument's type */
+  readonly "~type"?: (_: never) => A
+}
+
+/**
+ * A declared variadic (rest) parameter: every remaining argument. See {@link rest}.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export interface RestParameter<out A = unknown> extends ParameterSpec {
+  readonly variadic: true
+  /** @internal phantom: the type of each remaining argument */
+  readonly "~type"?: (_: never) => A
+}
+
+/**
+ * The parameters of one handler, in position order (a {@link RestParameter} only last).
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export type ParameterList = ReadonlyArray<Parameter<any> | RestParameter<any>>
+
+/**
+ * The handler arguments a parameter list declares.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export type ArgumentsOf<Ps> = Ps extends readonly [] ? []
+  : Ps extends readonly [RestParameter<infer A>] ? Array<A>
+  : Ps extends readonly [Parameter<infer A>, ...infer Rest] ? [A, ...ArgumentsOf<Rest>]
+  : Array<any>
+
+/**
+ * What a workflow declares about its receivers, by name: `signals`, `queries` and `updates` map a
+ * handler name to its parameters; `updateValidators` names the updates that have a validator.
+ * Declared receivers are sent to the server at registration as the workflow's command contract
+ * (`workflow_command_contracts`), type the `ctx.on…` handlers of the same name and have their
+ * arguments decoded by the parameter schemas. Receivers registered in the body without a
+ * declaration still work but are not advertised (and an update needs `workflow_updates`
+ * advertised, i.e. at least one declared update, for a server to route it to this worker).
+ *
+ * @example
+ * const approval = DurableWorkflow.make("orders.approval", (ctx) => Effect.gen(function*() {
+ *   let discount = 0
+ *   ctx.onUpdate("setDiscount", (percent) => (discount = percent))
+ *   ctx.onUpdateValidator("setDiscount", (percent) => percent <= 50)
+ *   ctx.onQuery("discount", () => discount)
+ *   yield* ctx.waitCondition(() => discount > 0)
+ *   return discount
+ * }), {
+ *   updates: { setDiscount: [DurableWorkflow.param("percent", Schema.Int)] },
+ *   updateValidators: ["setDiscount"],
+ *   queries: { discount: [] }
+ * })
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export interface Declarations {
+  readonly signals?: Readonly<Record<string, ParameterList>>
+  readonly queries?: Readonly<Record<string, ParameterList>>
+  readonly updates?: Readonly<Record<string, ParameterList>>
+  readonly updateValidators?: ReadonlyArray<string>
+}
+
+/**
+ * Options of a declared parameter.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export interface ParameterOptions<A> {
+  /** Makes the parameter optional: a missing argument takes this value (sent as the contract `default`). */
+  readonly default?: A
+  /**
+   * The contract type, when the schema cannot say it (or there is no schema): `bool`, `int`,
+   * `float`, `string`, `array`, `callable`, `mixed`, `null`, an `a|b` union, or `null` for a
+   * type the server cannot name.
+   */
+  readonly type?: ContractType | (string & {}) | null
+  /** Whether the argument may be `null` (default: derived from the schema, the type or a `null` default). */
+  readonly allowsNull?: boolean
+}
+
+const spec = (
+  name: string,
+  schemaOrOptions: Schema.Schema<any, any, never> | ParameterOptions<unknown> | undefined,
+  maybeOptions: ParameterOptions<unknown> | undefined,
+  variadic: boolean
+): ParameterSpec => {
+  const schema = Schema.isSchema(schemaOrOptions) ? schemaOrOptions as Schema.Schema<any, any, never> : undefined
+  const options = (schema === undefined ? schemaOrOptions as ParameterOptions<unknown> | undefined : maybeOptions) ?? {}
+  const defaultAvailable = !variadic && "default" in options
+  return {
+    name,
+    schema,
+    type: "type" in options ? options.type : undefined,
+    variadic,
+    defaultAvailable,
+    default: defaultAvailable ? options.default : undefined,
+    allowsNull: options.allowsNull
+  }
+}
+
+/**
+ * Declares a positional handler parameter, optionally with an Effect `Schema` that types and
+ * decodes the argument. Its contract type comes from the schema's encoded side: `String` →
+ * `string`, `Number` → `float`, `Int`/`BigIntFromSelf` → `int`, `Boolean` → `bool`, literals by
+ * value, structs/records/arrays/tuples → `array`, `Unknown`/`Any` → `mixed`, `Null`/`Undefined` →
+ * `null`, unions → `a|b` with `null` members setting `allows_null`, classes and other declarations →
+ * `null` (unnamed). Without a schema (and without `type`) the parameter is `mixed`, nullable.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export const param: {
+  <S extends Schema.Schema<any, any, never>>(name: string, schema: S, options?: ParameterOptions<Schema.Schema.Type<S>>): Parameter<Schema.Schema.Type<S>>
+  <A = any>(name: string, options?: ParameterOptions<A>): Parameter<A>
+} = (name: string, schemaOrOptions?: any, options?: any) => spec(name, schemaOrOptions, options, false) as Parameter<any>
+
+/**
+ * Declares a variadic last parameter: every remaining argument, each decoded by `schema`.
+ *
+ * @since 0.1.0
+ * @category declarations
+ */
+export const rest: {
+  <S extends Schema.Schema<any, any, never>>(name: string, schema: S, options?: Omit<ParameterOptions<never>, "default">): RestParameter<Schema.Schema.Type<S>>
+  <A = any>(name: string, options?: Omit<ParameterOptions<never>, "default">): RestParameter<A>
+} = (name: string, schemaOrOptions?: any, options?: any) => spec(name, schemaOrOptions, options, true) as RestParameter<any>
+
+type ArgsFor<D, Kind extends "signals" | "queries" | "updates", K extends string> = D extends { readonly [k in Kind]?: infer M }
+  ? M extends { readonly [k in K]: infer Ps } ? ArgumentsOf<Ps> : Array<any>
+  : Array<any>
+
+/**
+ * What an update validator returns: `false` (or a failure / throw, {@link UpdateRejected} for
+ * per-field errors) rejects; anything else approves.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ValidatorResult = boolean | void | PromiseLike<boolean | void> | Effect.Effect<boolean | void, unknown>
+
+/**
+ * The receiver registrations of a workflow context, typed by the workflow's {@link Declarations}
+ * (undeclared names take any arguments).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Receivers<D = {}> {
+  /** Handles the signal `name` (recorded signals are applied in history order during replay). */
+  readonly onSignal: <K extends string>(name: K, handler: (...args: ArgsFor<D, "signals", K>) => void) => void
+  /** Answers the query `name` from the replayed state (a value, a promise or an Effect). */
+  readonly onQuery: <K extends string>(name: K, handler: (...args: ArgsFor<D, "queries", K>) => unknown) => void
+  /**
+   * Applies the update `name`: changes the workflow state and returns the update's result (a
+   * value, a promise or an Effect); a failure fails the update (`fail_update`, non-retryable
+   * unless the error has `retryable: true`). Recorded applications are replayed in history order.
+   */
+  readonly onUpdate: <K extends string>(name: K, handler: (...args: ArgsFor<D, "updates", K>) => unknown) => void
+  /** Validates the update `name` before the server accepts it (declare it in `updateValidators`). */
+  readonly onUpdateValidator: <K extends string>(name: K, validator: (...args: ArgsFor<D, "updates", K>) => ValidatorResult) => void
+}
+
+/**
+ * Deterministic helpers and receiver registrations every workflow context has.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BaseContext<D = {}> extends Omit<AnyBaseContext, keyof Receivers>, Receivers<D> {}
 
 /**
  * Op constructors, for parallel groups (`ctx.all([...])`, or `yield [...]` in a generator).
@@ -41,7 +267,7 @@ export const Ops = op
  * @since 0.1.0
  * @category models
  */
-export interface EffectWorkflowContext extends BaseContext {
+export interface EffectWorkflowContext<D = {}> extends BaseContext<D> {
   readonly activity: <A = unknown>(type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => Effect.Effect<A, ActivityFailed>
   readonly child: <A = unknown>(type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => Effect.Effect<A, ChildWorkflowFailed>
   /** A durable timer of whole seconds (rounded up). */
@@ -65,7 +291,7 @@ export interface EffectWorkflowContext extends BaseContext {
  * @since 0.1.0
  * @category models
  */
-export interface AsyncWorkflowContext extends BaseContext {
+export interface AsyncWorkflowContext<D = {}> extends BaseContext<D> {
   readonly activity: <A = any>(type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => Promise<A>
   readonly child: <A = any>(type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => Promise<A>
   readonly sleep: (seconds: number) => Promise<void>
@@ -84,7 +310,7 @@ export interface AsyncWorkflowContext extends BaseContext {
  * @since 0.1.0
  * @category models
  */
-export interface GeneratorWorkflowContext extends BaseContext {
+export interface GeneratorWorkflowContext<D = {}> extends BaseContext<D> {
   readonly activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => Op
   readonly child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => Op
   readonly sleep: (seconds: number) => Op
@@ -103,8 +329,12 @@ export interface GeneratorWorkflowContext extends BaseContext {
  */
 export interface DurableWorkflow<out R = never> extends Definition<R> {
   readonly _tag: "DurableWorkflow"
-  /** `sha256:<hex>` over the name and the body's source, sent at registration. */
+  /** `sha256:<hex>` over the name, the body's source and the declarations, sent at registration. */
   readonly fingerprint: string
+  /** The declared receivers (empty when none were declared). */
+  readonly specs: ReceiverSpecs
+  /** The command contract sent at registration (`workflow_command_contracts[name]`). */
+  readonly contract: CommandContract
 }
 
 /**
@@ -115,19 +345,76 @@ export interface DurableWorkflow<out R = never> extends Definition<R> {
  */
 export type DurableWorkflowRegistry<R = never> = ReadonlyMap<string, DurableWorkflow<R>>
 
-const fingerprints = new Map<string, string>()
+const definitions = new Map<string, DurableWorkflow<any>>()
 
 /** The fingerprint of the last definition made under `name` in this process. @internal */
-export const registeredFingerprint = (name: string): string | undefined => fingerprints.get(name)
+export const registeredFingerprint = (name: string): string | undefined => definitions.get(name)?.fingerprint
 
-const define = <R>(name: string, body: Definition<R>["body"]): DurableWorkflow<R> => {
-  const fingerprint = fingerprintOf(name, `${body.style}:${body.run.toString()}`)
-  fingerprints.set(name, fingerprint)
-  return { _tag: "DurableWorkflow", name, body, fingerprint }
+/** The last definition made under `name` in this process (what registration advertises). @internal */
+export const registeredDefinition = (name: string): DurableWorkflow<unknown> | undefined => definitions.get(name)
+
+const specsOf = (name: string, declarations: Declarations | undefined): ReceiverSpecs => {
+  const invalid = (message: string) => new InvalidWorkflowDeclaration({ workflowType: name, message: `workflow '${name}': ${message}` })
+  const kinds = ["signals", "queries", "updates"] as const
+  for (const kind of kinds) {
+    for (const [handler, parameters] of Object.entries(declarations?.[kind] ?? {})) {
+      const seen = new Set<string>()
+      parameters.forEach((p, i) => {
+        if (seen.has(p.name)) throw invalid(`${kind} '${handler}' declares the parameter '${p.name}' twice`)
+        seen.add(p.name)
+        if (p.variadic && i !== parameters.length - 1) throw invalid(`${kind} '${handler}': the rest parameter '${p.name}' must be the last one`)
+      })
+    }
+  }
+  const updates = declarations?.updates ?? {}
+  const validators = [...new Set(declarations?.updateValidators ?? [])]
+  for (const validator of validators) {
+    if (!(validator in updates)) {
+      throw invalid(`updateValidators names '${validator}', which is not a declared update; declare it in updates first`)
+    }
+  }
+  return { signals: declarations?.signals ?? {}, queries: declarations?.queries ?? {}, updates, updateValidators: validators }
+}
+
+const define = <R>(name: string, body: Definition<R>["body"], declarations: Declarations | undefined): DurableWorkflow<R> => {
+  const specs = specsOf(name, declarations)
+  const contract = commandContract(specs)
+  const fingerprint = fingerprintOf(name, `${body.style}:${body.run.toString()}\0${JSON.stringify(contract)}`)
+  const definition: DurableWorkflow<R> = { _tag: "DurableWorkflow", name, body, specs, contract, fingerprint }
+  definitions.set(name, definition)
+  return definition
+}
+
+const guarded = new Map<string, string>()
+
+/**
+ * The process-wide definition guard, keyed by (worker id, workflow type): the first definition a
+ * worker id presents for a type is pinned; presenting a different one later under the same worker
+ * id fails with {@link WorkflowDefinitionChanged} (restart the process to change a definition). The
+ * Durable Workflow transport checks it before registering; the promise facade when a workflow is
+ * added to a worker with an explicit `workerId`. Call it when building a worker to fail earlier.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const guardDefinitions = (
+  workerId: string,
+  workflows: Iterable<{ readonly name: string; readonly fingerprint: string }>
+): Either.Either<void, WorkflowDefinitionChanged> => {
+  const list = [...workflows]
+  for (const workflow of list) {
+    const previous = guarded.get(`${workerId}\0${workflow.name}`)
+    if (previous !== undefined && previous !== workflow.fingerprint) {
+      return Either.left(new WorkflowDefinitionChanged({ workerId, workflowType: workflow.name, previous, current: workflow.fingerprint }))
+    }
+  }
+  for (const workflow of list) guarded.set(`${workerId}\0${workflow.name}`, workflow.fingerprint)
+  return Either.void
 }
 
 /**
- * A workflow whose body is an Effect.
+ * A workflow whose body is an Effect. Signal, query and update handlers are registered on `ctx`;
+ * `declarations` types them and advertises them to the server.
  *
  * @example
  * const greet = DurableWorkflow.make("greet", (ctx, name: string) =>
@@ -139,10 +426,11 @@ const define = <R>(name: string, body: Definition<R>["body"]): DurableWorkflow<R
  * @since 0.1.0
  * @category constructors
  */
-export const make = <Args extends Array<any>, A, E, R>(
+export const make = <Args extends Array<any>, A, E, R, const D extends Declarations = {}>(
   name: string,
-  body: (ctx: EffectWorkflowContext, ...args: Args) => Effect.Effect<A, E, R>
-): DurableWorkflow<R> => define(name, { style: "effect", run: body as any })
+  body: (ctx: EffectWorkflowContext<D>, ...args: Args) => Effect.Effect<A, E, R>,
+  declarations?: D
+): DurableWorkflow<R> => define(name, { style: "effect", run: body as any }, declarations)
 
 /**
  * A workflow whose body is a generator function: it `yield`s ops from its context (an array of them
@@ -151,10 +439,11 @@ export const make = <Args extends Array<any>, A, E, R>(
  * @since 0.1.0
  * @category constructors
  */
-export const fromGenerator = <Args extends Array<any>>(
+export const fromGenerator = <Args extends Array<any>, const D extends Declarations = {}>(
   name: string,
-  body: (ctx: GeneratorWorkflowContext, ...args: Args) => Generator<Op | ReadonlyArray<Op>, unknown, any>
-): DurableWorkflow => define(name, { style: "generator", run: body as any })
+  body: (ctx: GeneratorWorkflowContext<D>, ...args: Args) => Generator<Op | ReadonlyArray<Op>, unknown, any>,
+  declarations?: D
+): DurableWorkflow => define(name, { style: "generator", run: body as any }, declarations)
 
 /**
  * A workflow whose body is an async function awaiting the operations of its context.
@@ -162,10 +451,11 @@ export const fromGenerator = <Args extends Array<any>>(
  * @since 0.1.0
  * @category constructors
  */
-export const fromAsync = <Args extends Array<any>>(
+export const fromAsync = <Args extends Array<any>, const D extends Declarations = {}>(
   name: string,
-  body: (ctx: AsyncWorkflowContext, ...args: Args) => Promise<unknown>
-): DurableWorkflow => define(name, { style: "async", run: body as any })
+  body: (ctx: AsyncWorkflowContext<D>, ...args: Args) => Promise<unknown>,
+  declarations?: D
+): DurableWorkflow => define(name, { style: "async", run: body as any }, declarations)
 
 /**
  * What an activity knows about the attempt it runs.

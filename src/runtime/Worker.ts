@@ -526,19 +526,25 @@ export const make = <R = never>(
         )
       )
 
+    /**
+     * Beats one interval apart (the worker's `heartbeatInterval`, else the transport's), the first
+     * one interval in; an interval a beat answers with applies from the next wait on.
+     */
     const heartbeatLoop = (registration: Registration) =>
       Option.match(registration.heartbeat, {
         onNone: () => Effect.never,
-        onSome: (heartbeat) => {
-          const interval = options.heartbeatInterval ?? heartbeat.interval
-          return status.pipe(
-            Effect.flatMap(heartbeat.beat),
-            Effect.catchAll((error) => Effect.logWarning("worker heartbeat failed", error)),
-            Effect.repeat(Schedule.spaced(interval)),
-            Effect.delay(interval),
-            Effect.zipRight(Effect.never)
-          )
-        }
+        onSome: (heartbeat) =>
+          Effect.gen(function*() {
+            const interval = yield* Ref.make(options.heartbeatInterval ?? heartbeat.interval)
+            const beat = status.pipe(
+              Effect.flatMap(heartbeat.beat),
+              Effect.flatMap((next) => Option.isOption(next) && Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void),
+              Effect.catchAll((error) => Effect.logWarning("worker heartbeat failed", error))
+            )
+            // `Effect.schedule` waits before each run, the first one included
+            yield* Effect.schedule(beat, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))
+            return yield* Effect.never
+          })
       })
 
     /** Interrupts fibers and waits for each up to the bound; returns the labels of those still running. */

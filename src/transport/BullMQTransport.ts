@@ -297,7 +297,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             }
             return multi.exec()
           }))
-        }).pipe(Effect.mapError(transportError("writing the worker heartbeat")))
+        }).pipe(Effect.asVoid, Effect.mapError(transportError("writing the worker heartbeat")))
 
       let tokenCounter = 0
       const pollers: Array<Poller> = []

@@ -1,16 +1,23 @@
 /**
  * The Durable Workflow server transport (worker protocol 1.1 over HTTP).
  *
- * - registration: `GET /api/cluster/info` and its compatibility check (errors start
- *   `Server compatibility error: `), then `POST /api/worker/register` with the workflow and activity
- *   types, definition fingerprints, limits, free task slots and process metrics;
+ * - registration: the process-wide definition-fingerprint guard (`WorkflowDefinitionChanged`), then
+ *   `GET /api/cluster/info` and its compatibility check (errors start `Server compatibility error: `;
+ *   declared update validators need the server's synchronous pre-accept update validation), then
+ *   `POST /api/worker/register` with the workflow and activity types, definition fingerprints, command
+ *   contracts, capabilities (`query_tasks`, `update_validation_tasks`, `workflow_updates`), limits, free
+ *   task slots and process metrics;
+ * - update validation: with validators declared, workflow polls ask for
+ *   `task_kinds: ["workflow", "update_validation"]`; a validation task is answered on
+ *   `/update-validation-tasks/{id}/approve` or `/reject` and shares the workflow slots;
  * - three pollers: workflow tasks (pool `workflow`), activity tasks (pool `step`) and, when the
  *   server advertises them, query tasks (pool `query`, one at a time); each long poll carries
  *   `timeout_seconds` (≤ 60), runs under an HTTP timeout 5 s longer, is retried once with the same
  *   `poll_request_id` after a timeout, and is interrupted at once when the worker stops;
  * - results: workflow-task completion with lease/attempt fencing and a bounded retry (3 attempts),
  *   a definite rejection reported as a task failure; activity completion/failure; query answers;
- * - worker heartbeats at the server-advertised interval with `task_slots` and `process_metrics`;
+ * - worker heartbeats at the server-advertised interval (from the register ack, then from each
+ *   heartbeat reply that announces one) with `task_slots` and `process_metrics`;
  * - the worker-plane `DELETE /api/worker/registrations/{id}` at shutdown (an absent worker counts as
  *   deregistered) — separate from the control-plane {@link deregisterWorker}.
  *
@@ -28,7 +35,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
-import { registeredFingerprint } from "../core/DurableWorkflow.js"
+import { guardDefinitions, registeredDefinition } from "../core/DurableWorkflow.js"
 import {
   durableWorkflowProtocol,
   type DurableWorkflowReply,
@@ -49,6 +56,7 @@ import {
   ServerCompatibilityError
 } from "./durableWorkflow/internal/errors.js"
 import * as External from "./durableWorkflow/internal/externalStorage.js"
+import * as Heartbeat from "./durableWorkflow/internal/heartbeat.js"
 import * as Metrics from "./durableWorkflow/internal/metrics.js"
 import { makeSampler } from "./durableWorkflow/internal/processMetrics.js"
 import {
@@ -64,7 +72,13 @@ import {
 } from "./Transport.js"
 
 export * from "./durableWorkflow/internal/errors.js"
-export { ExternalPayloadIntegrityError, type ExternalStorageDriver, localFilesystem } from "./durableWorkflow/internal/externalStorage.js"
+export {
+  ExternalPayloadIntegrityError,
+  ExternalStorageError,
+  type ExternalStorageDriver,
+  localFilesystem,
+  s3
+} from "./DurableWorkflowExternalStorage.js"
 export type { WorkerInterceptor } from "../core/internal/durableWorkflow/protocol.js"
 
 /**
@@ -92,11 +106,20 @@ export interface DurableWorkflowOptions {
   readonly controlPlaneVersion?: string
   /** Timeout of non-poll requests. Default 60 seconds. */
   readonly requestTimeout?: Duration.DurationInput
-  /** Worker heartbeat interval until the server advertises one. Default 60 seconds; must be positive. */
+  /**
+   * Worker heartbeat interval until the server advertises one. Default 60 seconds; must be positive.
+   * A positive integer `heartbeat_interval_seconds` in the register ack replaces it; one in a
+   * heartbeat reply sets the wait before the following heartbeats (over the worker's own
+   * `heartbeatInterval` too), until a later reply announces another.
+   */
   readonly heartbeatInterval?: Duration.DurationInput
   /** Hooks around workflow tasks, activities and queries, outermost first. */
   readonly interceptors?: ReadonlyArray<WorkerInterceptor>
-  /** Where outbound payloads above `externalStorageThresholdBytes` go (and inbound references are read from). */
+  /**
+   * Where outbound payloads above `externalStorageThresholdBytes` go, and where inbound
+   * `external_storage` references are read from (size and SHA-256 checked): a driver from
+   * `DurableWorkflowExternalStorage` (`localFilesystem`, `s3`, `make` for any other store).
+   */
   readonly externalStorage?: External.ExternalStorageDriver
   /** Size of a base64 blob above which it is stored externally (needs `externalStorage`). At least 1. */
   readonly externalStorageThresholdBytes?: number
@@ -138,6 +161,15 @@ const AMBIGUOUS_REASONS = new Set([
   "workflow_task_attempt_mismatch"
 ])
 const FINAL_QUERY_REASONS = new Set(["lease_expired", "query_task_not_found", "query_task_not_leased", "query_task_timed_out"])
+/** Reasons that fence an update-validation answer off for good: the task outcome is `expired`. */
+const FINAL_VALIDATION_REASONS = new Set([
+  "duplicate_update_validation_completion",
+  "stale_update_validation_completion",
+  "update_validation_lease_expired",
+  "update_validation_task_not_found",
+  "update_validation_task_not_leased",
+  "update_validator_worker_lost"
+])
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -265,6 +297,18 @@ export const make = (
       Effect.gen(function*() {
         const workerId = description.workerId
         const taskQueue = resolved.taskQueue
+        // the definitions registration advertises: the last one made under each registered name
+        const definitions = description.workflows.flatMap((type) => {
+          const definition = registeredDefinition(type)
+          return definition === undefined ? [] : [definition]
+        })
+        // the process-wide (worker id, workflow type) → fingerprint guard, before any I/O
+        const guard = guardDefinitions(workerId, definitions)
+        if (Either.isLeft(guard)) {
+          return yield* new RegistrationError({ transport: NAME, message: guard.left.message, cause: guard.left })
+        }
+        const withValidators = definitions.filter((d) => d.specs.updateValidators.length > 0).map((d) => d.name)
+        const withUpdates = definitions.some((d) => Object.keys(d.specs.updates).length > 0)
         const info = yield* client.request({ method: "GET", path: "/cluster/info", plane: "discovery" }).pipe(
           Effect.mapError((error) =>
             new RegistrationError({
@@ -282,6 +326,20 @@ export const make = (
             cause: new ServerCompatibilityError({ message: server.problem })
           })
         }
+        if (withValidators.length > 0 && !server.updateValidation) {
+          const problem = "Server compatibility error: this worker declares update validators, but the server does not advertise " +
+            "synchronous pre-accept update validation (server_capabilities.update_validation_tasks with the multiplexed " +
+            "synchronous_update_validation contract); upgrade the server or remove the update validators of " +
+            withValidators.join(", ")
+          return yield* new RegistrationError({ transport: NAME, message: problem, cause: new ServerCompatibilityError({ message: problem }) })
+        }
+        /** Multiplexed workflow polls: update-validation tasks arrive with the workflow tasks. */
+        const multiplexed = withValidators.length > 0
+        const capabilities = [
+          ...(server.queryTasks ? ["query_tasks"] : []),
+          ...(multiplexed ? ["update_validation_tasks"] : []),
+          ...(withUpdates ? ["workflow_updates"] : [])
+        ]
         const clock = yield* Effect.clock
         const sample = makeSampler(() => clock.unsafeCurrentTimeMillis())
         const timing = Compat.pollTiming(Duration.toSeconds(description.pollTimeout), server.longPollTimeout)
@@ -295,12 +353,8 @@ export const make = (
           }
         }
         const initial = yield* description.status
-        const fingerprints = Object.fromEntries(
-          description.workflows.flatMap((type) => {
-            const fingerprint = registeredFingerprint(type)
-            return fingerprint === undefined ? [] : [[type, fingerprint]]
-          })
-        )
+        const fingerprints = Object.fromEntries(definitions.map((d) => [d.name, d.fingerprint]))
+        const contracts = Object.fromEntries(definitions.map((d) => [d.name, d.contract]))
         const slots = taskSlots(initial)
         const registerBody = {
           worker_id: workerId,
@@ -310,7 +364,8 @@ export const make = (
           supported_workflow_types: description.workflows,
           supported_activity_types: description.steps,
           workflow_definition_fingerprints: fingerprints,
-          ...(server.queryTasks ? { capabilities: ["query_tasks"] } : {}),
+          workflow_command_contracts: contracts,
+          ...(capabilities.length > 0 ? { capabilities } : {}),
           ...(description.buildId === undefined ? {} : { build_id: description.buildId }),
           max_concurrent_workflow_tasks: initial.slots?.workflow.limit ?? 10,
           max_concurrent_activity_tasks: initial.slots?.step.limit ?? initial.concurrency.limit,
@@ -320,10 +375,7 @@ export const make = (
         const ack = yield* client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" }).pipe(
           Effect.mapError((error) => new RegistrationError({ transport: NAME, message: `registration failed: ${error.message}`, cause: error }))
         )
-        const advertised = isRecord(ack) ? ack["heartbeat_interval_seconds"] : undefined
-        const heartbeatInterval = typeof advertised === "number" && Number.isInteger(advertised) && advertised > 0
-          ? Duration.seconds(advertised)
-          : resolved.heartbeatInterval
+        const heartbeatInterval = Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval)
 
         const encode = (value: unknown) => External.encodeOutbound(value, resolved.externalStorage, resolved.threshold)
         const resolvePayload = (payload: unknown) => External.resolveInbound(payload, resolved.externalStorage, cache)
@@ -364,7 +416,8 @@ export const make = (
           })
 
         const opsFor = (kind: TaskKind, task: Record<string, unknown>): TaskOps => {
-          const taskId = String(task["task_id"] ?? task["query_task_id"] ?? "")
+          const taskId = String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "")
+          const validationAttempt = task["update_validation_attempt"] ?? 1
           const attemptId = task["activity_attempt_id"] ?? task["attempt_id"]
           const workflowAttempt = task["workflow_task_attempt"] ?? 1
           const queryAttempt = task["query_task_attempt"] ?? 1
@@ -425,13 +478,27 @@ export const make = (
             isFinalQueryRejection: (error) =>
               error instanceof DurableWorkflowServerError && (error.status === 404 || error.status === 409) &&
               FINAL_QUERY_REASONS.has(error.reason ?? ""),
+            approveUpdate: Effect.asVoid(
+              post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/approve`, {
+                lease_owner: workerId,
+                update_validation_attempt: validationAttempt
+              })
+            ),
+            rejectUpdate: (failure) =>
+              Effect.asVoid(post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/reject`, {
+                lease_owner: workerId,
+                update_validation_attempt: validationAttempt,
+                failure
+              })),
+            isFinalValidationRejection: (error) =>
+              isRecord(error) && FINAL_VALIDATION_REASONS.has(String((error as { reason?: unknown }).reason ?? "")),
             interceptors: resolved.interceptors,
             recordTask
           }
         }
 
         const delivery = (kind: TaskKind, task: Record<string, unknown>): Delivery<DurableWorkflowReply> => ({
-          id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? "?")}`,
+          id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "?")}`,
           payload: { kind, task, ops: opsFor(kind, task) },
           protocol: durableWorkflowProtocol,
           keepAlive: Option.none(),
@@ -443,14 +510,15 @@ export const make = (
           abandon: Effect.void
         })
 
-        const pollPaths: Record<TaskKind, { path: string; prefix: string }> = {
+        type PolledKind = "workflow" | "activity" | "query"
+        const pollPaths: Record<PolledKind, { path: string; prefix: string }> = {
           workflow: { path: "/worker/workflow-tasks/poll", prefix: "wf-poll" },
           activity: { path: "/worker/activity-tasks/poll", prefix: "activity-poll" },
           query: { path: "/worker/query-tasks/poll", prefix: "query-poll" }
         }
 
         /** One long poll: retried once with the same `poll_request_id` after a timeout, then empty. */
-        const pollTask = (kind: TaskKind) =>
+        const pollTask = (kind: PolledKind) =>
           Effect.gen(function*() {
             const { path, prefix } = pollPaths[kind]
             const body = {
@@ -458,7 +526,8 @@ export const make = (
               task_queue: taskQueue,
               poll_request_id: `${prefix}-${hex(16)}`,
               timeout_seconds: timing.timeoutSeconds,
-              ...(description.buildId === undefined ? {} : { build_id: description.buildId })
+              ...(description.buildId === undefined ? {} : { build_id: description.buildId }),
+              ...(kind === "workflow" && multiplexed ? { task_kinds: ["workflow", "update_validation"] } : {})
             }
             const isTimeout = (e: DurableWorkflowError) => e._tag === "DurableWorkflowRequestError" && e.timeout
             // the transport retry (5xx, 429, connection errors) keeps the body; a timeout is retried once below
@@ -473,7 +542,15 @@ export const make = (
             return task
           })
 
-        const poller = (kind: TaskKind): Poller => ({
+        /** The kind of a task a workflow poll returned (reference §2.5 step 5); undefined when unsupported. */
+        const polledKind = (task: Record<string, unknown>): TaskKind | undefined => {
+          const discriminator = task["task_kind"]
+          if (discriminator === "workflow" || discriminator === "update_validation") return discriminator
+          if ((discriminator === undefined || discriminator === null) && !multiplexed) return "workflow"
+          return undefined
+        }
+
+        const poller = (kind: PolledKind): Poller => ({
           name: `${kind} tasks of ${taskQueue}`,
           pool: kind === "workflow" ? "workflow" : kind === "activity" ? "step" : "query",
           poll: () =>
@@ -486,11 +563,19 @@ export const make = (
                 }))
               )
               const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
-              const outcome = Either.isLeft(polled) ? "error" : polled.right === undefined ? "empty" : "task"
-              yield* Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: kind, task_queue: taskQueue, outcome }, seconds)
-              if (Either.isLeft(polled)) return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
-              const taskKind = polled.right?.["task_kind"]
-              if (kind === "workflow" && taskKind !== undefined && taskKind !== null && taskKind !== "workflow") {
+              const record = (taskKind: TaskKind, outcome: string) =>
+                Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
+              if (Either.isLeft(polled)) {
+                yield* record(kind, "error")
+                return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
+              }
+              const task = polled.right
+              if (task === undefined) {
+                yield* record(kind, "empty")
+                return []
+              }
+              const taskKind = kind === "workflow" ? polledKind(task) : kind
+              if (taskKind === undefined) {
                 return yield* new TransportError({
                   transport: NAME,
                   operation: "poll workflow tasks",
@@ -498,7 +583,8 @@ export const make = (
                   fatal: true
                 })
               }
-              return polled.right === undefined ? [] : [delivery(kind, polled.right)]
+              yield* record(taskKind, "task")
+              return [delivery(taskKind, task)]
             })
         })
 
@@ -537,9 +623,11 @@ export const make = (
           pollers: [poller("workflow"), poller("activity"), ...(server.queryTasks ? [poller("query")] : [])],
           heartbeat: Option.some({
             interval: heartbeatInterval,
+            // a `heartbeat_interval_seconds` in a reply sets the cadence of the following heartbeats
             beat: (status: WorkerStatus) =>
-              Effect.asVoid(
-                post("/worker/heartbeat", heartbeatBody(status)).pipe(Effect.mapError(transportError("heartbeat")))
+              post("/worker/heartbeat", heartbeatBody(status)).pipe(
+                Effect.mapError(transportError("heartbeat")),
+                Effect.map(Heartbeat.advertisedInterval)
               )
           }),
           deregister

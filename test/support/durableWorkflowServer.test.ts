@@ -930,6 +930,130 @@ describe("durable workflow test server", () => {
       assert.deepStrictEqual(seen, ["ActivityTaskCompleted"])
     }))
 
+    it("advertises the pre-accept update-validation contract only when asked to", async () => {
+      const plain = await start({})
+      const capable = await start({ updateValidation: true })
+      try {
+        const off = (await call(plain, "GET", "/api/cluster/info")).body.worker_protocol.server_capabilities
+        assert.isUndefined(off.update_validation_tasks)
+        const on = (await call(capable, "GET", "/api/cluster/info")).body.worker_protocol.server_capabilities
+        assert.strictEqual(on.update_validation_tasks, true)
+        assert.deepStrictEqual(on.synchronous_update_validation.task_poll, {
+          strategy: "multiplexed",
+          endpoint: "/worker/workflow-tasks/poll",
+          request_field: "task_kinds",
+          response_discriminator: "task.task_kind",
+          task_kinds: ["workflow", "update_validation"]
+        })
+      } finally {
+        await plain.stop()
+        await capable.stop()
+      }
+    })
+
+    it("hands update-validation tasks only to multiplexed polls of workers that validate that update", withServer({ updateValidation: true }, async (server) => {
+      const contracts = { "orders.approval": { update_validators: ["setDiscount"] } }
+      await register(server, { worker_id: "plain", supported_workflow_types: ["orders.approval"] })
+      await register(server, {
+        worker_id: "w1",
+        capabilities: ["update_validation_tasks"],
+        workflow_command_contracts: contracts
+      })
+      const refused = await register(server, { worker_id: "w2", capabilities: ["telepathy"] })
+      assert.strictEqual(refused.status, 422)
+      const { updateValidationTaskId } = server.enqueueUpdateValidationTask({
+        workflowType: "orders.approval",
+        updateName: "setDiscount",
+        taskQueue: "orders",
+        workflowInput: [1],
+        updateInput: [2]
+      })
+      assert.isNull((await pollWorkflow(server, { worker_id: "plain", task_kinds: ["workflow", "update_validation"] })).body.task)
+      assert.isNull((await pollWorkflow(server)).body.task, "a poll without task_kinds never gets one")
+      const badKinds = await pollWorkflow(server, { task_kinds: ["workflow", "telepathy"] })
+      assert.strictEqual(badKinds.status, 422)
+      const polled = await pollWorkflow(server, { task_kinds: ["workflow", "update_validation"] })
+      const task = polled.body.task
+      assertSubset(task, {
+        task_kind: "update_validation",
+        update_validation_task_id: updateValidationTaskId,
+        update_validation_attempt: 1,
+        workflow_type: "orders.approval",
+        update_name: "setDiscount",
+        payload_codec: "avro",
+        lease_owner: "w1"
+      })
+      assert.deepStrictEqual(Codec.decodeEnvelope(task.update_arguments), Either.right([2]))
+      assert.deepStrictEqual(task.history_export.history_events, task.history_events)
+      // a multiplexed poll marks plain workflow tasks with their kind
+      server.enqueueWorkflowTask({ workflowType: "orders.approval", taskQueue: "orders" })
+      assert.strictEqual((await pollWorkflow(server, { task_kinds: ["workflow", "update_validation"] })).body.task.task_kind, "workflow")
+    }))
+
+    it("answers approve/reject after the pipeline checks, then validation, then ownership, with final reasons", withServer({ updateValidation: true, updateValidationLeaseSeconds: 10 }, async (server) => {
+      await register(server, { capabilities: ["update_validation_tasks"], workflow_command_contracts: { t: { update_validators: ["u"] } } })
+      const enqueue = () =>
+        server.enqueueUpdateValidationTask({ workflowType: "t", updateName: "u", taskQueue: "orders", updateInput: [] }).updateValidationTaskId
+      const id = enqueue()
+      const route = (verb: string, taskId = id) => `/api/worker/update-validation-tasks/${taskId}/${verb}`
+      const approve = { lease_owner: "w1", update_validation_attempt: 1 }
+      // pipeline first: authentication, protocol version
+      assert.strictEqual((await post(server, route("approve"), approve, workerHeaders(server, { token: null }))).status, 401)
+      const noVersion = await post(server, route("approve"), approve, workerHeaders(server, { version: null }))
+      assert.strictEqual(noVersion.status, 400)
+      assert.strictEqual(noVersion.body.reason, "missing_protocol_version")
+      // then validation
+      const invalid = await post(server, route("reject"), { lease_owner: "w1", update_validation_attempt: 1, failure: { message: "no", reason: "because" } })
+      assert.strictEqual(invalid.status, 422)
+      assert.property(invalid.body.errors, "failure.reason")
+      // then ownership
+      const missing = await post(server, route("approve", "nope"), approve)
+      assert.strictEqual(missing.status, 404)
+      assertSubset(missing.body, { reason: "update_validation_task_not_found", retryable: false, update_validation_task_id: "nope" })
+      assertWorkerEnvelope(missing)
+      const notLeased = await post(server, route("approve"), approve)
+      assertSubset(notLeased.body, { reason: "update_validation_task_not_leased" })
+      assert.strictEqual(notLeased.status, 409)
+      await pollWorkflow(server, { task_kinds: ["workflow", "update_validation"] })
+      assertSubset((await post(server, route("approve"), { ...approve, lease_owner: "w9" })).body, { reason: "update_validator_worker_lost", lease_owner: "w1" })
+      assertSubset((await post(server, route("approve"), { ...approve, update_validation_attempt: 2 })).body, { reason: "stale_update_validation_completion", current_attempt: 1 })
+      const rejected = await post(server, route("reject"), {
+        ...approve,
+        failure: { message: "too much", reason: "update_validator_rejected", type: "UpdateRejected", validation_errors: { percent: ["max 50"] } }
+      })
+      assert.strictEqual(rejected.status, 200)
+      assertSubset(rejected.body, { update_validation_task_id: id, outcome: "rejected", recorded: true })
+      const duplicate = await post(server, route("approve"), approve)
+      assert.strictEqual(duplicate.status, 409)
+      assertSubset(duplicate.body, { reason: "duplicate_update_validation_completion", outcome: "rejected" })
+      assert.deepStrictEqual(server.updateValidations.map((v) => [v.updateValidationTaskId, v.outcome]), [[id, "rejected"]])
+      // an expired lease
+      const second = enqueue()
+      await pollWorkflow(server, { task_kinds: ["workflow", "update_validation"] })
+      server.advanceTime(11_000)
+      const late = await post(server, route("approve", second), approve)
+      assertSubset(late.body, { reason: "update_validation_lease_expired" })
+      const again = await pollWorkflow(server, { task_kinds: ["workflow", "update_validation"] })
+      assertSubset(again.body.task, { update_validation_task_id: second, update_validation_attempt: 2 })
+      assert.strictEqual((await post(server, route("approve", second), { ...approve, update_validation_attempt: 2 })).status, 200)
+    }))
+
+    it("accepted-update tasks carry workflow_update_id; update commands are validated", withServer({}, async (server) => {
+      await register(server)
+      const { taskId } = server.enqueueWorkflowTask({ workflowType: "t", taskQueue: "orders", updateId: "upd-1" })
+      const task = (await pollWorkflow(server)).body.task
+      assertSubset(task, { task_id: taskId, workflow_update_id: "upd-1", resume_source_kind: "workflow_update", resume_source_id: "upd-1" })
+      const complete = (commands: unknown) =>
+        post(server, `/api/worker/workflow-tasks/${taskId}/complete`, { lease_owner: "w1", workflow_task_attempt: 1, commands })
+      const noId = await complete([{ type: "complete_update", result: null }])
+      assert.strictEqual(noId.status, 422)
+      assert.property(noId.body.errors, "commands.0.update_id")
+      const noMessage = await complete([{ type: "fail_update", update_id: "upd-1", non_retryable: true }])
+      assert.property(noMessage.body.errors, "commands.0.message")
+      const ok = await complete([{ type: "fail_update", update_id: "upd-1", message: "no", exception_type: "UnknownUpdate", non_retryable: true }])
+      assert.strictEqual(ok.status, 200)
+    }))
+
     it("runs without authentication when auth is \"none\"", withServer({ auth: "none" }, async (server) => {
       const answer = await register(server, {}, workerHeaders(server))
       assert.isUndefined(server.requests[0]!.headers["authorization"])

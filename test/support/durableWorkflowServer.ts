@@ -11,6 +11,15 @@
  * idempotency. Storage is in memory and there is no workflow engine: tests put tasks in with
  * `enqueue*` and read what workers sent back (`completedWorkflowTasks`, …).
  *
+ * Update validation (newer servers, `updateValidation: true`): the synchronous pre-accept contract is
+ * advertised; update-validation tasks go to multiplexed workflow polls (`task_kinds`) of workers that
+ * registered `update_validation_tasks` and list the update in their contract's `update_validators`;
+ * `/update-validation-tasks/{id}/approve|reject` check validation, then ownership, refusing with the
+ * final reasons (`update_validation_task_not_found`, `update_validation_task_not_leased`,
+ * `duplicate_update_validation_completion`, `update_validator_worker_lost` for another lease owner,
+ * `stale_update_validation_completion` for another attempt, `update_validation_lease_expired`). The
+ * exact refusal bodies are this server's: the reference names the reasons, not the bodies.
+ *
  * Deliberate differences from a production server, all in the tester's favour:
  * - a long poll ends early (without leasing) when its client disconnects;
  * - the hold time of a long poll is `min(timeout_seconds, longPollTimeoutSeconds)`, optionally capped
@@ -46,6 +55,8 @@ export type RouteName =
   | "queryTaskPoll"
   | "queryTaskComplete"
   | "queryTaskFail"
+  | "updateValidationApprove"
+  | "updateValidationReject"
   | "deregisterRegistration"
   | "controlListWorkers"
   | "controlDescribeWorker"
@@ -87,8 +98,21 @@ export interface DurableWorkflowServerOptions {
   readonly allowedRuntimes?: ReadonlyArray<string>
   /** Whether query tasks are advertised (`server_capabilities.query_tasks`). Default true. */
   readonly queryTasks?: boolean
+  /**
+   * Whether synchronous pre-accept update validation is advertised (`update_validation_tasks` and
+   * the multiplexed `synchronous_update_validation` contract, reference §2.3 step 4). Default false.
+   */
+  readonly updateValidation?: boolean
+  /** Lease of an update-validation task, seconds. Default 30. */
+  readonly updateValidationLeaseSeconds?: number
   /** `heartbeat_interval_seconds` returned by register/heartbeat (newer servers). Default: not sent. */
   readonly heartbeatIntervalSeconds?: number
+  /**
+   * `heartbeat_interval_seconds` returned by heartbeat replies only, when it should differ from the
+   * register ack's; change it later with {@link DurableWorkflowServer.announceHeartbeatInterval}.
+   * Default: `heartbeatIntervalSeconds`.
+   */
+  readonly heartbeatReplyIntervalSeconds?: number
   /** Extra or replacement `server_capabilities` entries. */
   readonly serverCapabilities?: Record<string, unknown>
   /** Replaces or edits the `/api/cluster/info` document (e.g. to make the server incompatible). */
@@ -160,8 +184,40 @@ export interface WorkflowTaskInput {
   readonly historyEvents?: ReadonlyArray<Record<string, unknown>>
   /** `compatibility` (a build id): only workers registered with it may take the task. */
   readonly buildId?: string
+  /** Makes it an accepted-update task: `workflow_update_id` (and the update resume context). */
+  readonly updateId?: string
   /** Extra task fields (resume context, `task_kind`, …); a field set to `undefined` is removed. */
   readonly extra?: Record<string, unknown>
+}
+
+/** An update-validation task to enqueue (handed out by multiplexed workflow polls). */
+export interface UpdateValidationTaskInput {
+  /** Id; default generated (`update-validation-<n>`). */
+  readonly updateValidationTaskId?: string
+  readonly workflowType: string
+  readonly updateName: string
+  readonly taskQueue: string
+  readonly namespace?: string
+  readonly workflowId?: string
+  readonly runId?: string
+  readonly workflowInput?: ReadonlyArray<unknown>
+  readonly updateInput?: ReadonlyArray<unknown>
+  readonly wireWorkflowArguments?: unknown
+  readonly wireUpdateArguments?: unknown
+  readonly payloadCodec?: string | null
+  readonly historyEvents?: ReadonlyArray<Record<string, unknown>>
+  readonly extra?: Record<string, unknown>
+}
+
+/** An approval or rejection of an update-validation task. */
+export interface UpdateValidationOutcome {
+  readonly updateValidationTaskId: string
+  readonly workflowId: string
+  readonly updateName: string
+  readonly attempt: number
+  readonly leaseOwner: string
+  readonly outcome: "approved" | "rejected"
+  readonly body: Record<string, unknown>
 }
 
 /** An activity task to enqueue. */
@@ -310,6 +366,7 @@ export type ServerEvent =
   | { readonly _tag: "ActivityTaskFailed"; readonly failure: ActivityFailure }
   | { readonly _tag: "QueryTaskCompleted"; readonly outcome: QueryTaskOutcome }
   | { readonly _tag: "QueryTaskFailed"; readonly outcome: QueryTaskOutcome }
+  | { readonly _tag: "UpdateValidated"; readonly outcome: UpdateValidationOutcome }
 
 /** The running server and its test API. */
 export interface DurableWorkflowServer {
@@ -339,6 +396,11 @@ export interface DurableWorkflowServer {
   failNext(route: RouteName, status: number, body?: unknown, times?: number): void
   /** Removes every pending fault. */
   clearFaults(): void
+  /**
+   * What later heartbeat replies carry as `heartbeat_interval_seconds` (with `stale_after_seconds`);
+   * any JSON value, so a test can send one a worker must ignore; `undefined` omits both fields.
+   */
+  announceHeartbeatInterval(seconds: unknown): void
   /** Subscribes to {@link ServerEvent}s; returns the unsubscribe function. */
   onEvent(listener: (event: ServerEvent) => void): () => void
 
@@ -354,6 +416,11 @@ export interface DurableWorkflowServer {
   enqueueWorkflowTask(input: WorkflowTaskInput): { readonly taskId: string; readonly workflowId: string; readonly runId: string }
   enqueueActivityTask(input: ActivityTaskInput): { readonly taskId: string; readonly workflowId: string; readonly runId: string }
   enqueueQueryTask(input: QueryTaskInput): { readonly queryTaskId: string; readonly workflowId: string; readonly runId: string }
+  enqueueUpdateValidationTask(
+    input: UpdateValidationTaskInput
+  ): { readonly updateValidationTaskId: string; readonly workflowId: string; readonly runId: string }
+  /** An update-validation task's state (`ready`, `leased`, `approved`, `rejected`), attempt and lease. */
+  updateValidationTask(id: string): { readonly status: string; readonly attempt: number; readonly leaseOwner: string | null } | undefined
   /** Marks an activity task as cancellation-requested (seen by its next heartbeat). */
   requestActivityCancellation(taskId: string): void
   /** Closes a workflow run (`cancelled`, `terminated`, `completed`, `failed`). */
@@ -376,6 +443,8 @@ export interface DurableWorkflowServer {
   readonly activityHeartbeats: ReadonlyArray<{ readonly taskId: string; readonly body: Record<string, unknown> }>
   readonly completedQueryTasks: ReadonlyArray<QueryTaskOutcome>
   readonly failedQueryTasks: ReadonlyArray<QueryTaskOutcome>
+  /** Update-validation answers, in order. */
+  readonly updateValidations: ReadonlyArray<UpdateValidationOutcome>
 
   /** Stops listening, drops open connections (held polls included). Idempotent. */
   stop(): Promise<void>
@@ -498,6 +567,24 @@ interface QueryTask {
   leaseExpiresAt: number | null
 }
 
+interface ValidationTask {
+  id: string
+  namespace: string
+  taskQueue: string
+  run: Run
+  workflowType: string
+  updateName: string
+  payloadCodec: unknown
+  workflowArguments: unknown
+  updateArguments: unknown
+  history: Array<Record<string, unknown>>
+  extra: Record<string, unknown>
+  status: "ready" | "leased" | "approved" | "rejected"
+  attempt: number
+  leaseOwner: string | null
+  leaseExpiresAt: number | null
+}
+
 interface Registration {
   workerId: string
   namespace: string
@@ -551,6 +638,8 @@ const workerRoutes = new Set<RouteName>([
   "queryTaskPoll",
   "queryTaskComplete",
   "queryTaskFail",
+  "updateValidationApprove",
+  "updateValidationReject",
   "deregisterRegistration"
 ])
 const controlRoutes = new Set<RouteName>(["controlListWorkers", "controlDescribeWorker", "controlDeregisterWorker", "describeWorkflow"])
@@ -571,6 +660,8 @@ const routeTable: ReadonlyArray<{ method: string; pattern: RegExp; route: RouteN
   { method: "POST", pattern: /^\/api\/worker\/query-tasks\/poll$/, route: "queryTaskPoll" },
   { method: "POST", pattern: /^\/api\/worker\/query-tasks\/([^/]+)\/complete$/, route: "queryTaskComplete" },
   { method: "POST", pattern: /^\/api\/worker\/query-tasks\/([^/]+)\/fail$/, route: "queryTaskFail" },
+  { method: "POST", pattern: /^\/api\/worker\/update-validation-tasks\/([^/]+)\/approve$/, route: "updateValidationApprove" },
+  { method: "POST", pattern: /^\/api\/worker\/update-validation-tasks\/([^/]+)\/reject$/, route: "updateValidationReject" },
   { method: "DELETE", pattern: /^\/api\/worker\/registrations\/([^/]+)$/, route: "deregisterRegistration" },
   { method: "GET", pattern: /^\/api\/workers$/, route: "controlListWorkers" },
   { method: "GET", pattern: /^\/api\/workers\/([^/]+)$/, route: "controlDescribeWorker" },
@@ -696,9 +787,11 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
   const defaultNamespace = options.defaultNamespace ?? "default"
   const namespaces = new Set(options.namespaces ?? [defaultNamespace])
   const longPollTimeoutSeconds = options.longPollTimeoutSeconds ?? 30
+  let heartbeatReplyInterval: unknown = options.heartbeatReplyIntervalSeconds ?? options.heartbeatIntervalSeconds
   const workflowLeaseMs = (options.workflowTaskLeaseSeconds ?? 60) * 1000
   const activityLeaseMs = (options.activityTaskLeaseSeconds ?? 300) * 1000
   const queryLeaseMs = (options.queryTaskLeaseSeconds ?? 60) * 1000
+  const validationLeaseMs = (options.updateValidationLeaseSeconds ?? 30) * 1000
   const maxPayloadBytes = options.maxPayloadBytes ?? 2 * 1024 * 1024
   const historyPageSize = options.historyPageSize ?? 500
   const historyPageSizeMax = options.historyPageSizeMax ?? 1000
@@ -727,6 +820,8 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
   const activityTasks = new Map<string, ActivityTask>()
   const activityAttempts = new Map<string, { taskId: string; current: boolean }>()
   const queryTasks = new Map<string, QueryTask>()
+  const validationTasks = new Map<string, ValidationTask>()
+  const updateValidations: Array<UpdateValidationOutcome> = []
   const registrations = new Map<string, Registration>()
   const pollCache = new Map<string, string>()
   const deregistrations: Array<{ workerId: string; namespace: string; recoveredWorkflowTaskCount: number }> = []
@@ -766,6 +861,24 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     non_retryable_failures: true,
     response_compression: [],
     history_compression: { supported_encodings: ["gzip", "deflate"], compression_threshold: 50 },
+    ...(options.updateValidation
+      ? {
+        update_validation_tasks: true,
+        synchronous_update_validation: {
+          supported: true,
+          acceptance_boundary: "validator_approved",
+          worker_capability: "update_validation_tasks",
+          workflow_contract_field: "update_validators",
+          task_poll: {
+            strategy: "multiplexed",
+            endpoint: "/worker/workflow-tasks/poll",
+            request_field: "task_kinds",
+            response_discriminator: "task.task_kind",
+            task_kinds: ["workflow", "update_validation"]
+          }
+        }
+      }
+      : {}),
     ...options.serverCapabilities
   })
 
@@ -1138,7 +1251,52 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     return applyExtra(payload, task.extra)
   }
 
+  const validationTaskPayload = (task: ValidationTask): Record<string, unknown> => {
+    const history = task.history.map((event) => ({ ...event }))
+    return applyExtra({
+      task_kind: "update_validation",
+      update_validation_task_id: task.id,
+      update_validation_attempt: task.attempt,
+      workflow_id: task.run.workflowId,
+      run_id: task.run.runId,
+      workflow_type: task.workflowType,
+      update_name: task.updateName,
+      payload_codec: task.payloadCodec,
+      workflow_arguments: task.workflowArguments,
+      update_arguments: task.updateArguments,
+      history_events: history,
+      history_export: { history_events: history, payloads: { codec: task.payloadCodec } },
+      task_queue: task.taskQueue,
+      lease_owner: task.leaseOwner,
+      lease_expires_at: iso(task.leaseExpiresAt)
+    }, task.extra)
+  }
+
   // ---- claiming --------------------------------------------------------------------------
+
+  /** Whether a registration may take validation tasks of a type: the capability and the type's declared validator. */
+  const validatesFor = (registration: Registration, task: ValidationTask): boolean => {
+    const capabilities = registration.registerBody["capabilities"]
+    if (!Array.isArray(capabilities) || !capabilities.includes("update_validation_tasks")) return false
+    const contracts = registration.registerBody["workflow_command_contracts"]
+    const contract = isRecord(contracts) ? contracts[task.workflowType] : undefined
+    return isRecord(contract) && Array.isArray(contract["update_validators"]) && contract["update_validators"].includes(task.updateName)
+  }
+
+  const claimValidationTask = (registration: Registration): ValidationTask | undefined => {
+    for (const task of validationTasks.values()) {
+      const expired = task.status === "leased" && task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()
+      if (task.status !== "ready" && !expired) continue
+      if (task.namespace !== registration.namespace || task.taskQueue !== registration.taskQueue) continue
+      if (!validatesFor(registration, task)) continue
+      if (expired) task.attempt += 1
+      task.status = "leased"
+      task.leaseOwner = registration.workerId
+      task.leaseExpiresAt = now() + validationLeaseMs
+      return task
+    }
+    return undefined
+  }
 
   const matchesBuild = (compatibility: string | null, registration: Registration): boolean =>
     compatibility === null || compatibility === registration.buildId
@@ -1395,6 +1553,66 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     body
   })
 
+  /** Ownership of an update-validation answer; every refusal is final for the worker (`retryable: false`). */
+  const guardValidationTask = (id: string, body: Record<string, unknown>): ValidationTask | Reply => {
+    const attempt = body["update_validation_attempt"]
+    const refuse = (status: number, reason: string, message: string, extra: Record<string, unknown> = {}): Reply => ({
+      status,
+      body: { reason, message, update_validation_task_id: id, update_validation_attempt: attempt, retryable: false, ...extra }
+    })
+    const task = validationTasks.get(id)
+    if (task === undefined) return refuse(404, "update_validation_task_not_found", "Update validation task not found.")
+    if (task.status === "approved" || task.status === "rejected") {
+      return refuse(409, "duplicate_update_validation_completion", "Update validation task was already answered.", { outcome: task.status })
+    }
+    if (task.status !== "leased") return refuse(409, "update_validation_task_not_leased", "Update validation task is not leased.")
+    if (task.leaseOwner !== body["lease_owner"]) {
+      return refuse(409, "update_validator_worker_lost", "Update validation task is leased by another worker.", { lease_owner: task.leaseOwner })
+    }
+    if (task.attempt !== attempt) {
+      return refuse(409, "stale_update_validation_completion", "Update validation attempt does not match the lease.", { current_attempt: task.attempt })
+    }
+    if (task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()) {
+      return refuse(409, "update_validation_lease_expired", "Update validation lease has expired.", { lease_expires_at: iso(task.leaseExpiresAt) })
+    }
+    return task
+  }
+
+  const answerValidation = (ctx: Context, outcome: "approved" | "rejected"): Reply => {
+    const v = new Validator(ctx.body)
+    v.string("lease_owner", { required: true })
+    v.integer("update_validation_attempt", { required: true, min: 1 })
+    if (outcome === "rejected") {
+      v.object("failure", { required: true })
+      v.string("failure.message", { required: true })
+      v.string("failure.reason", { required: true })
+      v.inList("failure.reason", ["update_validator_rejected", "update_validation_worker_failed"])
+      v.string("failure.type")
+      v.string("failure.stack_trace")
+      v.object("failure.validation_errors")
+    }
+    if (v.failed) return validationFailed(v.errors)
+    const guarded = guardValidationTask(ctx.params[0]!, ctx.body)
+    if (isReply(guarded)) return guarded
+    guarded.status = outcome
+    const recorded: UpdateValidationOutcome = {
+      updateValidationTaskId: guarded.id,
+      workflowId: guarded.run.workflowId,
+      updateName: guarded.updateName,
+      attempt: guarded.attempt,
+      leaseOwner: guarded.leaseOwner!,
+      outcome,
+      body: ctx.body
+    }
+    updateValidations.push(recorded)
+    emit({ _tag: "UpdateValidated", outcome: recorded })
+    changed()
+    return {
+      status: 200,
+      body: { update_validation_task_id: guarded.id, update_validation_attempt: guarded.attempt, outcome, recorded: true }
+    }
+  }
+
   // ---- handlers --------------------------------------------------------------------------
 
   const handlers: Record<RouteName, (ctx: Context) => Reply | Promise<Reply>> = {
@@ -1421,6 +1639,16 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       }
       v.integer("max_concurrent_workflow_tasks", { min: 1 })
       v.integer("max_concurrent_activity_tasks", { min: 1 })
+      v.object("workflow_command_contracts")
+      v.stringArray("capabilities")
+      const capabilityList = ctx.body["capabilities"]
+      if (Array.isArray(capabilityList)) {
+        capabilityList.forEach((capability, i) => {
+          if (!["query_tasks", "update_validation_tasks", "workflow_updates"].includes(String(capability))) {
+            v.custom(`capabilities.${i}`, `The selected capabilities.${i} is invalid.`)
+          }
+        })
+      }
       if (v.failed) return validationFailed(v.errors)
 
       const body = ctx.body
@@ -1500,8 +1728,8 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       registration.lastHeartbeatAt = now()
       registration.heartbeats.push(ctx.body)
       const reply: Record<string, unknown> = { worker_id: workerId, acknowledged: true, retention: {} }
-      if (options.heartbeatIntervalSeconds !== undefined) {
-        reply["heartbeat_interval_seconds"] = options.heartbeatIntervalSeconds
+      if (heartbeatReplyInterval !== undefined) {
+        reply["heartbeat_interval_seconds"] = heartbeatReplyInterval
         reply["stale_after_seconds"] = Math.max(2 * longPollTimeoutSeconds, 60)
       }
       return { status: 200, body: reply }
@@ -1535,10 +1763,18 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       if (registration.status === "draining") {
         return { status: 200, body: { task: null, poll_status: "draining", drain_reason: "build_id_drained" } }
       }
-      const claimed = await longPoll(ctx, "workflowTaskPoll", () => claimWorkflowTask(registration))
+      const validations = multiplexed && (kinds as Array<unknown>).includes("update_validation")
+      const workflows = !multiplexed || (kinds as Array<unknown>).includes("workflow")
+      // validations first: their callers wait synchronously
+      const claimed = await longPoll<WorkflowTask | ValidationTask>(ctx, "workflowTaskPoll", () =>
+        (validations ? claimValidationTask(registration) : undefined) ?? (workflows ? claimWorkflowTask(registration) : undefined))
       if (claimed === "aborted") return { status: 499, body: null }
       if (claimed === undefined) {
         return { status: 200, body: { task: null, poll_status: ctx.body["timeout_seconds"] === 0 ? "empty" : "timeout" } }
+      }
+      if ("updateName" in claimed) {
+        changed()
+        return { status: 200, body: { task: validationTaskPayload(claimed), poll_status: "leased" } }
       }
       if (typeof pollRequestId === "string" && pollRequestId !== "") {
         pollCache.set(`${registration.namespace}\u0000${pollRequestId}`, claimed.taskId)
@@ -1905,6 +2141,9 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       }
     },
 
+    updateValidationApprove: (ctx) => answerValidation(ctx, "approved"),
+    updateValidationReject: (ctx) => answerValidation(ctx, "rejected"),
+
     deregisterRegistration: (ctx) => {
       const workerId = ctx.params[0]!
       const key = regKey(ctx.namespace, workerId)
@@ -2061,6 +2300,12 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
         command["run_timeout_seconds"] > command["execution_timeout_seconds"]
       ) {
         v.custom(`${at}.run_timeout_seconds`, "run_timeout_seconds must not exceed execution_timeout_seconds.")
+      }
+      if ((type === "complete_update" || type === "fail_update") && (typeof command["update_id"] !== "string" || command["update_id"] === "")) {
+        v.custom(`${at}.update_id`, `The ${at}.update_id field is required.`)
+      }
+      if (type === "fail_update" && (typeof command["message"] !== "string" || command["message"] === "")) {
+        v.custom(`${at}.message`, `The ${at}.message field is required.`)
       }
       if (has("non_retryable") && type !== "fail_workflow" && type !== "fail_update") {
         v.custom(`${at}.non_retryable`, "non_retryable is only supported on fail_workflow and fail_update commands.")
@@ -2338,6 +2583,9 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       faults.set(route, list)
     },
     clearFaults: () => faults.clear(),
+    announceHeartbeatInterval: (seconds) => {
+      heartbeatReplyInterval = seconds
+    },
     onEvent: (listener) => {
       eventListeners.add(listener)
       return () => {
@@ -2370,7 +2618,12 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
         arguments: encodeInput(input.input, input.wireArguments, "wireArguments" in input),
         history: sequenceHistory(input.historyEvents),
         compatibility: input.buildId ?? null,
-        extra: input.extra ?? {},
+        extra: {
+          ...(input.updateId === undefined
+            ? {}
+            : { workflow_update_id: input.updateId, resume_source_kind: "workflow_update", resume_source_id: input.updateId }),
+          ...input.extra
+        },
         status: "ready",
         attempt: 1,
         leaseOwner: null,
@@ -2432,6 +2685,34 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       })
       changed()
       return { queryTaskId, workflowId: run.workflowId, runId: run.runId }
+    },
+    enqueueUpdateValidationTask: (input) => {
+      const namespace = input.namespace ?? defaultNamespace
+      const run = ensureRun(input.workflowId, input.runId, input.workflowType, namespace, input.taskQueue)
+      const id = input.updateValidationTaskId ?? nextId("update-validation")
+      validationTasks.set(id, {
+        id,
+        namespace,
+        taskQueue: input.taskQueue,
+        run,
+        workflowType: input.workflowType,
+        updateName: input.updateName,
+        payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
+        workflowArguments: encodeInput(input.workflowInput, input.wireWorkflowArguments, "wireWorkflowArguments" in input),
+        updateArguments: encodeInput(input.updateInput, input.wireUpdateArguments, "wireUpdateArguments" in input),
+        history: sequenceHistory(input.historyEvents),
+        extra: input.extra ?? {},
+        status: "ready",
+        attempt: 1,
+        leaseOwner: null,
+        leaseExpiresAt: null
+      })
+      changed()
+      return { updateValidationTaskId: id, workflowId: run.workflowId, runId: run.runId }
+    },
+    updateValidationTask: (id) => {
+      const task = validationTasks.get(id)
+      return task === undefined ? undefined : { status: task.status, attempt: task.attempt, leaseOwner: task.leaseOwner }
     },
     requestActivityCancellation: (taskId) => {
       const task = activityTasks.get(taskId)
@@ -2516,6 +2797,9 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     },
     get failedQueryTasks() {
       return failedQueryTasks
+    },
+    get updateValidations() {
+      return updateValidations
     },
 
     stop: () => {

@@ -60,3 +60,61 @@ export class QueryFailed extends Schema.TaggedError<QueryFailed>()("QueryFailed"
   message: Schema.String,
   reason: Schema.String
 }) {}
+
+/**
+ * An update validator refused an update. Fail (or throw) it from a validator to reject with
+ * per-field `validationErrors`; a validator returning `false` or failing with anything else rejects
+ * too. The server answers the caller with `update_validator_rejected`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UpdateRejected extends Schema.TaggedError<UpdateRejected>()("UpdateRejected", {
+  message: Schema.String,
+  validationErrors: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Array(Schema.String) }))
+}) {}
+
+/**
+ * An update could not be validated for a reason of the worker, not of the update: no workflow
+ * type or update name on the task, an unregistered workflow type, a failed replay, or an update
+ * without a declared validator. Reported as `update_validation_worker_failed`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UpdateValidationFailed extends Schema.TaggedError<UpdateValidationFailed>()("UpdateValidationFailed", {
+  message: Schema.String
+}) {}
+
+/**
+ * The same worker id registered a different definition of a workflow type earlier in this
+ * process. The server pins a definition to a live registration, so restart the worker process (or
+ * use a new worker id) to serve the changed definition.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class WorkflowDefinitionChanged extends Schema.TaggedError<WorkflowDefinitionChanged>()("WorkflowDefinitionChanged", {
+  workerId: Schema.String,
+  workflowType: Schema.String,
+  previous: Schema.String,
+  current: Schema.String
+}) {
+  override get message(): string {
+    return `Workflow definition changed for worker '${this.workerId}' and workflow type '${this.workflowType}' ` +
+      `(fingerprint ${this.previous} is now ${this.current}); restart the worker process before re-registering this ` +
+      `workflow type (or register it under a new worker id).`
+  }
+}
+
+/**
+ * A workflow's receiver declarations are inconsistent (a validator for an undeclared update, a
+ * variadic parameter that is not the last one, a duplicate parameter name).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidWorkflowDeclaration extends Schema.TaggedError<InvalidWorkflowDeclaration>()("InvalidWorkflowDeclaration", {
+  workflowType: Schema.String,
+  message: Schema.String
+}) {}

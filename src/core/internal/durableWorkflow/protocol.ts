@@ -9,13 +9,13 @@ import type { StepEvent } from "../../../protocol/StepProtocol.js"
 import type { StepContext } from "../../Step.js"
 import { makeStepLogger } from "../stepLogger.js"
 import type { Handlers, Outcome, Protocol } from "../protocol.js"
-import { ActivityCancelled, type QueryFailed } from "./errors.js"
+import { ActivityCancelled, type QueryFailed, UpdateRejected } from "./errors.js"
 import type { Command } from "./replay.js"
 import { decodeArgs } from "./replay.js"
-import { errorClass, messageOf, query, replay, ReplayFailure, typeOf } from "./run.js"
+import { applyUpdate, errorClass, messageOf, query, replay, ReplayFailure, typeOf, validateUpdate } from "./run.js"
 
-/** The kinds of task of the Durable Workflow worker plane. @internal */
-export type TaskKind = "workflow" | "activity" | "query"
+/** The kinds of task of the Durable Workflow worker plane (`update_validation` comes from multiplexed workflow polls). @internal */
+export type TaskKind = "workflow" | "activity" | "query" | "update_validation"
 
 /** A failure report of an activity task (`failure` of `/fail`). @internal */
 export type FailureBody = Record<string, unknown> & { readonly message: string }
@@ -47,6 +47,12 @@ export interface TaskOps {
   readonly failQuery: (failure: FailureBody) => Effect.Effect<void, unknown>
   /** Whether a completion error is a final query-task rejection (outcome `expired`). */
   readonly isFinalQueryRejection: (error: unknown) => boolean
+  /** Update-validation tasks: approves the update (`/approve`). */
+  readonly approveUpdate: Effect.Effect<void, unknown>
+  /** Update-validation tasks: rejects the update (`/reject`) with `failure`. */
+  readonly rejectUpdate: (failure: FailureBody & { readonly reason: string }) => Effect.Effect<void, unknown>
+  /** Whether an approve/reject error is a final (fenced) rejection of the validation task (outcome `expired`). */
+  readonly isFinalValidationRejection: (error: unknown) => boolean
   readonly interceptors: ReadonlyArray<WorkerInterceptor>
   /** Records the task metric (kind, outcome, seconds). */
   readonly recordTask: (kind: TaskKind, outcome: string, seconds: number) => Effect.Effect<void>
@@ -135,7 +141,8 @@ const runActivity = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effect.E
         type: typeOf(error),
         class: errorClass(error),
         ...(stackOf(error) === undefined ? {} : { stack_trace: stackOf(error) }),
-        non_retryable: true
+        // arguments that could not be fetched from external storage may be there on the next attempt
+        ...((error as { _tag?: unknown } | null)?._tag === "ExternalStorageError" ? {} : { non_retryable: true })
       }))
       return "decode_error"
     }
@@ -262,17 +269,13 @@ const runWorkflowTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effe
     const definition = handlers.durableWorkflows?.get(workflowType)
     if (definition === undefined) return yield* fail({ message: `no workflow registered for type '${workflowType}'` })
     const updateId = str(task["workflow_update_id"])
-    if (updateId !== undefined && updateId !== "") {
-      // never advertised (no `workflow_updates` capability), so a server should not send one
-      return yield* fail({ message: `workflow update tasks are not supported by this worker (workflow_update_id ${updateId})` })
-    }
     const history = yield* Effect.either(Effect.forEach([...firstPage, ...rest], (event) => ops.resolve(event)))
     if (Either.isLeft(history)) {
       return yield* fail({ message: `replay failed: ${messageOf(history.left)}`, type: typeOf(history.left) })
     }
     const now = yield* Clock.currentTimeMillis
     const encoded = new Map<unknown, unknown>()
-    const replayed = yield* Effect.either(replay(definition, {
+    const input = {
       workflowId: str(task["workflow_id"]) ?? "",
       runId: str(task["run_id"]) ?? "",
       workflowType,
@@ -281,13 +284,19 @@ const runWorkflowTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effe
       args: decoded.right,
       history: history.right,
       now,
-      encode: (value) => {
+      encode: (value: unknown) => {
         // outbound payloads are encoded inline here; external storage is applied below
         const envelope = Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
         encoded.set(envelope, value)
         return envelope
       }
-    }))
+    }
+    // an accepted-update task: exactly one complete_update / fail_update command
+    const replayed = yield* Effect.either<{ readonly commands: ReadonlyArray<Command> }, ReplayFailure, R>(
+      updateId !== undefined && updateId !== ""
+        ? Effect.map(applyUpdate(definition, input, updateId), (command) => ({ commands: [command] }))
+        : replay(definition, input)
+    )
     if (Either.isLeft(replayed)) {
       const error = replayed.left instanceof ReplayFailure ? replayed.left.error : replayed.left
       return yield* fail({
@@ -390,9 +399,78 @@ const runQueryTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effect.
     return "completed"
   })
 
+/** Approve/reject call: the outcome, `expired` when the server fenced the validation task off. */
+const answerValidation = (ops: TaskOps, send: Effect.Effect<void, unknown>, outcome: string) =>
+  Effect.flatMap(Effect.either(send), (sent) => {
+    if (Either.isRight(sent)) return Effect.succeed(outcome)
+    if (ops.isFinalValidationRejection(sent.left)) {
+      return Effect.as(Effect.logInfo("the update-validation task is no longer ours; its answer was not recorded", sent.left), "expired")
+    }
+    return Effect.as(Effect.logError("could not answer the update-validation task", sent.left), "error")
+  })
+
+const runUpdateValidation = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effect.Effect<string, never, R> =>
+  Effect.gen(function*() {
+    const { ops, task } = t
+    const workerFailed = (message: string) =>
+      answerValidation(ops, ops.rejectUpdate({ message, reason: "update_validation_worker_failed", type: "UpdateValidationFailed" }), "failed")
+    const rejected = (error: UpdateRejected) =>
+      answerValidation(
+        ops,
+        ops.rejectUpdate({
+          message: error.message,
+          reason: "update_validator_rejected",
+          type: "UpdateRejected",
+          ...(error.validationErrors === undefined ? {} : { validation_errors: error.validationErrors })
+        }),
+        "rejected"
+      )
+    const workflowType = str(task["workflow_type"]) ?? ""
+    const updateName = str(task["update_name"]) ?? ""
+    if (workflowType === "" || updateName === "") {
+      return yield* workerFailed("the update-validation task names no workflow_type or update_name")
+    }
+    const definition = handlers.durableWorkflows?.get(workflowType)
+    if (definition === undefined) return yield* workerFailed(`no workflow registered for type '${workflowType}'`)
+    const codec = task["payload_codec"]
+    // like the SDK, undecodable arguments reject the update (the caller sent them)
+    const decoded = yield* Effect.either(Effect.all([
+      decodeOrFail(task["workflow_arguments"], codec, ops),
+      decodeOrFail(task["update_arguments"], codec, ops)
+    ]))
+    if (Either.isLeft(decoded)) {
+      return yield* rejected(new UpdateRejected({ message: `cannot decode the update arguments: ${messageOf(decoded.left)}` }))
+    }
+    const exported = isRecordOf(task["history_export"]) ? task["history_export"]["history_events"] : undefined
+    const rawHistory = Array.isArray(task["history_events"]) ? task["history_events"] : Array.isArray(exported) ? exported : []
+    const history = yield* Effect.either(Effect.forEach(rawHistory, (event) => ops.resolve(event)))
+    if (Either.isLeft(history)) {
+      return yield* workerFailed(`workflow replay failed before update validation: ${messageOf(history.left)}`)
+    }
+    const now = yield* Clock.currentTimeMillis
+    const verdict = yield* Effect.either(validateUpdate(definition, {
+      workflowId: str(task["workflow_id"]) ?? "",
+      runId: str(task["run_id"]) ?? "",
+      workflowType,
+      taskQueue: str(task["task_queue"]) ?? ops.taskQueue,
+      codec,
+      args: decoded.right[0],
+      history: history.right,
+      now,
+      encode: (value) => Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
+    }, updateName, decoded.right[1]))
+    if (Either.isRight(verdict)) return yield* answerValidation(ops, ops.approveUpdate, "approved")
+    const error = verdict.left
+    return yield* (error._tag === "UpdateRejected" ? rejected(error) : workerFailed(error.message))
+  })
+
+const isRecordOf = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /**
- * The protocol of Durable Workflow deliveries: activity, workflow and query tasks, each reported to
- * the server by the protocol itself (through the task's {@link TaskOps}).
+ * The protocol of Durable Workflow deliveries: activity, workflow (accepted-update tasks included),
+ * query and update-validation tasks, each reported to the server by the protocol itself (through the
+ * task's {@link TaskOps}).
  *
  * @internal
  */
@@ -412,6 +490,9 @@ export const durableWorkflowProtocol: Protocol<DurableWorkflowReply> = {
     const ctx = { workerId: ops.workerId, taskQueue: ops.taskQueue, task }
     const run: Effect.Effect<string, never, R> = t.kind === "activity"
       ? runActivity(handlers, t)
+      : t.kind === "update_validation"
+      // update-validation tasks are not intercepted
+      ? runUpdateValidation(handlers, t)
       : t.kind === "workflow"
       ? chain(ops.interceptors, (i) => i.executeWorkflowTask === undefined ? undefined : (next) => i.executeWorkflowTask!(ctx, next), runWorkflowTask(handlers, t) as Effect.Effect<string>) as Effect.Effect<string, never, R>
       : chain(ops.interceptors, (i) => i.executeQueryTask === undefined ? undefined : (next) => i.executeQueryTask!(ctx, next), runQueryTask(handlers, t) as Effect.Effect<string>) as Effect.Effect<string, never, R>
@@ -424,6 +505,9 @@ export const durableWorkflowProtocol: Protocol<DurableWorkflowReply> = {
       )
       yield* ops.recordTask(t.kind, outcome, ((yield* Clock.currentTimeMillis) - started) / 1000)
       return { _tag: "Reply" as const, reply: { kind: t.kind, outcome } }
-    }).pipe(Effect.annotateLogs({ taskKind: t.kind, taskId: str(task["task_id"]) ?? str(task["query_task_id"]) ?? "" }))
+    }).pipe(Effect.annotateLogs({
+      taskKind: t.kind,
+      taskId: str(task["task_id"]) ?? str(task["query_task_id"]) ?? str(task["update_validation_task_id"]) ?? ""
+    }))
   }
 }

@@ -1,5 +1,6 @@
 import * as Either from "effect/Either"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
+import { emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
 import { ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError } from "./errors.js"
 
 /** Options of a scheduled activity (whole seconds on the wire). @internal */
@@ -65,11 +66,25 @@ export interface Resolution {
   readonly groupIndex: number | undefined
 }
 
-/** A signal recorded in history, applied once the workflow has consumed `position` resolutions. @internal */
-export interface RecordedSignal {
+/**
+ * A signal (`SignalReceived`) or an applied update (`UpdateApplied`) recorded in history, applied
+ * to the workflow once it has consumed `position` resolutions. @internal
+ */
+export interface RecordedReceiver {
+  readonly kind: "signal" | "update"
   readonly name: string
   readonly args: ReadonlyArray<unknown>
   readonly position: number
+  /** `update_id` of an applied update. */
+  readonly updateId?: string
+}
+
+/** An `UpdateAccepted` event: the update an accepted-update task applies. @internal */
+export interface AcceptedUpdate {
+  readonly updateId: string
+  readonly name: string
+  /** The recorded arguments, still encoded (decoded when the update is applied). */
+  readonly arguments: unknown
 }
 
 const resolutionShapes: Record<string, string> = {
@@ -116,16 +131,18 @@ export const decodeArgs = (raw: unknown, codec: unknown): ReadonlyArray<unknown>
   return value === null ? [] : Array.isArray(value) ? value : [value]
 }
 
-/** Splits a history into resolutions and signals. @internal */
+/** Splits a history into resolutions, receivers (signals, applied updates) and accepted updates. @internal */
 export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   readonly resolutions: ReadonlyArray<Resolution>
   readonly scheduled: ReadonlyArray<Resolution>
-  readonly signals: ReadonlyArray<RecordedSignal>
+  readonly receivers: ReadonlyArray<RecordedReceiver>
+  readonly accepted: ReadonlyArray<AcceptedUpdate>
   readonly startedAt: number | undefined
 } => {
   const resolutions: Array<Resolution> = []
   const scheduled: Array<Resolution> = []
-  const signals: Array<RecordedSignal> = []
+  const receivers: Array<RecordedReceiver> = []
+  const accepted: Array<AcceptedUpdate> = []
   let startedAt: number | undefined
   for (const event of events) {
     if (!isRecord(event)) continue
@@ -137,7 +154,26 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
     }
     if (type === "SignalReceived") {
       const raw = payload["value"] ?? payload["input"] ?? payload["arguments"]
-      signals.push({ name: String(payload["signal_name"] ?? ""), args: decodeArgs(raw, codec), position: resolutions.length })
+      receivers.push({ kind: "signal", name: String(payload["signal_name"] ?? ""), args: decodeArgs(raw, codec), position: resolutions.length })
+      continue
+    }
+    if (type === "UpdateApplied") {
+      const raw = payload["arguments"] ?? payload["input"] ?? payload["value"]
+      receivers.push({
+        kind: "update",
+        name: String(payload["update_name"] ?? ""),
+        args: decodeArgs(raw, codec),
+        position: resolutions.length,
+        ...(typeof payload["update_id"] === "string" ? { updateId: payload["update_id"] } : {})
+      })
+      continue
+    }
+    if (type === "UpdateAccepted") {
+      accepted.push({
+        updateId: String(payload["update_id"] ?? ""),
+        name: String(payload["update_name"] ?? ""),
+        arguments: payload["arguments"] ?? payload["input"] ?? null
+      })
       continue
     }
     const kind = payload["timer_kind"] ?? payload["kind"]
@@ -151,7 +187,7 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
     const index = payload["parallel_group_index"]
     resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined })
   }
-  return { resolutions, scheduled, signals, startedAt }
+  return { resolutions, scheduled, receivers, accepted, startedAt }
 }
 
 /** The outcome of asking the turn for an op (or a parallel group). @internal */
@@ -174,20 +210,27 @@ export type TurnResult =
 export class Turn {
   private cursor = 0
   private sequence = 0
-  private signalsApplied = 0
+  private receiversApplied = 0
   private blocking = 0
   private frozen = false
   readonly pending: Array<Command> = []
   readonly signalHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
   readonly queryHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
+  readonly updateHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
+  readonly updateValidators = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
 
   constructor(
     readonly resolutions: ReadonlyArray<Resolution>,
     readonly scheduled: ReadonlyArray<Resolution>,
-    readonly signals: ReadonlyArray<RecordedSignal>,
+    readonly receivers: ReadonlyArray<RecordedReceiver>,
     readonly codec: unknown,
     readonly taskQueue: string,
-    readonly encode: (value: unknown) => unknown
+    readonly encode: (value: unknown) => unknown,
+    readonly specs: ReceiverSpecs = emptySpecs,
+    /** Runs what an update handler returned during replay (an Effect, synchronously). */
+    readonly settle: (value: unknown) => void = () => {},
+    /** The update an accepted-update task is applying: a recorded application of it is not replayed. */
+    readonly applyingUpdateId: string | undefined = undefined
   ) {}
 
   /** Whether recorded results remain (the code is replaying). */
@@ -200,20 +243,41 @@ export class Turn {
     this.frozen = true
   }
 
-  private applySignals(): void {
-    while (this.signalsApplied < this.signals.length && this.signals[this.signalsApplied]!.position <= this.cursor) {
-      const signal = this.signals[this.signalsApplied++]!
-      const handler = this.signalHandlers.get(signal.name)
-      if (handler !== undefined) handler(...signal.args)
+  /**
+   * Applies one recorded receiver. Unknown signals and signals whose arguments do not fit their
+   * declaration are ignored; an applied update must have a handler (else a `TypeError`, a replay
+   * failure); its result and failure were reported when it was first applied, so they are dropped.
+   */
+  private applyReceiver(receiver: RecordedReceiver): void {
+    if (receiver.kind === "signal") {
+      const handler = this.signalHandlers.get(receiver.name)
+      if (handler === undefined) return
+      const args = fitArguments(`signal '${receiver.name}'`, this.specs.signals[receiver.name], receiver.args)
+      if (Either.isRight(args)) handler(...args.right)
+      return
+    }
+    if (this.applyingUpdateId !== undefined && receiver.updateId === this.applyingUpdateId) return
+    const handler = this.updateHandlers.get(receiver.name)
+    if (handler === undefined) throw new TypeError(`unknown update '${receiver.name}' recorded in history (UpdateApplied)`)
+    const args = fitArguments(`update '${receiver.name}'`, this.specs.updates[receiver.name], receiver.args)
+    if (Either.isLeft(args)) return
+    try {
+      this.settle(handler(...args.right))
+    } catch {
+      // it failed when it was applied, too (fail_update)
     }
   }
 
-  /** Applies every recorded signal (used before answering a query). */
-  applyAllSignals(): void {
-    while (this.signalsApplied < this.signals.length) {
-      const signal = this.signals[this.signalsApplied++]!
-      const handler = this.signalHandlers.get(signal.name)
-      if (handler !== undefined) handler(...signal.args)
+  private applyReceivers(): void {
+    while (this.receiversApplied < this.receivers.length && this.receivers[this.receiversApplied]!.position <= this.cursor) {
+      this.applyReceiver(this.receivers[this.receiversApplied++]!)
+    }
+  }
+
+  /** Applies every recorded receiver (before answering a query, validating or applying an update). */
+  applyAllReceivers(): void {
+    while (this.receiversApplied < this.receivers.length) {
+      this.applyReceiver(this.receivers[this.receiversApplied++]!)
     }
   }
 
@@ -354,7 +418,7 @@ export class Turn {
   /** Asks for one op. Throws {@link NonDeterministicReplayError} on a mismatch. */
   attempt(op: Op): Attempt {
     if (this.frozen) return { _tag: "Blocked" }
-    this.applySignals()
+    this.applyReceivers()
     this.sequence += 1
     const recorded = this.resolutions[this.cursor]
     switch (op._tag) {
@@ -418,7 +482,7 @@ export class Turn {
     if (this.frozen) return { _tag: "Blocked" }
     if (ops.length === 0) return { _tag: "Resolved", value: [] }
     if (ops.length > 1000) throw new Error("a parallel group has at most 1000 members")
-    this.applySignals()
+    this.applyReceivers()
     const base = this.sequence + 1
     const available = this.resolutions.slice(this.cursor, this.cursor + ops.length)
     if (available.length < ops.length) {

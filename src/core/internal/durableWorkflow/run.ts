@@ -8,8 +8,19 @@ import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import { FatalError } from "../../FatalError.js"
-import { ActivityFailed, type ChildWorkflowFailed, QueryFailed } from "./errors.js"
-import { type ActivityOptions, type Attempt, type ChildOptions, type Command, type Op, readHistory, Turn } from "./replay.js"
+import { type ArgumentsMismatch, emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
+import { ActivityFailed, type ChildWorkflowFailed, QueryFailed, UpdateRejected, UpdateValidationFailed } from "./errors.js"
+import {
+  type AcceptedUpdate,
+  type ActivityOptions,
+  type Attempt,
+  type ChildOptions,
+  type Command,
+  decodeArgs,
+  type Op,
+  readHistory,
+  Turn
+} from "./replay.js"
 
 /** What a workflow returns to continue as a new run. @internal */
 export class ContinueAsNew {
@@ -68,6 +79,16 @@ export interface BaseContext {
   readonly onSignal: (name: string, handler: (...args: Array<any>) => void) => void
   /** Answers the query `name` from the replayed state. */
   readonly onQuery: (name: string, handler: (...args: Array<any>) => unknown) => void
+  /**
+   * Applies the update `name`: mutates the workflow state and returns its result (a value, a
+   * promise or an Effect). Recorded applications (`UpdateApplied`) are replayed in history order.
+   */
+  readonly onUpdate: (name: string, handler: (...args: Array<any>) => unknown) => void
+  /**
+   * Validates the update `name` before the server accepts it: return `false`, throw or fail
+   * (with {@link UpdateRejected} for per-field errors) to reject; anything else approves.
+   */
+  readonly onUpdateValidator: (name: string, validator: (...args: Array<any>) => unknown) => void
   /** Returned from the workflow: ends this run and starts a new one with `args`. */
   readonly continueAsNew: (args?: ReadonlyArray<unknown>, options?: { readonly workflowType?: string; readonly queue?: string }) => ContinueAsNew
 }
@@ -84,6 +105,8 @@ export interface ReplayInput {
   readonly now: number
   /** Encodes an outbound payload as an envelope (external storage may apply). */
   readonly encode: (value: unknown) => unknown
+  /** The update an accepted-update task applies (its recorded application is not replayed). */
+  readonly applyingUpdateId?: string
 }
 
 /** A workflow body, by authoring style. @internal */
@@ -96,6 +119,8 @@ export type Body<R> =
 export interface Definition<R> {
   readonly name: string
   readonly body: Body<R>
+  /** Declared signals, queries, updates and update validators (command contracts). */
+  readonly specs?: ReceiverSpecs
 }
 
 /** `"sha256:<hex>"` over the definition's name and source. @internal */
@@ -164,7 +189,11 @@ const failWorkflowCommand = (error: unknown): Command => {
 }
 
 /** The commands of one workflow task, or why replay failed. @internal */
-export type ReplayResult = { readonly commands: ReadonlyArray<Command>; readonly turn: Turn }
+export type ReplayResult = {
+  readonly commands: ReadonlyArray<Command>
+  readonly turn: Turn
+  readonly accepted: ReadonlyArray<AcceptedUpdate>
+}
 
 const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefined): BaseContext => {
   const random = seededRandom(input.runId)
@@ -184,6 +213,8 @@ const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefin
     },
     onSignal: (name, handler) => void turn.signalHandlers.set(name, handler),
     onQuery: (name, handler) => void turn.queryHandlers.set(name, handler),
+    onUpdate: (name, handler) => void turn.updateHandlers.set(name, handler),
+    onUpdateValidator: (name, validator) => void turn.updateValidators.set(name, validator),
     continueAsNew: (args = [], options = {}) => new ContinueAsNew(args, options.workflowType, options.queue)
   }
 }
@@ -342,7 +373,18 @@ const driveGenerator = (
 export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect.Effect<ReplayResult, ReplayFailure, R> =>
   Effect.gen(function*() {
     const history = yield* Effect.try({ try: () => readHistory(input.history, input.codec), catch: (e) => new ReplayFailure(e) })
-    const turn = new Turn(history.resolutions, history.scheduled, history.signals, input.codec, input.taskQueue, input.encode)
+    const turn = new Turn(
+      history.resolutions,
+      history.scheduled,
+      history.receivers,
+      input.codec,
+      input.taskQueue,
+      input.encode,
+      definition.specs ?? emptySpecs,
+      settleDuringReplay,
+      input.applyingUpdateId
+    )
+    const accepted = history.accepted
     const guard = new Guard(turn)
     const base = baseContext(input, turn, history.startedAt)
     const ctx = contexts(base, guard)
@@ -362,7 +404,10 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       try {
         gen = body.run(genCtx, ...input.args)
       } catch (error) {
-        return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, { _tag: "Threw", error }), turn }), catch: (e) => e as ReplayFailure })
+        return yield* Effect.try({
+          try: () => ({ commands: finish(input, turn, guard, { _tag: "Threw", error }), turn, accepted }),
+          catch: (e) => e as ReplayFailure
+        })
       }
       ending = driveGenerator(gen, guard, patchedIds)
     } else if (body.style === "async") {
@@ -398,8 +443,46 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
             }
       })
     }
-    return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, ending), turn }), catch: (e) => e as ReplayFailure })
+    return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, ending), turn, accepted }), catch: (e) => e as ReplayFailure })
   })
+
+/** Runs what an update handler returned while replaying an `UpdateApplied`: an Effect synchronously. */
+const settleDuringReplay = (value: unknown): void => {
+  if (Effect.isEffect(value)) Effect.runSyncExit(value as Effect.Effect<unknown, unknown>)
+  else if (isPromiseLike(value)) Promise.resolve(value).catch(() => {})
+}
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
+
+/** Calls a receiver and settles what it returned (a value, a promise or an Effect); its failure is the error. */
+const callReceiver = (call: () => unknown): Effect.Effect<unknown, unknown> =>
+  Effect.suspend(() => {
+    let out: unknown
+    try {
+      out = call()
+    } catch (error) {
+      return Effect.fail(error)
+    }
+    if (Effect.isEffect(out)) {
+      return (out as Effect.Effect<unknown, unknown>).pipe(
+        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.fail(Cause.squash(cause)))
+      )
+    }
+    if (isPromiseLike(out)) return Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
+    return Effect.succeed(out)
+  })
+
+/** Replays, then applies every recorded receiver: the state a query, validator or update sees. */
+const replayedState = <R>(definition: Definition<R>, input: ReplayInput) =>
+  Effect.flatMap(replay(definition, input), (result) =>
+    Effect.try({
+      try: () => {
+        result.turn.applyAllReceivers()
+        return result
+      },
+      catch: (error) => new ReplayFailure(error)
+    }))
 
 /**
  * Replays a workflow, then answers a query from its state. Fails with {@link QueryFailed}.
@@ -413,7 +496,7 @@ export const query = <R>(
   args: ReadonlyArray<unknown>
 ): Effect.Effect<unknown, QueryFailed, R> =>
   Effect.gen(function*() {
-    const replayed = yield* Effect.either(replay(definition, input))
+    const replayed = yield* Effect.either(replayedState(definition, input))
     if (Either.isLeft(replayed)) {
       return yield* new QueryFailed({
         reason: "query_workflow_state_unavailable",
@@ -421,16 +504,121 @@ export const query = <R>(
       })
     }
     const turn = replayed.right.turn
-    turn.applyAllSignals()
     const handler = turn.queryHandlers.get(name)
     if (handler === undefined) {
       return yield* new QueryFailed({ reason: "rejected_unknown_query", message: `unknown query '${name}'` })
     }
-    return yield* Effect.tryPromise({
-      try: async () => handler(...args),
-      catch: (error) => new QueryFailed({ reason: "query_rejected", message: messageOf(error) })
-    })
+    const fitted = fitArguments(`query '${name}'`, definition.specs?.queries[name], args)
+    if (Either.isLeft(fitted)) return yield* new QueryFailed({ reason: "query_rejected", message: fitted.left.message })
+    return yield* callReceiver(() => handler(...fitted.right)).pipe(
+      Effect.mapError((error) => new QueryFailed({ reason: "query_rejected", message: messageOf(error) }))
+    )
   })
+
+const failUpdate = (updateId: string, type: string, message: string, nonRetryable = true): Command => ({
+  type: "fail_update",
+  update_id: updateId,
+  message,
+  exception_type: type,
+  exception_class: `effect-durable-worker.${type}`,
+  ...(nonRetryable ? { non_retryable: true } : {})
+})
+
+/**
+ * Applies an accepted update (an accepted-update task): replays, finds the `UpdateAccepted` of
+ * `updateId`, decodes its arguments and runs the handler. The one command is `complete_update`
+ * with the result, or `fail_update` (non-retryable unless the error says `retryable: true`) —
+ * `UpdateNotFound`, `InvalidUpdate` or `UnknownUpdate` when the update itself cannot be applied.
+ * Fails with a {@link ReplayFailure} (a task failure) when replay fails.
+ *
+ * @internal
+ */
+export const applyUpdate = <R>(
+  definition: Definition<R>,
+  input: ReplayInput,
+  updateId: string
+): Effect.Effect<Command, ReplayFailure, R> =>
+  Effect.gen(function*() {
+    const { accepted, turn } = yield* replayedState(definition, { ...input, applyingUpdateId: updateId })
+    const update = accepted.find((u) => u.updateId === updateId)
+    if (update === undefined) {
+      return failUpdate(updateId, "UpdateNotFound", `update '${updateId}' has no UpdateAccepted event in the history of this run`)
+    }
+    let args: ReadonlyArray<unknown>
+    try {
+      args = decodeArgs(update.arguments, input.codec)
+    } catch (error) {
+      return failUpdate(updateId, "InvalidUpdate", `cannot decode the arguments of update '${update.name}': ${messageOf(error)}`)
+    }
+    const handler = turn.updateHandlers.get(update.name)
+    if (handler === undefined) {
+      return failUpdate(updateId, "UnknownUpdate", `unknown update '${update.name}' for workflow type '${definition.name}'`)
+    }
+    const fitted = fitArguments(`update '${update.name}'`, definition.specs?.updates[update.name], args)
+    if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
+    const outcome = yield* Effect.either(callReceiver(() => handler(...fitted.right)))
+    if (Either.isLeft(outcome)) {
+      const error = outcome.left
+      const retryable = typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true
+      return { ...failUpdate(updateId, errorName(error), messageOf(error), !retryable), exception_class: errorClass(error) }
+    }
+    return { type: "complete_update", update_id: updateId, result: input.encode(outcome.right === undefined ? null : outcome.right) }
+  })
+
+/**
+ * Validates an update before the server accepts it (an update-validation task): replays and runs
+ * only the validator. {@link UpdateRejected} when the validator returned `false` or failed (or the
+ * arguments do not fit the declaration); {@link UpdateValidationFailed} when the update has no
+ * declared validator, no handler, or replay failed.
+ *
+ * @internal
+ */
+export const validateUpdate = <R>(
+  definition: Definition<R>,
+  input: ReplayInput,
+  name: string,
+  args: ReadonlyArray<unknown>
+): Effect.Effect<void, UpdateRejected | UpdateValidationFailed, R> =>
+  Effect.gen(function*() {
+    const specs = definition.specs ?? emptySpecs
+    if (!specs.updateValidators.includes(name)) {
+      return yield* new UpdateValidationFailed({
+        message: `workflow type '${definition.name}' declares no validator for update '${name}'`
+      })
+    }
+    const replayed = yield* Effect.either(replayedState(definition, input))
+    if (Either.isLeft(replayed)) {
+      return yield* new UpdateValidationFailed({ message: `workflow replay failed before update validation: ${messageOf(replayed.left.error)}` })
+    }
+    const { turn } = replayed.right
+    const validator = turn.updateValidators.get(name)
+    if (validator === undefined || !turn.updateHandlers.has(name)) {
+      return yield* new UpdateValidationFailed({
+        message: `unknown update '${name}': the workflow registered no ${validator === undefined ? "validator" : "handler"} for it`
+      })
+    }
+    const fitted = fitArguments(`update '${name}'`, specs.updates[name], args)
+    if (Either.isLeft(fitted)) return yield* rejectedBy(fitted.left)
+    const verdict = yield* Effect.either(callReceiver(() => validator(...fitted.right)))
+    if (Either.isLeft(verdict)) {
+      const error = verdict.left
+      if (error instanceof UpdateRejected) return yield* error
+      const errors = (error as { errors?: unknown; validationErrors?: unknown } | null)?.validationErrors ??
+        (error as { errors?: unknown } | null)?.errors
+      return yield* new UpdateRejected({
+        message: messageOf(error),
+        ...(isErrorMap(errors) ? { validationErrors: errors } : {})
+      })
+    }
+    if (verdict.right === false) return yield* new UpdateRejected({ message: `update '${name}' was rejected by its validator` })
+  })
+
+const rejectedBy = (mismatch: ArgumentsMismatch) =>
+  new UpdateRejected({ message: mismatch.message, validationErrors: mismatch.errors })
+
+const isErrorMap = (value: unknown): value is Record<string, ReadonlyArray<string>> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) &&
+  Object.values(value).every((v) => Array.isArray(v) && v.every((m) => typeof m === "string"))
 
 /** Encodes a value as an inline Avro envelope, throwing the codec's error. @internal */
 export const encodeInline = (value: unknown): Codec.AvroPayloadEnvelope =>

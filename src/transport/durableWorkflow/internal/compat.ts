@@ -66,9 +66,34 @@ const authCompositionProblem = (contract: unknown): string | undefined => {
 /** What registration learns from a compatible server. @internal */
 export interface ServerInfo {
   readonly queryTasks: boolean
+  /** The full synchronous pre-accept update-validation contract (multiplexed workflow polls). */
+  readonly updateValidation: boolean
   /** `server_capabilities.long_poll_timeout`, seconds. */
   readonly longPollTimeout: number | undefined
   readonly protocolVersion: string
+}
+
+/**
+ * Whether the server advertises synchronous pre-accept update validation through multiplexed
+ * workflow-task polls (reference §2.3 step 4), every field exactly.
+ *
+ * @internal
+ */
+export const supportsUpdateValidation = (capabilities: Record<string, unknown>): boolean => {
+  if (capabilities["update_validation_tasks"] !== true) return false
+  const sync = capabilities["synchronous_update_validation"]
+  if (!isRecord(sync)) return false
+  const poll = sync["task_poll"]
+  return sync["supported"] === true &&
+    sync["acceptance_boundary"] === "validator_approved" &&
+    sync["worker_capability"] === "update_validation_tasks" &&
+    sync["workflow_contract_field"] === "update_validators" &&
+    isRecord(poll) &&
+    poll["strategy"] === "multiplexed" &&
+    poll["endpoint"] === "/worker/workflow-tasks/poll" &&
+    poll["request_field"] === "task_kinds" &&
+    poll["response_discriminator"] === "task.task_kind" &&
+    includesAll(poll["task_kinds"], ["workflow", "update_validation"])
 }
 
 /** Checks the document; returns the message of the first problem (starting `Server compatibility error: `). @internal */
@@ -98,6 +123,7 @@ export const check = (info: unknown, ours: string = WORKER_PROTOCOL_VERSION): Se
   const longPoll = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" && !Number.isNaN(Number(raw)) ? Number(raw) : undefined
   return {
     queryTasks: capabilities["query_tasks"] === true,
+    updateValidation: supportsUpdateValidation(capabilities),
     longPollTimeout: longPoll !== undefined && longPoll > 0 ? longPoll : undefined,
     protocolVersion: version
   }
