@@ -345,14 +345,6 @@ export interface DurableWorkflow<out R = never> extends Definition<R> {
  */
 export type DurableWorkflowRegistry<R = never> = ReadonlyMap<string, DurableWorkflow<R>>
 
-const definitions = new Map<string, DurableWorkflow<any>>()
-
-/** The fingerprint of the last definition made under `name` in this process. @internal */
-export const registeredFingerprint = (name: string): string | undefined => definitions.get(name)?.fingerprint
-
-/** The last definition made under `name` in this process (what registration advertises). @internal */
-export const registeredDefinition = (name: string): DurableWorkflow<unknown> | undefined => definitions.get(name)
-
 const specsOf = (name: string, declarations: Declarations | undefined): ReceiverSpecs => {
   const invalid = (message: string) => new InvalidWorkflowDeclaration({ workflowType: name, message: `workflow '${name}': ${message}` })
   const kinds = ["signals", "queries", "updates"] as const
@@ -380,9 +372,7 @@ const define = <R>(name: string, body: Definition<R>["body"], declarations: Decl
   const specs = specsOf(name, declarations)
   const contract = commandContract(specs)
   const fingerprint = fingerprintOf(name, `${body.style}:${body.run.toString()}\0${JSON.stringify(contract)}`)
-  const definition: DurableWorkflow<R> = { _tag: "DurableWorkflow", name, body, specs, contract, fingerprint }
-  definitions.set(name, definition)
-  return definition
+  return { _tag: "DurableWorkflow", name, body, specs, contract, fingerprint }
 }
 
 const guarded = new Map<string, string>()

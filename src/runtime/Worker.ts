@@ -29,7 +29,7 @@ import * as Stream from "effect/Stream"
 import { hostname, totalmem } from "node:os"
 import { nestDurable } from "../core/internal/nestDurable.js"
 import type { Handlers, Outcome } from "../core/internal/protocol.js"
-import type * as DurableWorkflow from "../core/DurableWorkflow.js"
+import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as Step from "../core/Step.js"
 import * as Concurrency from "../services/Concurrency.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
@@ -250,12 +250,15 @@ const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Sc
  */
 export const make = <R = never>(
   config: WorkerConfig<R>
-): Effect.Effect<Worker<R>, WorkerOptionsError | Step.DuplicateStepError> =>
+): Effect.Effect<Worker<R>, WorkerOptionsError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged> =>
   Effect.gen(function*() {
     const options = yield* resolveOptions(config)
     const steps = yield* Step.registry(config.steps ?? [])
     const workflows = yield* Step.registry(config.workflows ?? [])
     const durableWorkflows = yield* Step.registry(config.durableWorkflows ?? [])
+    // a Durable Workflow definition may not change under a worker id within a process (the
+    // transport checks again at registration, when the id may come from the transport)
+    if (config.workerId !== undefined) yield* DurableWorkflow.guardDefinitions(config.workerId, durableWorkflows.values())
     const handlers: Handlers<R> = { steps, workflows, durableWorkflows }
     let workerId = options.workerId
     const startedAt = yield* Clock.currentTimeMillis
@@ -312,6 +315,7 @@ export const make = <R = never>(
       buildId: options.buildId,
       steps: Array.from(steps.keys()).sort(),
       workflows: [...workflows.keys(), ...durableWorkflows.keys()].sort(),
+      durableWorkflows: Array.from(durableWorkflows.values()),
       startedAt,
       pollTimeout: options.pollTimeout,
       status
@@ -733,7 +737,7 @@ export const make = <R = never>(
  */
 export const layer = <R = never>(
   config: WorkerConfig<R>
-): Layer.Layer<never, WorkerOptionsError | Step.DuplicateStepError, Transport | R> =>
+): Layer.Layer<never, WorkerOptionsError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged, Transport | R> =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const worker = yield* make(config)

@@ -35,7 +35,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { randomBytes } from "node:crypto"
-import { guardDefinitions, registeredDefinition } from "../core/DurableWorkflow.js"
+import { guardDefinitions } from "../core/DurableWorkflow.js"
 import {
   durableWorkflowProtocol,
   type DurableWorkflowReply,
@@ -297,11 +297,7 @@ export const make = (
       Effect.gen(function*() {
         const workerId = description.workerId
         const taskQueue = resolved.taskQueue
-        // the definitions registration advertises: the last one made under each registered name
-        const definitions = description.workflows.flatMap((type) => {
-          const definition = registeredDefinition(type)
-          return definition === undefined ? [] : [definition]
-        })
+        const definitions = description.durableWorkflows
         // the process-wide (worker id, workflow type) → fingerprint guard, before any I/O
         const guard = guardDefinitions(workerId, definitions)
         if (Either.isLeft(guard)) {

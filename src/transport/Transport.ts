@@ -11,6 +11,7 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type { DurableWorkflow } from "../core/DurableWorkflow.js"
 import type { Protocol } from "../core/internal/protocol.js"
 
 /**
@@ -36,6 +37,11 @@ export interface WorkerDescription {
   readonly steps: ReadonlyArray<string>
   /** Registered workflow names. */
   readonly workflows: ReadonlyArray<string>
+  /**
+   * The Durable Workflow definitions the worker serves (their contracts and fingerprints are part
+   * of a Durable Workflow registration).
+   */
+  readonly durableWorkflows: ReadonlyArray<DurableWorkflow<any>>
   /** Epoch ms at which the worker was created. */
   readonly startedAt: number
   /** How long one poll may wait for work before it returns empty. */

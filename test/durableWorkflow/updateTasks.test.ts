@@ -15,7 +15,7 @@ import { WorkerLoopError } from "../../src/runtime/WorkerError.js"
 import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
 import { RegistrationError } from "../../src/transport/Transport.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
-import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until } from "./support.js"
+import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until, Worker } from "./support.js"
 
 const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
 const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
@@ -188,6 +188,20 @@ describe("Durable Workflow registration: command contracts, capabilities, finger
       assert.notProperty(server.requestsTo("workflowTaskPoll")[0]!.body as object, "task_kinds")
     }))
 
+  it.scoped("registration advertises the worker's own definitions, not the last one made under a name", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const served = DurableWorkflow.make("orders.twice", () => Effect.succeed(1), { updates: { served: [] } })
+      const later = DurableWorkflow.make("orders.twice", () => Effect.succeed(2), { updates: { later: [] } })
+      assert.notStrictEqual(served.fingerprint, later.fingerprint)
+      yield* startWorker(server, { durableWorkflows: [served] })
+      yield* registered(server)
+      const body = registerBody(server, 0)
+      const contracts = body["workflow_command_contracts"] as Record<string, { updates: ReadonlyArray<string> }>
+      assert.deepStrictEqual(contracts["orders.twice"]!.updates, ["served"])
+      assert.deepStrictEqual(body["workflow_definition_fingerprints"], { "orders.twice": served.fingerprint })
+    }))
+
   it.scoped("a changed definition under the same worker id fails before any I/O, asking for a process restart", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()
@@ -203,13 +217,11 @@ describe("Durable Workflow registration: command contracts, capabilities, finger
       yield* Fiber.join(again.running)
       server.clearRequests()
       const v2 = DurableWorkflow.make("orders.evolving", (ctx) => ctx.activity("greeting.compose", ["v2"]))
-      const changed = yield* startWorker(server, { durableWorkflows: [v2], workerId: "evolving-worker" })
-      const exit = yield* Fiber.await(changed.running)
-      const error = failureOf(exit) as RegistrationError
-      assert.instanceOf(error, RegistrationError)
-      assert.instanceOf(error.cause, DurableWorkflow.WorkflowDefinitionChanged)
-      assert.include(error.message, "Workflow definition changed for worker 'evolving-worker' and workflow type 'orders.evolving'")
-      assert.include(error.message, "restart the worker process")
+      // refused when the worker is built, as the SDK's constructor does: nothing is sent
+      const changed = yield* Effect.flip(Worker.make({ durableWorkflows: [v2], workerId: "evolving-worker" }))
+      assert.instanceOf(changed, DurableWorkflow.WorkflowDefinitionChanged)
+      assert.include(changed.message, "Workflow definition changed for worker 'evolving-worker' and workflow type 'orders.evolving'")
+      assert.include(changed.message, "restart the worker process")
       assert.strictEqual(server.requests.length, 0, "no discovery, no register call")
       // another worker id may serve the new definition
       yield* startWorker(server, { durableWorkflows: [v2], workerId: "evolving-worker-2" })
