@@ -28,8 +28,8 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
-import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
-import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
+import { type NestReply, nestDurable, stepIdentity, turnIdentity } from "../core/internal/nestDurable.js"
+import type { StepResult } from "../protocol/StepProtocol.js"
 import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
@@ -109,22 +109,6 @@ const messageOf = (error: unknown) => error instanceof Error ? error.message : S
 
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
-
-/** Reads the run/step coordinates of a job payload, when it has them. */
-const stepIdentity = (data: unknown) => {
-  if (typeof data !== "object" || data === null || isWorkflowTaskShape(data)) return undefined
-  const { runId, seq, stepId, group } = data as Record<string, unknown>
-  return typeof runId === "string" && typeof seq === "number" && typeof stepId === "string"
-    ? { runId, seq, stepId, group: typeof group === "string" ? group : undefined }
-    : undefined
-}
-
-/** Reads the run of a workflow-turn payload, when it is one. */
-const runTurnIdentity = (data: unknown) => {
-  if (!isWorkflowTaskShape(data)) return undefined
-  const { runId, group } = data as Record<string, unknown>
-  return typeof runId === "string" ? { runId, group: typeof group === "string" ? group : undefined } : undefined
-}
 
 const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
   Effect.acquireRelease(
@@ -341,7 +325,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               )
             )
           )
-          const turn = runTurnIdentity(job.data)
+          const turn = turnIdentity(job.data)
           const identity = turn === undefined ? stepIdentity(job.data) : undefined
           // workflow turns beat for their run at once and every 5 s; steps optionally every stepBeatInterval
           const beat = turn !== undefined
@@ -395,7 +379,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
 
         /** A job just moved to active: a workflow turn beats for its run at once. */
         const started = (job: Job, token: string): Delivery<NestReply> => {
-          const turn = runTurnIdentity(job.data)
+          const turn = turnIdentity(job.data)
           if (turn !== undefined) {
             void client.publish(
               Naming.heartbeatChannel(prefix),

@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import { decodeStepTask, isWorkflowTaskShape, type StepResult } from "../../protocol/StepProtocol.js"
 import { decodeWorkflowTask, type WorkflowDecision } from "../../protocol/WorkflowProtocol.js"
 import { processStep } from "../Step.js"
@@ -60,26 +59,58 @@ const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string |
       )
   })
 
-const Identity = Schema.Struct({ runId: Schema.String, seq: Schema.Int, stepId: Schema.String })
-const TurnIdentity = Schema.Struct({ runId: Schema.String, taskId: Schema.String })
-const stepIdentity = Schema.decodeUnknownOption(Identity)
-const turnIdentity = Schema.decodeUnknownOption(TurnIdentity)
+/**
+ * The run and step a step-task payload names, when it names them, with its routing group. Read by
+ * hand rather than decoded: transports read it for every task they take.
+ *
+ * @internal
+ */
+export const stepIdentity = (
+  payload: unknown
+): { readonly runId: string; readonly seq: number; readonly stepId: string; readonly group: string | undefined } | undefined => {
+  if (typeof payload !== "object" || payload === null || isWorkflowTaskShape(payload)) return undefined
+  const { runId, seq, stepId, group } = payload as Record<string, unknown>
+  return typeof runId === "string" && Number.isInteger(seq) && typeof stepId === "string"
+    ? { runId, seq: seq as number, stepId, group: typeof group === "string" ? group : undefined }
+    : undefined
+}
+
+/**
+ * The run (and task id) a workflow-turn payload names, when it is one, with its routing group.
+ *
+ * @internal
+ */
+export const turnIdentity = (
+  payload: unknown
+): { readonly runId: string; readonly taskId: string | undefined; readonly group: string | undefined } | undefined => {
+  if (!isWorkflowTaskShape(payload)) return undefined
+  const { runId, taskId, group } = payload as Record<string, unknown>
+  return typeof runId === "string"
+    ? { runId, taskId: typeof taskId === "string" ? taskId : undefined, group: typeof group === "string" ? group : undefined }
+    : undefined
+}
 
 /** A step of a cancelled run fails for good; a turn of one is answered `cancelled`. */
-const cancelledReply = (payload: unknown): Option.Option<NestReply> =>
-  isWorkflowTaskShape(payload)
-    ? Option.map(turnIdentity(payload), (turn) => ({
+const cancelledReply = (payload: unknown): Option.Option<NestReply> => {
+  const turn = turnIdentity(payload)
+  if (turn !== undefined) {
+    return turn.taskId === undefined ? Option.none() : Option.some({
       _tag: "WorkflowDecision",
       decision: { taskId: turn.taskId, runId: turn.runId, status: "cancelled", commands: [] }
-    }))
-    : Option.map(stepIdentity(payload), (step) => ({
-      _tag: "StepResult",
-      result: {
-        ...step,
-        status: "failed",
-        error: { message: `run ${step.runId} was cancelled`, code: "cancelled", retryable: false }
-      }
-    }))
+    })
+  }
+  const step = stepIdentity(payload)
+  return step === undefined ? Option.none() : Option.some({
+    _tag: "StepResult",
+    result: {
+      runId: step.runId,
+      seq: step.seq,
+      stepId: step.stepId,
+      status: "failed",
+      error: { message: `run ${step.runId} was cancelled`, code: "cancelled", retryable: false }
+    }
+  })
+}
 
 /**
  * The nestjs-durable engine's remote protocol: step tasks and workflow turns share queues and are
