@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import type * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type { StepError, StepEvent, StepResult, StepTask } from "../protocol/StepProtocol.js"
@@ -123,7 +124,19 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
   handler: (input: I, ctx: StepContext) => Promise<O> | O,
   options?: StepOptions<I, any, O, any, RS>
 ): Step<RS> =>
-  make(name, (input: I, ctx) => Effect.tryPromise({ try: async () => handler(input, ctx), catch: (e) => e }), options)
+  make(name, (input: I, ctx) =>
+    Effect.suspend(() => {
+      let output: Promise<O> | O
+      try {
+        output = handler(input, ctx)
+      } catch (error) {
+        return Effect.fail(error)
+      }
+      // a handler that answers synchronously costs no promise and no asynchronous resumption
+      return Predicate.isPromiseLike(output)
+        ? Effect.tryPromise({ try: () => Promise.resolve(output), catch: (e) => e })
+        : Effect.succeed(output)
+    }), options)
 
 /**
  * Steps by name, as the worker looks them up (`task.name`).

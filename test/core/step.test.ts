@@ -120,6 +120,26 @@ describe("processStep", () => {
       assert.strictEqual(result.error?.message, "step handler failed with a Object that has no message")
     }))
 
+  it.effect("a handler that answers synchronously: its value, or what it throws, as from an async one", () =>
+    Effect.gen(function*() {
+      const ok = yield* run([Step.fromPromise("sync.ok", (input: { n: number }) => input.n * 2)], task("sync.ok", { n: 21 }))
+      assert.strictEqual(ok.status, "completed")
+      assert.strictEqual(ok.output, 42)
+      const thrown = yield* run([Step.fromPromise("sync.throw", () => {
+        throw "plain string"
+      })], task("sync.throw"))
+      assert.strictEqual(thrown.status, "failed")
+      assert.strictEqual(thrown.error?.message, "plain string")
+      assert.isUndefined(thrown.error?.retryable)
+      const fatal = yield* run([Step.fromPromise("sync.fatal", () => {
+        throw new Step.FatalError("no such card", "card_missing")
+      })], task("sync.fatal"))
+      assert.deepInclude(fatal.error, { message: "no such card", code: "card_missing", retryable: false })
+      // a thenable that is not a Promise is awaited too
+      const thenable = yield* run([Step.fromPromise("sync.thenable", () => ({ then: (resolve: (v: string) => void) => resolve("later") }) as unknown as Promise<string>)], task("sync.thenable"))
+      assert.strictEqual(thenable.output, "later")
+    }))
+
   it.effect("a defect in an Effect handler becomes a retryable failure", () =>
     Effect.gen(function*() {
       const step = Step.make("pay", () => Effect.die(new Error("bug")))
