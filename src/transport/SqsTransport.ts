@@ -49,7 +49,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
-import * as Batcher from "./sqs/internal/batcher.js"
+import * as Batcher from "./internal/batcher.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as Naming from "./sqs/internal/naming.js"
 import { stepsOnly } from "./sqs/internal/protocol.js"
@@ -131,6 +131,13 @@ const NOT_INFLIGHT = new Set(["MessageNotInflight", "ReceiptHandleIsInvalid", "I
 
 /** The receipt handle no longer designates an in-flight copy (it was deleted, or became visible again). */
 const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "")
+
+/** SQS batch calls in flight at once, per kind of call. */
+const BATCH_CALLS = 4
+
+/** The outcome of each entry of a batch call, from the entries SQS reported as failed. */
+const perEntry = (errors: ReadonlyArray<TransportError | undefined>) =>
+  errors.map((error) => error === undefined ? Exit.void : Exit.fail(error))
 
 /** SQS's limit on the total size of a batch, in bytes (256 KiB, what every SQS-compatible server takes). */
 const MAX_BATCH_BYTES = 262_144
@@ -364,8 +371,9 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         )
 
       /** Deletes a message; a copy no longer in flight (already deleted, or back in the queue) counts as done. */
-      const deleteCopy = yield* Batcher.make<Inflight.Copy>({
+      const deleteCopy = yield* Batcher.make<Inflight.Copy, void, TransportError>({
         maxItems: Naming.MAX_RECEIVE,
+        parallelism: BATCH_CALLS,
         run: (copies) =>
           Effect.gen(function*() {
             const outcomes: Array<TransportError | undefined> = copies.map(() => undefined)
@@ -393,13 +401,14 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
                   })
                 }
               })), { concurrency: "unbounded", discard: true })
-            return outcomes
+            return perEntry(outcomes)
           })
       })
 
       /** Sends a result to the results queue (with the marker, if any). */
-      const sendResult = yield* Batcher.make<string>({
+      const sendResult = yield* Batcher.make<string, void, TransportError>({
         maxItems: Naming.MAX_RECEIVE,
+        parallelism: BATCH_CALLS,
         size: (body) => Buffer.byteLength(body) + (marker === undefined ? 0 : marker.length + 7),
         maxSize: MAX_BATCH_BYTES,
         run: (bodies) =>
@@ -426,7 +435,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
                 message: `sending a result failed: ${failed.Code}: ${failed.Message ?? ""}`
               })
             }
-            return outcomes
+            return perEntry(outcomes)
           }))
       })
 

@@ -19,10 +19,9 @@ import { createServer, type Server, type Socket } from "node:net"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
-import * as Batcher from "../../src/transport/sqs/internal/batcher.js"
 import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
-import { type Transport, TransportError } from "../../src/transport/Transport.js"
+import type { Transport } from "../../src/transport/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
 import { freePort, stepTask as task } from "../support/local.js"
 
@@ -199,50 +198,6 @@ describe("SQS in-flight registry (pure)", () => {
     assert.strictEqual(registry.admit(undefined, copy("m4", "h5"))._tag, "Run")
     assert.strictEqual(registry.size(), 0)
   })
-})
-
-describe("SQS write batcher", () => {
-  it.scoped("writes ready together share a call (at most maxItems, cut by size); each caller gets its own entry's outcome", () =>
-    Effect.gen(function*() {
-      const batches: Array<ReadonlyArray<string>> = []
-      const gate = yield* Deferred.make<void>()
-      const submit = yield* Batcher.make<string>({
-        maxItems: 3,
-        size: (item) => item.length,
-        maxSize: 4,
-        parallelism: 1,
-        run: (items) =>
-          Effect.zipRight(
-            Deferred.await(gate),
-            Effect.sync(() => {
-              batches.push(items)
-              return items.map((item) =>
-                item.startsWith("x") ? new TransportError({ transport: "t", operation: "o", message: `bad ${item}` }) : undefined
-              )
-            })
-          )
-      })
-      const first = yield* Effect.fork(submit("a"))
-      yield* settle
-      // while the first call waits, five more accumulate: two calls of at most 3, the first cut at 4 characters
-      const rest = yield* Effect.forEach(["bb", "xc", "d", "e", "f"], (item) => Effect.fork(Effect.either(submit(item))))
-      yield* settle
-      yield* Deferred.succeed(gate, undefined)
-      yield* Fiber.join(first)
-      const outcomes = yield* Effect.forEach(rest, Fiber.join)
-      assert.deepStrictEqual(batches, [["a"], ["bb", "xc"], ["d"], ["e", "f"]])
-      assert.deepStrictEqual(outcomes.map((o) => o._tag === "Left" ? o.left.message : "ok"), ["ok", "bad xc", "ok", "ok", "ok"])
-    }))
-
-  it.scoped("a failed call fails every entry in it", () =>
-    Effect.gen(function*() {
-      const submit = yield* Batcher.make<string>({
-        maxItems: 10,
-        run: () => Effect.fail(new TransportError({ transport: "t", operation: "o", message: "down" }))
-      })
-      const error = yield* Effect.flip(submit("a"))
-      assert.strictEqual(error.message, "down")
-    }))
 })
 
 describe("SQS transport on fauxqs", () => {

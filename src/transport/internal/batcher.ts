@@ -41,20 +41,27 @@ interface Entry<A, B, E> {
 
 /**
  * Starts a batcher in the scope; the returned function submits one item and waits for its outcome.
- * At most `maxItems` items go in one batch; batches run one after another. Items still queued when
- * the scope closes are answered with an interruption.
+ * A batch holds at most `maxItems` items and, by `size`, at most `maxSize` (an item larger than
+ * that goes alone); up to `parallelism` batches are written at once (default 1: one after another).
+ * Items still queued when the scope closes are answered with an interruption.
  *
  * @internal
  */
 export const make = <A, B, E>(options: {
   readonly run: RunBatch<A, B, E>
   readonly maxItems: number
-  readonly unclaimed?: Unclaimed<B>
+  readonly size?: ((item: A) => number) | undefined
+  readonly maxSize?: number | undefined
+  readonly parallelism?: number | undefined
+  readonly unclaimed?: Unclaimed<B> | undefined
 }): Effect.Effect<(item: A) => Effect.Effect<B, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     let pending: Array<Entry<A, B, E>> = []
-    let wake: ((go: Effect.Effect<void>) => void) | undefined
+    /** Writers waiting for work. */
+    const idle: Array<(go: Effect.Effect<void>) => void> = []
     const unclaimed = options.unclaimed
+    const size = options.size
+    const maxSize = options.maxSize ?? Number.POSITIVE_INFINITY
 
     const settle = (entry: Entry<A, B, E>, exit: Exit.Exit<B, E>): Effect.Effect<void> => {
       const resume = entry.resume
@@ -65,8 +72,6 @@ export const make = <A, B, E>(options: {
       }
       return unclaimed !== undefined && Exit.isSuccess(exit) ? unclaimed(exit.value) : Effect.void
     }
-    const settleAll = (entries: ReadonlyArray<Entry<A, B, E>>, outcome: (i: number) => Exit.Exit<B, E>) =>
-      Effect.forEach(entries, (entry, i) => settle(entry, outcome(i)), { discard: true })
     const missing = Exit.die(new Error("a batch write gave no outcome for an item"))
 
     const runBatch = (entries: ReadonlyArray<Entry<A, B, E>>): Effect.Effect<void> =>
@@ -74,7 +79,7 @@ export const make = <A, B, E>(options: {
         Effect.exit,
         Effect.flatMap((exit) =>
           Exit.isSuccess(exit)
-            ? settleAll(entries, (i) => exit.value[i] ?? missing)
+            ? Effect.forEach(entries, (entry, i) => settle(entry, exit.value[i] ?? missing), { discard: true })
             : entries.length === 1
             ? settle(entries[0]!, Exit.failCause(exit.cause))
             // the batch failed as a whole: each item alone, so each learns its own outcome
@@ -82,36 +87,49 @@ export const make = <A, B, E>(options: {
         )
       )
 
-    const idle = Effect.async<void>((resume) => {
-      wake = resume
+    /** The next batch off the front of the queue, within the item and size bounds. */
+    const takeBatch = (): Array<Entry<A, B, E>> => {
+      let count = Math.min(pending.length, options.maxItems)
+      if (size !== undefined) {
+        let total = 0
+        for (let i = 0; i < count; i++) {
+          total += size(pending[i]!.item)
+          if (i > 0 && total > maxSize) {
+            count = i
+            break
+          }
+        }
+      }
+      const batch = count === pending.length ? pending : pending.slice(0, count)
+      pending = count === pending.length ? [] : pending.slice(count)
+      return batch
+    }
+
+    const park = Effect.async<void>((resume) => {
+      idle.push(resume)
       return Effect.sync(() => {
-        wake = undefined
+        const i = idle.indexOf(resume)
+        if (i >= 0) idle.splice(i, 1)
       })
     })
-    yield* Effect.suspend(() => {
-      if (pending.length === 0) return idle
-      const batch = pending.length <= options.maxItems ? pending : pending.slice(0, options.maxItems)
-      pending = pending.length <= options.maxItems ? [] : pending.slice(options.maxItems)
-      return runBatch(batch)
-    }).pipe(
-      Effect.forever,
-      Effect.onInterrupt(() =>
-        Effect.suspend(() => {
-          const left = pending
-          pending = []
-          return settleAll(left, () => Exit.interrupt(FiberId.none))
-        })
-      ),
-      Effect.forkScoped
+    const writer = Effect.suspend(() => pending.length === 0 ? park : runBatch(takeBatch())).pipe(Effect.forever)
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        const left = pending
+        pending = []
+        return Effect.forEach(left, (entry) => settle(entry, Exit.interrupt(FiberId.none)), { discard: true })
+      })
     )
+    for (let i = 0; i < Math.max(1, options.parallelism ?? 1); i++) {
+      // stopped with the scope, whatever the region it was started from
+      yield* Effect.forkScoped(Effect.interruptible(writer))
+    }
 
     return (item: A) =>
       Effect.async<B, E>((resume) => {
         const entry: Entry<A, B, E> = { item, resume }
         pending.push(entry)
-        const go = wake
-        wake = undefined
-        go?.(Effect.void)
+        idle.pop()?.(Effect.void)
         // a caller that stops waiting leaves its item to be written; its value goes to `unclaimed`
         return Effect.sync(() => {
           entry.resume = undefined
