@@ -42,26 +42,14 @@ import {
   ChildWorkflowFailed,
   InvalidWorkflowDeclaration,
   NonDeterministicReplayError,
-  QueryFailed,
   UpdateRejected,
-  UpdateValidationFailed,
   WorkflowDefinitionChanged
 } from "./internal/durableWorkflow/errors.js"
 import type { ActivityOptions, ChildOptions, Op } from "./internal/durableWorkflow/replay.js"
 import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
-export {
-  ActivityCancelled,
-  ActivityFailed,
-  ChildWorkflowFailed,
-  ContinueAsNew,
-  InvalidWorkflowDeclaration,
-  NonDeterministicReplayError,
-  QueryFailed,
-  UpdateRejected,
-  UpdateValidationFailed,
-  WorkflowDefinitionChanged
-}
+export * from "./internal/durableWorkflow/errors.js"
+export { ContinueAsNew }
 export type { ActivityOptions, ChildOptions, CommandContract, ConditionOptions, ContractType, Op }
 
 // ---- receiver declarations ---------------------------------------------------------------------

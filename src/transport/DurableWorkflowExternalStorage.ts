@@ -118,6 +118,10 @@ export interface PromiseExternalStorageDriver {
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
+/** A driver could not read the object a reference points to. */
+const readFailed = (uri: string, cause: unknown) =>
+  new ExternalStorageError({ operation: "get", uri, message: `could not read external payload ${uri}: ${messageOf(cause)}`, cause })
+
 /**
  * A driver from promise-returning functions (a GCS, Azure Blob or in-house store). A rejection
  * becomes an {@link ExternalStorageError}; the signal aborts when the worker interrupts the call.
@@ -147,13 +151,7 @@ export const make = (driver: PromiseExternalStorageDriver): ExternalStorageDrive
   get: (reference) =>
     Effect.tryPromise({
       try: (signal) => driver.get(reference, signal),
-      catch: (cause) =>
-        new ExternalStorageError({
-          operation: "get",
-          uri: reference.uri,
-          message: `could not read external payload ${reference.uri}: ${messageOf(cause)}`,
-          cause
-        })
+      catch: (cause) => readFailed(reference.uri, cause)
     })
 })
 
@@ -206,13 +204,7 @@ export const localFilesystem = (root: string): ExternalStorageDriver => ({
   get: (reference) =>
     Effect.tryPromise({
       try: async () => new Uint8Array(await readFile(fileURLToPath(reference.uri))),
-      catch: (cause) =>
-        new ExternalStorageError({
-          operation: "get",
-          uri: reference.uri,
-          message: `could not read external payload ${reference.uri}: ${messageOf(cause)}`,
-          cause
-        })
+      catch: (cause) => readFailed(reference.uri, cause)
     })
 })
 
@@ -317,11 +309,10 @@ export const s3 = (options: S3Options): ExternalStorageDriver => {
       return yield* Effect.tryPromise({
         try: (signal) => s3Client.send(command(module), { abortSignal: signal }),
         catch: (cause) =>
-          new ExternalStorageError({
+          operation === "get" ? readFailed(uri, cause) : new ExternalStorageError({
             operation,
             uri,
-            message: `${operation === "put" ? "could not store an external payload at" : "could not read external payload"} ` +
-              `${uri}: ${messageOf(cause)}`,
+            message: `could not store an external payload at ${uri}: ${messageOf(cause)}`,
             cause
           })
       })

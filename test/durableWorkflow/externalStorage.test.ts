@@ -24,9 +24,8 @@ import * as Storage from "../../src/transport/DurableWorkflowExternalStorage.js"
 import { durableWorkflow, externalStorage, s3Storage, Worker as PromiseWorker } from "../../src/promise.js"
 import { start as startServer } from "../support/durableWorkflowServer.js"
 import { fauxqs, startFauxqs } from "../support/fauxqs.js"
-import { DurableWorkflow, QUEUE, setup, startWorker, until } from "./support.js"
+import { blob, DurableWorkflow, QUEUE, setup, startWorker, until } from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
 const decoded = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
 
 /** fauxqs with a fresh bucket, a client config for it, and a client for the test's own checks. */

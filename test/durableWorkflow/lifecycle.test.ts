@@ -1,15 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
 import { DeregistrationError } from "../../src/transport/Transport.js"
 import { WorkerLoopError } from "../../src/runtime/WorkerError.js"
-import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until } from "./support.js"
+import { DurableWorkflow, DW, failureOf, greet, QUEUE, setup, startWorker, until } from "./support.js"
 
-const failureOf = (exit: Exit.Exit<unknown, unknown>) => Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)
 
 /** An activity that waits for `gate` and records how it ended. */
 const gated = (gate: Deferred.Deferred<void>, ended: Array<string>, started?: Deferred.Deferred<void>) =>

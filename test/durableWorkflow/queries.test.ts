@@ -1,25 +1,32 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
-import * as Schedule from "effect/Schedule"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Metric from "effect/Metric"
-import * as MetricState from "effect/MetricState"
 import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { RunUntilTimeoutError } from "../../src/runtime/WorkerError.js"
 import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
-import { DurableWorkflow, DW, greet, QUEUE, setup, transportLayer, until, Worker } from "./support.js"
-import { startWorker } from "./support.js"
+import {
+  blob,
+  counterValue,
+  DurableWorkflow,
+  DW,
+  eventually,
+  greet,
+  QUEUE,
+  setup,
+  startWorker,
+  transportLayer,
+  until,
+  value,
+  Worker
+} from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
-const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
 
 const counter = DurableWorkflow.make("orders.counter", (ctx) =>
   Effect.gen(function*() {
@@ -181,17 +188,6 @@ describe("runUntil", () => {
     }))
 })
 
-const series = {
-  durable_workflow_worker_tasks: DW.metrics.workerTasks,
-  durable_workflow_worker_polls: DW.metrics.workerPolls,
-  durable_workflow_client_requests: DW.metrics.clientRequests
-}
-const counterValue = (name: keyof typeof series, tags: Record<string, string>) =>
-  Effect.map(
-    Metric.value(Object.entries(tags).reduce((m, [k, v]) => Metric.tagged(m, k, v), series[name])),
-    (state: MetricState.MetricState.Counter<number>) => state.count
-  )
-
 describe("metrics, interceptors and external storage", () => {
   it.scoped("poll, task and client-request series with their tags", () =>
     Effect.gen(function*() {
@@ -202,13 +198,6 @@ describe("metrics, interceptors and external storage", () => {
       yield* until(server, () => server.completedActivityTasks.length === 1)
       yield* until(server, () => server.requestsTo("activityTaskPoll").filter((r) => r.status === 200).length >= 2)
       yield* until(server, () => server.requestsTo("workflowTaskPoll").filter((r) => r.status === 200).length >= 1)
-      // a metric is recorded once the client has processed the answer: wait for that event
-      const eventually = (effect: Effect.Effect<number>, holds: (n: number) => boolean) =>
-        effect.pipe(
-          Effect.filterOrFail(holds),
-          Effect.retry({ times: 400, schedule: Schedule.fixed("5 millis") }),
-          Effect.withClock(Clock.make())
-        )
       yield* eventually(counterValue("durable_workflow_worker_tasks", { task_kind: "activity", task_queue: queue, outcome: "completed" }), (n) => n === 1)
       yield* eventually(counterValue("durable_workflow_worker_polls", { task_kind: "activity", task_queue: queue, outcome: "task" }), (n) => n >= 1)
       yield* eventually(counterValue("durable_workflow_worker_polls", { task_kind: "workflow", task_queue: queue, outcome: "empty" }), (n) => n >= 1)

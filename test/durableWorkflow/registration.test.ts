@@ -6,11 +6,9 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { RegistrationError } from "../../src/transport/Transport.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
-import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until, Worker } from "./support.js"
+import { DurableWorkflow, DW, greet, QUEUE, registered, setup, startWorker, until, Worker } from "./support.js"
 
 const hello = DurableWorkflow.make("orders.hello", (ctx, name: string) => ctx.activity<string>("greeting.compose", [name]))
-
-const registered = (server: DurableWorkflowServer) => until(server, () => server.requestsTo("register").some((r) => r.status === 201))
 
 /** Runs a worker whose registration is expected to fail; returns the failure. */
 const failedRun = (server: DurableWorkflowServer) =>

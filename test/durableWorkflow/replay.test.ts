@@ -1,34 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
-import { replay, ReplayFailure, type ReplayInput } from "../../src/core/internal/durableWorkflow/run.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import { replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
+import { blob, replayInput, value } from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
-const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
-
-const input = (args: ReadonlyArray<unknown>, history: ReadonlyArray<unknown>, extra: Partial<ReplayInput> = {}): ReplayInput => ({
-  workflowId: "wf-1",
-  runId: "run-1",
-  workflowType: "t",
-  taskQueue: "orders",
-  codec: "avro",
-  args,
-  history,
-  now: 0,
-  encode: (v) => Either.getOrThrow(Codec.encodeEnvelope(v)),
-  ...extra
-})
 
 const commandsOf = (definition: DurableWorkflow.DurableWorkflow, args: ReadonlyArray<unknown>, history: ReadonlyArray<unknown>) =>
-  Effect.map(replay(definition, input(args, history)), (r) => r.commands as ReadonlyArray<Record<string, any>>)
+  Effect.map(replay(definition, replayInput(history, args)), (r) => r.commands as ReadonlyArray<Record<string, any>>)
 
 const replayFailure = (definition: DurableWorkflow.DurableWorkflow, args: ReadonlyArray<unknown>, history: ReadonlyArray<unknown>) =>
-  Effect.map(Effect.flip(replay(definition, input(args, history))), (f) => (f as ReplayFailure).error as { _tag?: string; message: string })
+  Effect.map(Effect.flip(replay(definition, replayInput(history, args))), (f) => (f as ReplayFailure).error as { _tag?: string; message: string })
 
 // ---- the golden workflows, in the three authoring styles ------------------------------------
 

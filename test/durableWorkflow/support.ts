@@ -1,9 +1,18 @@
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import type * as MetricState from "effect/MetricState"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
+import type { ReplayInput } from "../../src/core/internal/durableWorkflow/run.js"
 import * as Step from "../../src/core/Step.js"
+import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as DW from "../../src/transport/DurableWorkflowTransport.js"
 import type { Transport } from "../../src/transport/Transport.js"
@@ -49,5 +58,51 @@ export const startWorker = <R>(
     yield* Effect.addFinalizer(() => Fiber.interruptFork(running))
     return { worker, running }
   })
+
+/** A worker that registered (its register call answered 201). */
+export const registered = (server: DurableWorkflowServer) => until(server, () => server.requestsTo("register").some((r) => r.status === 201))
+
+/** The error an exit failed with (squashed). */
+export const failureOf = (exit: Exit.Exit<unknown, unknown>) => Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)
+
+/** A value as an Avro payload blob, as the server stores arguments. */
+export const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
+
+/** The value of a payload envelope a worker sent. */
+export const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
+
+/** What a replay, query or update is run with: run `wf-1`/`run-1` of type `t` on `orders`, Avro, at time 0. */
+export const replayInput = (history: ReadonlyArray<unknown>, args: ReadonlyArray<unknown> = []): ReplayInput => ({
+  workflowId: "wf-1",
+  runId: "run-1",
+  workflowType: "t",
+  taskQueue: "orders",
+  codec: "avro",
+  args,
+  history,
+  now: 0,
+  encode: (v) => Either.getOrThrow(Codec.encodeEnvelope(v))
+})
+
+const series = {
+  durable_workflow_worker_tasks: DW.metrics.workerTasks,
+  durable_workflow_worker_polls: DW.metrics.workerPolls,
+  durable_workflow_client_requests: DW.metrics.clientRequests
+}
+
+/** The count of one of the transport's counter series, for these tags. */
+export const counterValue = (name: keyof typeof series, tags: Record<string, string>) =>
+  Effect.map(
+    Metric.value(Object.entries(tags).reduce((m, [k, v]) => Metric.tagged(m, k, v), series[name])),
+    (state: MetricState.MetricState.Counter<number>) => state.count
+  )
+
+/** Waits (wall clock) until a metric reaches a value: it is recorded once the client processed the answer. */
+export const eventually = (effect: Effect.Effect<number>, holds: (n: number) => boolean) =>
+  effect.pipe(
+    Effect.filterOrFail(holds),
+    Effect.retry({ times: 400, schedule: Schedule.fixed("5 millis") }),
+    Effect.withClock(Clock.make())
+  )
 
 export { DurableWorkflow, DW, Step, Worker }

@@ -1,28 +1,48 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Metric from "effect/Metric"
-import type * as MetricState from "effect/MetricState"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import { WorkerLoopError } from "../../src/runtime/WorkerError.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
 import { RegistrationError } from "../../src/transport/Transport.js"
-import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
-import { DurableWorkflow, DW, greet, QUEUE, setup, startWorker, until, Worker } from "./support.js"
+import {
+  type DurableWorkflowServer,
+  type UpdateValidationTaskInput,
+  updateValidationCapabilities
+} from "../support/durableWorkflowServer.js"
+import {
+  blob,
+  counterValue,
+  DurableWorkflow,
+  DW,
+  eventually,
+  failureOf,
+  greet,
+  QUEUE,
+  registered,
+  setup,
+  startWorker,
+  until,
+  value,
+  Worker
+} from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
-const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
-const failureOf = (exit: Exit.Exit<unknown, unknown>) => Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)
 
-/** A gate validators of `orders.approval` wait on when `wait` is set (to hold a validation task). */
+/** A gate validators of `orders.approval` wait on when `gate` is set (to hold a validation task). */
 const hold = { gate: undefined as Deferred.Deferred<void> | undefined, started: undefined as Deferred.Deferred<void> | undefined }
+
+/** Holds `orders.approval`'s validators for the rest of the test: each completes `started`, then waits for `gate`. */
+const holdValidators = Effect.gen(function*() {
+  const gate = yield* Deferred.make<void>()
+  const started = yield* Deferred.make<void>()
+  hold.gate = gate
+  hold.started = started
+  yield* Effect.addFinalizer(() => Effect.sync(() => (hold.gate = hold.started = undefined)))
+  return { gate, started }
+})
 
 const approval = DurableWorkflow.make("orders.approval", (ctx, limit: number) =>
   Effect.gen(function*() {
@@ -74,25 +94,8 @@ const plain = DurableWorkflow.make("orders.plain", (ctx, name: string) => ctx.ac
 
 const registerBody = (server: DurableWorkflowServer, index = 0) => server.requestsTo("register")[index]!.body as Record<string, any>
 
-const registered = (server: DurableWorkflowServer) => until(server, () => server.requestsTo("register").some((r) => r.status === 201))
-
 const validationSetup = (options: Parameters<typeof setup>[0] = {}) => setup({ updateValidation: true, ...options })
 
-const series = { durable_workflow_worker_tasks: DW.metrics.workerTasks, durable_workflow_worker_polls: DW.metrics.workerPolls }
-
-const counterValue = (name: keyof typeof series, tags: Record<string, string>) =>
-  Effect.map(
-    Metric.value(Object.entries(tags).reduce((m, [k, v]) => Metric.tagged(m, k, v), series[name])),
-    (state: MetricState.MetricState.Counter<number>) => state.count
-  )
-
-/** Waits (wall clock) until a metric reaches a value: it is recorded once the client processed the answer. */
-const eventually = (effect: Effect.Effect<number>, holds: (n: number) => boolean) =>
-  effect.pipe(
-    Effect.filterOrFail(holds),
-    Effect.retry({ times: 400, schedule: Schedule.fixed("5 millis") }),
-    Effect.withClock(Clock.make())
-  )
 
 describe("Durable Workflow registration: command contracts, capabilities, fingerprints", () => {
   it.scoped("typed command contracts per workflow type, identical on re-registration; query_tasks + workflow_updates; build id", () =>
@@ -142,13 +145,11 @@ describe("Durable Workflow registration: command contracts, capabilities, finger
 
   it.scoped("validators need the full pre-accept contract: without it, a compatibility error and no register call", () =>
     Effect.gen(function*() {
+      // the full contract but for its poll: dedicated, not multiplexed
       const partial = {
-        update_validation_tasks: true,
+        ...updateValidationCapabilities,
         synchronous_update_validation: {
-          supported: true,
-          acceptance_boundary: "validator_approved",
-          worker_capability: "update_validation_tasks",
-          workflow_contract_field: "update_validators",
+          ...updateValidationCapabilities.synchronous_update_validation,
           task_poll: { strategy: "dedicated", endpoint: "/worker/update-validation-tasks/poll" }
         }
       }
@@ -336,14 +337,15 @@ describe("Durable Workflow accepted-update tasks", () => {
 })
 
 describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
-  const enqueue = (server: DurableWorkflowServer, updateInput: ReadonlyArray<unknown>, extra: Record<string, unknown> = {}) =>
+  /** A `setDiscount` validation of an `orders.approval` run started with limit 30, on {@link QUEUE} unless `more` says otherwise. */
+  const enqueue = (server: DurableWorkflowServer, updateInput: ReadonlyArray<unknown>, more: Partial<UpdateValidationTaskInput> = {}) =>
     server.enqueueUpdateValidationTask({
       workflowType: "orders.approval",
       updateName: "setDiscount",
       taskQueue: QUEUE,
       workflowInput: [30],
       updateInput,
-      extra
+      ...more
     })
 
   it.scoped("approve, reject (false / UpdateRejected with validation errors / undecodable arguments), worker failure: bodies, reasons, metrics", () =>
@@ -352,13 +354,10 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
       const { server } = yield* validationSetup()
       const { worker } = yield* startWorker(server, { durableWorkflows: [approval] }, { taskQueue: queue })
       const task = (updateInput: ReadonlyArray<unknown> | undefined, extra: Record<string, unknown> = {}) =>
-        server.enqueueUpdateValidationTask({
-          workflowType: "orders.approval",
-          updateName: "setDiscount",
+        enqueue(server, updateInput ?? [], {
           taskQueue: queue,
-          workflowInput: [30],
-          ...(updateInput === undefined ? { wireUpdateArguments: "not-a-payload" } : { updateInput }),
-          extra
+          extra,
+          ...(updateInput === undefined ? { wireUpdateArguments: "not-a-payload" } : {})
         })
       const ok = task([20])
       const tooMuch = task([40])
@@ -403,7 +402,7 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
     Effect.gen(function*() {
       const { server } = yield* validationSetup()
       yield* startWorker(server, { durableWorkflows: [approval] })
-      enqueue(server, [1], { update_name: undefined })
+      enqueue(server, [1], { extra: { update_name: undefined } })
       yield* until(server, () => server.updateValidations.length === 1)
       assert.deepStrictEqual(server.updateValidations[0]!.body["failure"], {
         message: "the update-validation task names no workflow_type or update_name",
@@ -427,14 +426,14 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
       ]
       for (const reason of fenced) {
         server.failNext("updateValidationApprove", 409, { reason, message: "fenced", retryable: false })
-        server.enqueueUpdateValidationTask({ workflowType: "orders.approval", updateName: "setDiscount", taskQueue: queue, workflowInput: [30], updateInput: [1] })
+        enqueue(server, [1], { taskQueue: queue })
         yield* until(server, () => server.requestsTo("updateValidationApprove").filter((r) => r.status === 409).length === fenced.indexOf(reason) + 1)
       }
       const tags = { task_kind: "update_validation", task_queue: queue }
       yield* eventually(counterValue("durable_workflow_worker_tasks", { ...tags, outcome: "expired" }), (n) => n === fenced.length)
       // a refusal that is not final (422) is an error outcome
       server.failNext("updateValidationReject", 422, { reason: "validation_failed", message: "bad", errors: {} })
-      server.enqueueUpdateValidationTask({ workflowType: "orders.approval", updateName: "setDiscount", taskQueue: queue, workflowInput: [30], updateInput: [99] })
+      enqueue(server, [99], { taskQueue: queue })
       yield* eventually(counterValue("durable_workflow_worker_tasks", { ...tags, outcome: "error" }), (n) => n === 1)
       assert.strictEqual(server.updateValidations.length, 0)
     }))
@@ -443,19 +442,9 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
     Effect.gen(function*() {
       const queue = `late-${Math.random().toString(16).slice(2)}`
       const { server } = yield* validationSetup({ updateValidationLeaseSeconds: 1 })
-      const gate = yield* Deferred.make<void>()
-      const started = yield* Deferred.make<void>()
-      hold.gate = gate
-      hold.started = started
-      yield* Effect.addFinalizer(() => Effect.sync(() => (hold.gate = hold.started = undefined)))
+      const { gate, started } = yield* holdValidators
       yield* startWorker(server, { durableWorkflows: [approval], workflowConcurrency: 1 }, { taskQueue: queue })
-      const { updateValidationTaskId } = server.enqueueUpdateValidationTask({
-        workflowType: "orders.approval",
-        updateName: "setDiscount",
-        taskQueue: queue,
-        workflowInput: [30],
-        updateInput: [3]
-      })
+      const { updateValidationTaskId } = enqueue(server, [3], { taskQueue: queue })
       yield* Deferred.await(started)
       server.advanceTime(2_000)
       yield* Deferred.succeed(gate, undefined)
@@ -476,11 +465,7 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
   it.scoped("one workflow slot covers poll and execution: a held validation shows 0 free slots, and the other kind waits", () =>
     Effect.gen(function*() {
       const { server } = yield* validationSetup()
-      const gate = yield* Deferred.make<void>()
-      const started = yield* Deferred.make<void>()
-      hold.gate = gate
-      hold.started = started
-      yield* Effect.addFinalizer(() => Effect.sync(() => (hold.gate = hold.started = undefined)))
+      const { gate, started } = yield* holdValidators
       const { worker } = yield* startWorker(server, { durableWorkflows: [approval], workflowConcurrency: 1 })
       enqueue(server, [1])
       yield* Deferred.await(started)
@@ -505,8 +490,7 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
       const queue = `release-${Math.random().toString(16).slice(2)}`
       const { server } = yield* validationSetup()
       const { worker } = yield* startWorker(server, { durableWorkflows: [approval], workflowConcurrency: 1 }, { taskQueue: queue })
-      const task = (percent: number) =>
-        server.enqueueUpdateValidationTask({ workflowType: "orders.approval", updateName: "setDiscount", taskQueue: queue, workflowInput: [30], updateInput: [percent] })
+      const task = (percent: number) => enqueue(server, [percent], { taskQueue: queue })
       task(5)
       yield* until(server, () => server.updateValidations.length === 1)
       task(90)
@@ -533,10 +517,7 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
   it.scoped("a burst of validations never leases beyond the workflow capacity", () =>
     Effect.gen(function*() {
       const { server } = yield* validationSetup()
-      const gate = yield* Deferred.make<void>()
-      hold.gate = gate
-      hold.started = undefined
-      yield* Effect.addFinalizer(() => Effect.sync(() => (hold.gate = hold.started = undefined)))
+      const { gate } = yield* holdValidators
       const { worker } = yield* startWorker(server, { durableWorkflows: [approval], workflowConcurrency: 2 })
       const ids = Array.from({ length: 5 }, (_, i) => enqueue(server, [i + 1]).updateValidationTaskId)
       yield* until(server, () => server.requestsTo("workflowTaskPoll").filter((r) => r.status === 200).length === 2)
@@ -565,11 +546,7 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
   it.scoped("stop with a running validation: the deadline interrupts it (no answer), releases capacity, then one DELETE", () =>
     Effect.gen(function*() {
       const { server } = yield* validationSetup()
-      const gate = yield* Deferred.make<void>()
-      const started = yield* Deferred.make<void>()
-      hold.gate = gate
-      hold.started = started
-      yield* Effect.addFinalizer(() => Effect.sync(() => (hold.gate = hold.started = undefined)))
+      const { started } = yield* holdValidators
       const { running, worker } = yield* startWorker(server, { durableWorkflows: [approval], workflowConcurrency: 1, shutdownTimeout: "10 millis" })
       enqueue(server, [1])
       yield* Deferred.await(started)
@@ -598,22 +575,24 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
         { externalStorage: stuck }
       )
       enqueue(server, [1], {
-        history_events: [{
-          event_type: "SignalReceived",
-          payload: {
-            signal_name: "x",
-            arguments: {
-              codec: "avro",
-              external_storage: {
-                schema: "durable-workflow.v2.external-payload-reference.v1",
-                uri: "file:///nowhere",
-                sha256: "0".repeat(64),
-                size_bytes: 4,
-                codec: "avro"
+        extra: {
+          history_events: [{
+            event_type: "SignalReceived",
+            payload: {
+              signal_name: "x",
+              arguments: {
+                codec: "avro",
+                external_storage: {
+                  schema: "durable-workflow.v2.external-payload-reference.v1",
+                  uri: "file:///nowhere",
+                  sha256: "0".repeat(64),
+                  size_bytes: 4,
+                  codec: "avro"
+                }
               }
             }
-          }
-        }]
+          }]
+        }
       })
       yield* Deferred.await(reading)
       const stopping = yield* Effect.fork(worker.stop)

@@ -4,23 +4,9 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import { contractTypeOf } from "../../src/core/internal/durableWorkflow/contract.js"
-import { applyUpdate, query, replay, type ReplayFailure, type ReplayInput, validateUpdate } from "../../src/core/internal/durableWorkflow/run.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import { applyUpdate, query, replay, type ReplayFailure, validateUpdate } from "../../src/core/internal/durableWorkflow/run.js"
+import { blob, replayInput, value } from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
-const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
-
-const input = (history: ReadonlyArray<unknown>, args: ReadonlyArray<unknown> = []): ReplayInput => ({
-  workflowId: "wf-1",
-  runId: "run-1",
-  workflowType: "t",
-  taskQueue: "orders",
-  codec: "avro",
-  args,
-  history,
-  now: 0,
-  encode: (v) => Either.getOrThrow(Codec.encodeEnvelope(v))
-})
 
 const accepted = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
   event_type: "UpdateAccepted",
@@ -112,7 +98,7 @@ describe("accepted updates (apply_update)", () => {
   for (const [style, workflow] of Object.entries(styles)) {
     it.effect(`${style}: the handler's result is one complete_update command`, () =>
       Effect.gen(function*() {
-        const command = yield* applyUpdate(workflow, input([accepted("u-1", "setDiscount", [20])]), "u-1")
+        const command = yield* applyUpdate(workflow, replayInput([accepted("u-1", "setDiscount", [20])]), "u-1")
         assert.strictEqual(command.type, "complete_update")
         assert.strictEqual(command["update_id"], "u-1")
         // the declared default fills the missing second argument
@@ -122,7 +108,7 @@ describe("accepted updates (apply_update)", () => {
 
     it.effect(`${style}: a failing handler is one non-retryable fail_update with its type and class`, () =>
       Effect.gen(function*() {
-        const command = yield* applyUpdate(workflow, input([accepted("u-9", "explode", [])]), "u-9")
+        const command = yield* applyUpdate(workflow, replayInput([accepted("u-9", "explode", [])]), "u-9")
         assert.deepStrictEqual(command, {
           type: "fail_update",
           update_id: "u-9",
@@ -140,11 +126,11 @@ describe("accepted updates (apply_update)", () => {
           applied("u-2", "addNotes", ["a", "b"]),
           { event_type: "SignalReceived", payload: { signal_name: "approve", arguments: blob(["ann"]) } }
         ]
-        const { commands } = yield* replay(workflow, input(history))
+        const { commands } = yield* replay(workflow, replayInput(history))
         assert.strictEqual(commands.length, 1)
         assert.strictEqual(commands[0]!.type, "schedule_activity")
         assert.deepStrictEqual(value(commands[0]!["arguments"]), [10, ["a", "b"]])
-        const answered = yield* query(workflow, input(history), "discount", [])
+        const answered = yield* query(workflow, replayInput(history), "discount", [])
         assert.deepStrictEqual(answered, { discount: 10, approvedBy: "ann", notes: ["a", "b"] })
       }))
   }
@@ -152,20 +138,20 @@ describe("accepted updates (apply_update)", () => {
   it.effect("structural problems: UpdateNotFound, UnknownUpdate, InvalidUpdate (undecodable or not fitting the declaration)", () =>
     Effect.gen(function*() {
       const wf = styles.effect
-      const notFound = yield* applyUpdate(wf, input([accepted("u-1", "setDiscount", [1])]), "u-2")
+      const notFound = yield* applyUpdate(wf, replayInput([accepted("u-1", "setDiscount", [1])]), "u-2")
       assert.strictEqual(notFound.type, "fail_update")
       assert.strictEqual(notFound["exception_type"], "UpdateNotFound")
       assert.strictEqual(notFound["non_retryable"], true)
       assert.include(String(notFound["message"]), "u-2")
-      const unknown = yield* applyUpdate(wf, input([accepted("u-1", "rename", ["x"])]), "u-1")
+      const unknown = yield* applyUpdate(wf, replayInput([accepted("u-1", "rename", ["x"])]), "u-1")
       assert.strictEqual(unknown["exception_type"], "UnknownUpdate")
       assert.include(String(unknown["message"]), "rename")
-      const badType = yield* applyUpdate(wf, input([accepted("u-1", "setDiscount", ["ten"])]), "u-1")
+      const badType = yield* applyUpdate(wf, replayInput([accepted("u-1", "setDiscount", ["ten"])]), "u-1")
       assert.strictEqual(badType["exception_type"], "InvalidUpdate")
       assert.include(String(badType["message"]), "percent")
-      const tooMany = yield* applyUpdate(wf, input([accepted("u-1", "setDiscount", [1, "x", "y"])]), "u-1")
+      const tooMany = yield* applyUpdate(wf, replayInput([accepted("u-1", "setDiscount", [1, "x", "y"])]), "u-1")
       assert.strictEqual(tooMany["exception_type"], "InvalidUpdate")
-      const undecodable = yield* applyUpdate(wf, input([{ event_type: "UpdateAccepted", payload: { update_id: "u-1", update_name: "setDiscount", arguments: "not avro" } }]), "u-1")
+      const undecodable = yield* applyUpdate(wf, replayInput([{ event_type: "UpdateAccepted", payload: { update_id: "u-1", update_name: "setDiscount", arguments: "not avro" } }]), "u-1")
       assert.strictEqual(undecodable["exception_type"], "InvalidUpdate")
       assert.include(String(undecodable["message"]), "invalid_payload_framing")
     }))
@@ -179,13 +165,13 @@ describe("accepted updates (apply_update)", () => {
           yield* ctx.waitCondition(() => false)
         }), { updates: { inc: [] } })
       const history = [applied("u-1", "inc", []), accepted("u-2", "inc", []), applied("u-2", "inc", [])]
-      const command = yield* applyUpdate(wf, input(history), "u-2")
+      const command = yield* applyUpdate(wf, replayInput(history), "u-2")
       assert.strictEqual(value(command["result"]), 2)
     }))
 
   it.effect("an UpdateApplied without a handler is a replay failure naming the update", () =>
     Effect.gen(function*() {
-      const failure = yield* Effect.flip(replay(styles.effect, input([applied("u-1", "rename", ["x"])])))
+      const failure = yield* Effect.flip(replay(styles.effect, replayInput([applied("u-1", "rename", ["x"])])))
       assert.match(String((failure as ReplayFailure).error), /unknown update 'rename'/)
     }))
 
@@ -195,7 +181,7 @@ describe("accepted updates (apply_update)", () => {
         { event_type: "SignalReceived", payload: { signal_name: "approve", arguments: blob([42]) } },
         { event_type: "SignalReceived", payload: { signal_name: "nobody", arguments: blob([]) } }
       ]
-      const answered = yield* query(styles.effect, input(history), "discount", [])
+      const answered = yield* query(styles.effect, replayInput(history), "discount", [])
       assert.deepStrictEqual(answered, { discount: 0, approvedBy: "", notes: [] })
     }))
 })
@@ -204,10 +190,10 @@ describe("update validation (validate_update)", () => {
   for (const [style, workflow] of Object.entries(styles)) {
     it.effect(`${style}: approved, rejected by false, rejected for arguments not fitting the declaration`, () =>
       Effect.gen(function*() {
-        yield* validateUpdate(workflow, input([]), "setDiscount", [30])
-        const refused = yield* Effect.flip(validateUpdate(workflow, input([]), "setDiscount", [80]))
+        yield* validateUpdate(workflow, replayInput([]), "setDiscount", [30])
+        const refused = yield* Effect.flip(validateUpdate(workflow, replayInput([]), "setDiscount", [80]))
         assert.strictEqual(refused._tag, "UpdateRejected")
-        const invalid = yield* Effect.flip(validateUpdate(workflow, input([]), "setDiscount", ["lots"]))
+        const invalid = yield* Effect.flip(validateUpdate(workflow, replayInput([]), "setDiscount", ["lots"]))
         assert.strictEqual(invalid._tag, "UpdateRejected")
         assert.deepStrictEqual(Object.keys((invalid as DurableWorkflow.UpdateRejected).validationErrors ?? {}), ["percent"])
       }))
@@ -231,19 +217,19 @@ describe("update validation (validate_update)", () => {
           yield* ctx.waitCondition(() => false)
         }), { updates: { spend: [DurableWorkflow.param("n", Schema.Int)] }, updateValidators: ["spend"] })
       const history = [{ event_type: "SignalReceived", payload: { signal_name: "use", arguments: blob([7]) } }]
-      yield* validateUpdate(wf, input(history), "spend", [3])
-      const over = yield* Effect.flip(validateUpdate(wf, input(history), "spend", [4]))
+      yield* validateUpdate(wf, replayInput(history), "spend", [3])
+      const over = yield* Effect.flip(validateUpdate(wf, replayInput(history), "spend", [4]))
       assert.strictEqual(over._tag, "UpdateRejected")
       assert.strictEqual(over.message, "over budget")
       assert.deepStrictEqual((over as DurableWorkflow.UpdateRejected).validationErrors, { n: ["only 3 left"] })
-      const zero = yield* Effect.flip(validateUpdate(wf, input(history), "spend", [0]))
+      const zero = yield* Effect.flip(validateUpdate(wf, replayInput(history), "spend", [0]))
       assert.strictEqual(zero._tag, "UpdateRejected")
       assert.strictEqual(zero.message, "zero is not a spend")
     }))
 
   it.effect("worker-side problems are UpdateValidationFailed: no declared validator, no handler, failed replay", () =>
     Effect.gen(function*() {
-      const noValidator = yield* Effect.flip(validateUpdate(styles.effect, input([]), "addNotes", ["x"]))
+      const noValidator = yield* Effect.flip(validateUpdate(styles.effect, replayInput([]), "addNotes", ["x"]))
       assert.strictEqual(noValidator._tag, "UpdateValidationFailed")
       assert.include(noValidator.message, "declares no validator for update 'addNotes'")
       const undeclaredAtRuntime = DurableWorkflow.make("orders.lazy", (ctx) =>
@@ -251,10 +237,10 @@ describe("update validation (validate_update)", () => {
           ctx.onUpdate("go", () => 1)
           yield* ctx.waitCondition(() => false)
         }), { updates: { go: [] }, updateValidators: ["go"] })
-      const missing = yield* Effect.flip(validateUpdate(undeclaredAtRuntime, input([]), "go", []))
+      const missing = yield* Effect.flip(validateUpdate(undeclaredAtRuntime, replayInput([]), "go", []))
       assert.strictEqual(missing._tag, "UpdateValidationFailed")
       assert.include(missing.message, "unknown update 'go'")
-      const replayFailed = yield* Effect.flip(validateUpdate(styles.effect, input([applied("u-1", "rename", [])]), "setDiscount", [1]))
+      const replayFailed = yield* Effect.flip(validateUpdate(styles.effect, replayInput([applied("u-1", "rename", [])]), "setDiscount", [1]))
       assert.strictEqual(replayFailed._tag, "UpdateValidationFailed")
       assert.include(replayFailed.message, "workflow replay failed before update validation")
     }))

@@ -1,12 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as TestClock from "effect/TestClock"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
-import { DurableWorkflow, DW, QUEUE, setup, startWorker, until } from "./support.js"
+import { blob, DurableWorkflow, DW, QUEUE, setup, startWorker, until, value } from "./support.js"
 
-const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
-const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
 
 const greeting = DurableWorkflow.make("orders.greet", (ctx, name: string) =>
   Effect.map(ctx.activity<string>("greeting.compose", [name]), (greeting) => `${greeting}!`))

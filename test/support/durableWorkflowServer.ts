@@ -190,23 +190,30 @@ export interface WorkflowTaskInput {
   readonly extra?: Record<string, unknown>
 }
 
-/** An update-validation task to enqueue (handed out by multiplexed workflow polls). */
-export interface UpdateValidationTaskInput {
-  /** Id; default generated (`update-validation-<n>`). */
-  readonly updateValidationTaskId?: string
+/**
+ * What a task answered from a replayed run (a query or an update validation) is enqueued with: the
+ * run, the workflow's arguments and the history the worker replays.
+ */
+export interface ReplayTaskInput {
   readonly workflowType: string
-  readonly updateName: string
   readonly taskQueue: string
   readonly namespace?: string
   readonly workflowId?: string
   readonly runId?: string
   readonly workflowInput?: ReadonlyArray<unknown>
-  readonly updateInput?: ReadonlyArray<unknown>
   readonly wireWorkflowArguments?: unknown
-  readonly wireUpdateArguments?: unknown
   readonly payloadCodec?: string | null
   readonly historyEvents?: ReadonlyArray<Record<string, unknown>>
   readonly extra?: Record<string, unknown>
+}
+
+/** An update-validation task to enqueue (handed out by multiplexed workflow polls). */
+export interface UpdateValidationTaskInput extends ReplayTaskInput {
+  /** Id; default generated (`update-validation-<n>`). */
+  readonly updateValidationTaskId?: string
+  readonly updateName: string
+  readonly updateInput?: ReadonlyArray<unknown>
+  readonly wireUpdateArguments?: unknown
 }
 
 /** An approval or rejection of an update-validation task. */
@@ -241,22 +248,12 @@ export interface ActivityTaskInput {
 }
 
 /** A query task to enqueue. */
-export interface QueryTaskInput {
+export interface QueryTaskInput extends ReplayTaskInput {
   /** Query task id; default generated (`query-task-<n>`). */
   readonly queryTaskId?: string
-  readonly workflowType: string
   readonly queryName: string
-  readonly taskQueue: string
-  readonly namespace?: string
-  readonly workflowId?: string
-  readonly runId?: string
-  readonly workflowInput?: ReadonlyArray<unknown>
   readonly queryInput?: ReadonlyArray<unknown>
-  readonly wireWorkflowArguments?: unknown
   readonly wireQueryArguments?: unknown
-  readonly payloadCodec?: string | null
-  readonly historyEvents?: ReadonlyArray<Record<string, unknown>>
-  readonly extra?: Record<string, unknown>
 }
 
 /** A worker registration as the server holds it. */
@@ -514,7 +511,6 @@ interface WorkflowTask {
   run: Run
   workflowType: string
   payloadCodec: unknown
-  hasPayloadCodec: boolean
   arguments: unknown
   history: Array<Record<string, unknown>>
   compatibility: string | null
@@ -533,7 +529,6 @@ interface ActivityTask {
   run: Run
   activityType: string
   payloadCodec: unknown
-  hasPayloadCodec: boolean
   arguments: unknown
   retryPolicy: Record<string, unknown> | null
   compatibility: string | null
@@ -548,41 +543,33 @@ interface ActivityTask {
   lastHeartbeatAt: number | null
 }
 
-interface QueryTask {
-  queryTaskId: string
+/** What query and update-validation tasks hold alike (see {@link ReplayTaskInput}), lease included. */
+interface ReplayTask {
   namespace: string
   taskQueue: string
   run: Run
   workflowType: string
-  queryName: string
   payloadCodec: unknown
-  hasPayloadCodec: boolean
   workflowArguments: unknown
-  queryArguments: unknown
   history: Array<Record<string, unknown>>
   extra: Record<string, unknown>
-  status: "pending" | "leased" | "completed" | "failed"
   attempt: number
   leaseOwner: string | null
   leaseExpiresAt: number | null
 }
 
-interface ValidationTask {
+interface QueryTask extends ReplayTask {
+  queryTaskId: string
+  queryName: string
+  queryArguments: unknown
+  status: "pending" | "leased" | "completed" | "failed"
+}
+
+interface ValidationTask extends ReplayTask {
   id: string
-  namespace: string
-  taskQueue: string
-  run: Run
-  workflowType: string
   updateName: string
-  payloadCodec: unknown
-  workflowArguments: unknown
   updateArguments: unknown
-  history: Array<Record<string, unknown>>
-  extra: Record<string, unknown>
   status: "ready" | "leased" | "approved" | "rejected"
-  attempt: number
-  leaseOwner: string | null
-  leaseExpiresAt: number | null
 }
 
 interface Registration {
@@ -622,6 +609,27 @@ interface Context {
   req: http.IncomingMessage
   res: http.ServerResponse
 }
+
+/**
+ * The `server_capabilities` entries that advertise synchronous pre-accept update validation
+ * (reference §2.3 step 4) with multiplexed workflow polls: what `updateValidation: true` adds.
+ */
+export const updateValidationCapabilities = {
+  update_validation_tasks: true,
+  synchronous_update_validation: {
+    supported: true,
+    acceptance_boundary: "validator_approved",
+    worker_capability: "update_validation_tasks",
+    workflow_contract_field: "update_validators",
+    task_poll: {
+      strategy: "multiplexed",
+      endpoint: "/worker/workflow-tasks/poll",
+      request_field: "task_kinds",
+      response_discriminator: "task.task_kind",
+      task_kinds: ["workflow", "update_validation"]
+    }
+  }
+} as const
 
 const workerRoutes = new Set<RouteName>([
   "register",
@@ -861,24 +869,7 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     non_retryable_failures: true,
     response_compression: [],
     history_compression: { supported_encodings: ["gzip", "deflate"], compression_threshold: 50 },
-    ...(options.updateValidation
-      ? {
-        update_validation_tasks: true,
-        synchronous_update_validation: {
-          supported: true,
-          acceptance_boundary: "validator_approved",
-          worker_capability: "update_validation_tasks",
-          workflow_contract_field: "update_validators",
-          task_poll: {
-            strategy: "multiplexed",
-            endpoint: "/worker/workflow-tasks/poll",
-            request_field: "task_kinds",
-            response_discriminator: "task.task_kind",
-            task_kinds: ["workflow", "update_validation"]
-          }
-        }
-      }
-      : {}),
+    ...(options.updateValidation ? updateValidationCapabilities : {}),
     ...options.serverCapabilities
   })
 
@@ -1118,6 +1109,24 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     return run
   }
 
+  /** The fields a query or update-validation task takes from its input; not yet leased, first attempt. */
+  const replayTask = (input: ReplayTaskInput): ReplayTask => {
+    const namespace = input.namespace ?? defaultNamespace
+    return {
+      namespace,
+      taskQueue: input.taskQueue,
+      run: ensureRun(input.workflowId, input.runId, input.workflowType, namespace, input.taskQueue),
+      workflowType: input.workflowType,
+      payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
+      workflowArguments: encodeInput(input.workflowInput, input.wireWorkflowArguments, "wireWorkflowArguments" in input),
+      history: sequenceHistory(input.historyEvents),
+      extra: input.extra ?? {},
+      attempt: 1,
+      leaseOwner: null,
+      leaseExpiresAt: null
+    }
+  }
+
   const applyExtra = (target: Record<string, unknown>, extra: Record<string, unknown>): Record<string, unknown> => {
     for (const [key, value] of Object.entries(extra)) {
       if (value === undefined) delete target[key]
@@ -1183,7 +1192,6 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       condition_key: null,
       condition_definition_fingerprint: null
     }
-    if (!task.hasPayloadCodec) delete payload["payload_codec"]
     if (multiplexed) payload["task_kind"] = "workflow"
     return applyExtra(payload, task.extra)
   }
@@ -1214,7 +1222,6 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       },
       external_executor: null
     }
-    if (!task.hasPayloadCodec) delete payload["payload_codec"]
     // The activity poll response drops null fields.
     for (const [key, value] of Object.entries(payload)) if (value === null) delete payload[key]
     return applyExtra(payload, task.extra)
@@ -1247,7 +1254,6 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       lease_owner: task.leaseOwner,
       lease_expires_at: iso(task.leaseExpiresAt)
     }
-    if (!task.hasPayloadCodec) delete payload["payload_codec"]
     return applyExtra(payload, task.extra)
   }
 
@@ -1283,39 +1289,40 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     return isRecord(contract) && Array.isArray(contract["update_validators"]) && contract["update_validators"].includes(task.updateName)
   }
 
-  const claimValidationTask = (registration: Registration): ValidationTask | undefined => {
-    for (const task of validationTasks.values()) {
+  /**
+   * Leases the first task of the registration's namespace and queue that is ready, or whose lease
+   * expired (a new attempt), and that `eligible` allows.
+   */
+  const claimReleasable = <T extends WorkflowTask | ValidationTask>(
+    tasks: Map<string, T>,
+    registration: Registration,
+    leaseMs: number,
+    eligible: (task: T) => boolean
+  ): T | undefined => {
+    for (const task of tasks.values()) {
       const expired = task.status === "leased" && task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()
       if (task.status !== "ready" && !expired) continue
       if (task.namespace !== registration.namespace || task.taskQueue !== registration.taskQueue) continue
-      if (!validatesFor(registration, task)) continue
+      if (!eligible(task)) continue
       if (expired) task.attempt += 1
       task.status = "leased"
       task.leaseOwner = registration.workerId
-      task.leaseExpiresAt = now() + validationLeaseMs
+      task.leaseExpiresAt = now() + leaseMs
       return task
     }
     return undefined
   }
+
+  const claimValidationTask = (registration: Registration): ValidationTask | undefined =>
+    claimReleasable(validationTasks, registration, validationLeaseMs, (task) => validatesFor(registration, task))
 
   const matchesBuild = (compatibility: string | null, registration: Registration): boolean =>
     compatibility === null || compatibility === registration.buildId
 
-  const claimWorkflowTask = (registration: Registration): WorkflowTask | undefined => {
-    for (const task of workflowTasks.values()) {
-      const expired = task.status === "leased" && task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()
-      if (task.status !== "ready" && !expired) continue
-      if (task.namespace !== registration.namespace || task.taskQueue !== registration.taskQueue) continue
-      if (!matchesBuild(task.compatibility, registration)) continue
-      if (registration.supportedWorkflowTypes.length > 0 && !registration.supportedWorkflowTypes.includes(task.workflowType)) continue
-      if (expired) task.attempt += 1
-      task.status = "leased"
-      task.leaseOwner = registration.workerId
-      task.leaseExpiresAt = now() + workflowLeaseMs
-      return task
-    }
-    return undefined
-  }
+  const claimWorkflowTask = (registration: Registration): WorkflowTask | undefined =>
+    claimReleasable(workflowTasks, registration, workflowLeaseMs, (task) =>
+      matchesBuild(task.compatibility, registration) &&
+      (registration.supportedWorkflowTypes.length === 0 || registration.supportedWorkflowTypes.includes(task.workflowType)))
 
   const claimActivityTask = (registration: Registration): ActivityTask | undefined => {
     for (const task of activityTasks.values()) {
@@ -1519,6 +1526,41 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     }
   }
 
+  /**
+   * The lease checks of an answer to a query or update-validation task, in order: the task is
+   * leased, by the answering owner, at the answered attempt, and the lease has not expired. The first
+   * that fails, with the fields its refusal carries; each task kind words the refusals its own way.
+   */
+  const leaseRefusal = (
+    task: ReplayTask & { readonly status: string },
+    body: Record<string, unknown>,
+    attempt: unknown
+  ): { readonly failed: "leased" | "owner" | "attempt" | "expiry"; readonly extra: Record<string, unknown> } | undefined => {
+    if (task.status !== "leased") return { failed: "leased", extra: {} }
+    if (task.leaseOwner !== body["lease_owner"]) return { failed: "owner", extra: { lease_owner: task.leaseOwner } }
+    if (task.attempt !== attempt) return { failed: "attempt", extra: { current_attempt: task.attempt } }
+    if (task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()) {
+      return { failed: "expiry", extra: { lease_expires_at: iso(task.leaseExpiresAt) } }
+    }
+    return undefined
+  }
+
+  /** Reason and message of each {@link leaseRefusal}, for query tasks. */
+  const queryLeaseRefusals = {
+    leased: ["query_task_not_leased", "Query task is not leased."],
+    owner: ["lease_owner_mismatch", "Query task is leased by another worker."],
+    attempt: ["query_task_attempt_mismatch", "Query task attempt does not match the lease."],
+    expiry: ["lease_expired", "Query task lease has expired."]
+  } as const
+
+  /** Reason and message of each {@link leaseRefusal}, for update-validation tasks. */
+  const validationLeaseRefusals = {
+    leased: ["update_validation_task_not_leased", "Update validation task is not leased."],
+    owner: ["update_validator_worker_lost", "Update validation task is leased by another worker."],
+    attempt: ["stale_update_validation_completion", "Update validation attempt does not match the lease."],
+    expiry: ["update_validation_lease_expired", "Update validation lease has expired."]
+  } as const
+
   const guardQueryTask = (queryTaskId: string, body: Record<string, unknown>): QueryTask | Reply => {
     const attempt = body["query_task_attempt"]
     const rejected = (status: number, reason: string, message: string, extra: Record<string, unknown> = {}): Reply => ({
@@ -1527,17 +1569,10 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     })
     const task = queryTasks.get(queryTaskId)
     if (task === undefined) return rejected(404, "query_task_not_found", "Query task not found.")
-    if (task.status !== "leased") return rejected(409, "query_task_not_leased", "Query task is not leased.")
-    if (task.leaseOwner !== body["lease_owner"]) {
-      return rejected(409, "lease_owner_mismatch", "Query task is leased by another worker.", { lease_owner: task.leaseOwner })
-    }
-    if (task.attempt !== attempt) {
-      return rejected(409, "query_task_attempt_mismatch", "Query task attempt does not match the lease.", { current_attempt: task.attempt })
-    }
-    if (task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()) {
-      return rejected(409, "lease_expired", "Query task lease has expired.", { lease_expires_at: iso(task.leaseExpiresAt) })
-    }
-    return task
+    const refusal = leaseRefusal(task, body, attempt)
+    if (refusal === undefined) return task
+    const [reason, message] = queryLeaseRefusals[refusal.failed]
+    return rejected(409, reason, message, refusal.extra)
   }
 
   // Tasks and registrations have a string `status`; only a reply has a numeric one.
@@ -1565,17 +1600,10 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
     if (task.status === "approved" || task.status === "rejected") {
       return refuse(409, "duplicate_update_validation_completion", "Update validation task was already answered.", { outcome: task.status })
     }
-    if (task.status !== "leased") return refuse(409, "update_validation_task_not_leased", "Update validation task is not leased.")
-    if (task.leaseOwner !== body["lease_owner"]) {
-      return refuse(409, "update_validator_worker_lost", "Update validation task is leased by another worker.", { lease_owner: task.leaseOwner })
-    }
-    if (task.attempt !== attempt) {
-      return refuse(409, "stale_update_validation_completion", "Update validation attempt does not match the lease.", { current_attempt: task.attempt })
-    }
-    if (task.leaseExpiresAt !== null && task.leaseExpiresAt <= now()) {
-      return refuse(409, "update_validation_lease_expired", "Update validation lease has expired.", { lease_expires_at: iso(task.leaseExpiresAt) })
-    }
-    return task
+    const refusal = leaseRefusal(task, body, attempt)
+    if (refusal === undefined) return task
+    const [reason, message] = validationLeaseRefusals[refusal.failed]
+    return refuse(409, reason, message, refusal.extra)
   }
 
   const answerValidation = (ctx: Context, outcome: "approved" | "rejected"): Reply => {
@@ -2614,7 +2642,6 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
         run,
         workflowType: input.workflowType,
         payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
-        hasPayloadCodec: true,
         arguments: encodeInput(input.input, input.wireArguments, "wireArguments" in input),
         history: sequenceHistory(input.historyEvents),
         compatibility: input.buildId ?? null,
@@ -2644,7 +2671,6 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
         run,
         activityType: input.activityType,
         payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
-        hasPayloadCodec: true,
         arguments: encodeInput(input.input, input.wireArguments, "wireArguments" in input),
         retryPolicy: input.retryPolicy ?? null,
         compatibility: input.buildId ?? null,
@@ -2662,53 +2688,28 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
       return { taskId, workflowId: run.workflowId, runId: run.runId }
     },
     enqueueQueryTask: (input) => {
-      const namespace = input.namespace ?? defaultNamespace
-      const run = ensureRun(input.workflowId, input.runId, input.workflowType, namespace, input.taskQueue)
-      const queryTaskId = input.queryTaskId ?? nextId("query-task")
-      queryTasks.set(queryTaskId, {
-        queryTaskId,
-        namespace,
-        taskQueue: input.taskQueue,
-        run,
-        workflowType: input.workflowType,
+      const task: QueryTask = {
+        ...replayTask(input),
+        queryTaskId: input.queryTaskId ?? nextId("query-task"),
         queryName: input.queryName,
-        payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
-        hasPayloadCodec: true,
-        workflowArguments: encodeInput(input.workflowInput, input.wireWorkflowArguments, "wireWorkflowArguments" in input),
         queryArguments: encodeInput(input.queryInput, input.wireQueryArguments, "wireQueryArguments" in input),
-        history: sequenceHistory(input.historyEvents),
-        extra: input.extra ?? {},
-        status: "pending",
-        attempt: 1,
-        leaseOwner: null,
-        leaseExpiresAt: null
-      })
+        status: "pending"
+      }
+      queryTasks.set(task.queryTaskId, task)
       changed()
-      return { queryTaskId, workflowId: run.workflowId, runId: run.runId }
+      return { queryTaskId: task.queryTaskId, workflowId: task.run.workflowId, runId: task.run.runId }
     },
     enqueueUpdateValidationTask: (input) => {
-      const namespace = input.namespace ?? defaultNamespace
-      const run = ensureRun(input.workflowId, input.runId, input.workflowType, namespace, input.taskQueue)
-      const id = input.updateValidationTaskId ?? nextId("update-validation")
-      validationTasks.set(id, {
-        id,
-        namespace,
-        taskQueue: input.taskQueue,
-        run,
-        workflowType: input.workflowType,
+      const task: ValidationTask = {
+        ...replayTask(input),
+        id: input.updateValidationTaskId ?? nextId("update-validation"),
         updateName: input.updateName,
-        payloadCodec: input.payloadCodec === undefined ? "avro" : input.payloadCodec,
-        workflowArguments: encodeInput(input.workflowInput, input.wireWorkflowArguments, "wireWorkflowArguments" in input),
         updateArguments: encodeInput(input.updateInput, input.wireUpdateArguments, "wireUpdateArguments" in input),
-        history: sequenceHistory(input.historyEvents),
-        extra: input.extra ?? {},
-        status: "ready",
-        attempt: 1,
-        leaseOwner: null,
-        leaseExpiresAt: null
-      })
+        status: "ready"
+      }
+      validationTasks.set(task.id, task)
       changed()
-      return { updateValidationTaskId: id, workflowId: run.workflowId, runId: run.runId }
+      return { updateValidationTaskId: task.id, workflowId: task.run.workflowId, runId: task.run.runId }
     },
     updateValidationTask: (id) => {
       const task = validationTasks.get(id)

@@ -12,7 +12,7 @@ import type { Handlers, Outcome, Protocol } from "../protocol.js"
 import { ActivityCancelled, type QueryFailed, UpdateRejected } from "./errors.js"
 import type { Command } from "./replay.js"
 import { decodeArgs } from "./replay.js"
-import { applyUpdate, errorClass, messageOf, query, replay, ReplayFailure, typeOf, validateUpdate } from "./run.js"
+import { applyUpdate, errorClass, messageOf, query, replay, ReplayFailure, type ReplayInput, typeOf, validateUpdate } from "./run.js"
 
 /** The kinds of task of the Durable Workflow worker plane (`update_validation` comes from multiplexed workflow polls). @internal */
 export type TaskKind = "workflow" | "activity" | "query" | "update_validation"
@@ -113,6 +113,32 @@ const stackOf = (error: unknown): string | undefined => (error instanceof Error 
 
 const logged = <E>(label: string, effect: Effect.Effect<void, E>) =>
   effect.pipe(Effect.catchAll((error) => Effect.logWarning(`${label} failed`, error)))
+
+/** Encodes an outbound payload inline (no external storage): what queries and validators return. */
+const encodeInline = (value: unknown): unknown => Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
+
+/**
+ * What a task's run is replayed with: its ids, queue and codec from the task, the decoded workflow
+ * arguments, the resolved history and the clock's time now.
+ */
+const taskReplayInput = (
+  t: DurableWorkflowTask,
+  workflowType: string,
+  args: ReadonlyArray<unknown>,
+  history: ReadonlyArray<unknown>,
+  encode: (value: unknown) => unknown = encodeInline
+): Effect.Effect<ReplayInput> =>
+  Effect.map(Clock.currentTimeMillis, (now) => ({
+    workflowId: str(t.task["workflow_id"]) ?? "",
+    runId: str(t.task["run_id"]) ?? "",
+    workflowType,
+    taskQueue: str(t.task["task_queue"]) ?? t.ops.taskQueue,
+    codec: t.task["payload_codec"],
+    args,
+    history,
+    now,
+    encode
+  }))
 
 const decodeOrFail = (raw: unknown, codec: unknown, ops: TaskOps) =>
   Effect.gen(function*() {
@@ -273,24 +299,13 @@ const runWorkflowTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effe
     if (Either.isLeft(history)) {
       return yield* fail({ message: `replay failed: ${messageOf(history.left)}`, type: typeOf(history.left) })
     }
-    const now = yield* Clock.currentTimeMillis
     const encoded = new Map<unknown, unknown>()
-    const input = {
-      workflowId: str(task["workflow_id"]) ?? "",
-      runId: str(task["run_id"]) ?? "",
-      workflowType,
-      taskQueue: str(task["task_queue"]) ?? ops.taskQueue,
-      codec,
-      args: decoded.right,
-      history: history.right,
-      now,
-      encode: (value: unknown) => {
-        // outbound payloads are encoded inline here; external storage is applied below
-        const envelope = Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
-        encoded.set(envelope, value)
-        return envelope
-      }
-    }
+    const input = yield* taskReplayInput(t, workflowType, decoded.right, history.right, (value) => {
+      // outbound payloads are encoded inline here; external storage is applied below
+      const envelope = encodeInline(value)
+      encoded.set(envelope, value)
+      return envelope
+    })
     // an accepted-update task: exactly one complete_update / fail_update command
     const replayed = yield* Effect.either<{ readonly commands: ReadonlyArray<Command> }, ReplayFailure, R>(
       updateId !== undefined && updateId !== ""
@@ -366,18 +381,8 @@ const runQueryTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): Effect.
     if (Either.isLeft(history)) {
       return yield* fail({ message: `workflow replay failed before query: ${messageOf(history.left)}`, reason: "query_workflow_state_unavailable" })
     }
-    const now = yield* Clock.currentTimeMillis
-    const answered = yield* Effect.either(query(definition, {
-      workflowId: str(task["workflow_id"]) ?? "",
-      runId: str(task["run_id"]) ?? "",
-      workflowType,
-      taskQueue: str(task["task_queue"]) ?? ops.taskQueue,
-      codec,
-      args: decoded.right[0],
-      history: history.right,
-      now,
-      encode: (value) => Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
-    }, queryName, decoded.right[1]))
+    const input = yield* taskReplayInput(t, workflowType, decoded.right[0], history.right)
+    const answered = yield* Effect.either(query(definition, input, queryName, decoded.right[1]))
     if (Either.isLeft(answered)) {
       const error: QueryFailed = answered.left
       return yield* fail({ message: error.message, reason: error.reason, type: "QueryFailed" })
@@ -447,18 +452,8 @@ const runUpdateValidation = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): 
     if (Either.isLeft(history)) {
       return yield* workerFailed(`workflow replay failed before update validation: ${messageOf(history.left)}`)
     }
-    const now = yield* Clock.currentTimeMillis
-    const verdict = yield* Effect.either(validateUpdate(definition, {
-      workflowId: str(task["workflow_id"]) ?? "",
-      runId: str(task["run_id"]) ?? "",
-      workflowType,
-      taskQueue: str(task["task_queue"]) ?? ops.taskQueue,
-      codec,
-      args: decoded.right[0],
-      history: history.right,
-      now,
-      encode: (value) => Either.getOrThrowWith(Codec.encodeEnvelope(value), (e) => e)
-    }, updateName, decoded.right[1]))
+    const input = yield* taskReplayInput(t, workflowType, decoded.right[0], history.right)
+    const verdict = yield* Effect.either(validateUpdate(definition, input, updateName, decoded.right[1]))
     if (Either.isRight(verdict)) return yield* answerValidation(ops, ops.approveUpdate, "approved")
     const error = verdict.left
     return yield* (error._tag === "UpdateRejected" ? rejected(error) : workerFailed(error.message))
