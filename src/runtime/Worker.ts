@@ -371,14 +371,18 @@ export const make = <R = never>(
       Effect.map(Clock.currentTimeMillis, (now) => {
         const interval = Duration.toMillis(keepAlive.interval)
         leases.set(delivery, { due: now + interval, interval, renew: keepAlive.renew })
-        if (now + interval < keeperWakesAt) Deferred.unsafeDone(wakeKeeper, Exit.void)
+        if (now + interval < keeperWakesAt) {
+          keeperWakesAt = now + interval
+          Deferred.unsafeDone(wakeKeeper, Exit.void)
+        }
       })
     const keepLeases = Effect.gen(function*() {
       // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
       const woken = wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
-      keeperWakesAt = Number.POSITIVE_INFINITY
       const now = yield* Clock.currentTimeMillis
-      let next = Number.POSITIVE_INFINITY
+      // the wake-up a lease asked for stands even if that lease is gone already (short tasks end
+      // before the keeper runs): one harmless early pass, rather than a pass per task
+      let next = keeperWakesAt > now ? keeperWakesAt : Number.POSITIVE_INFINITY
       for (const [delivery, lease] of leases) {
         if (lease.due <= now) {
           lease.due = now + lease.interval
