@@ -12,6 +12,12 @@
  * - a result is written as the engine reads it, and the task row is deleted in the same transaction,
  *   only while this claim still owns it — so a re-dispatched retry is never swallowed by a leftover
  *   task row, and a lost connection leaves the task either done once or claimable again;
+ * - completions are written in batches, per token: one written alone goes at once, and those that
+ *   arrive while a write is in flight go together in the next one (on PostgreSQL one statement, on
+ *   MySQL one transaction), each still guarded by its own claim; a batch that fails is written again
+ *   one completion at a time, so each gets its own outcome and nothing is lost;
+ * - a completing task can take the next row of its token in the same statement/transaction (the
+ *   runtime's `completeAndTakeNext`), so a busy subscription needs no separate claim round trip;
  * - on PostgreSQL an insert trigger (created with the tables) `NOTIFY`s the step's token and idle
  *   pollers `LISTEN`, so new work is picked up at once; polling every `pollInterval` stays as the
  *   fallback (expired leases, missed notifications) and is all there is on MySQL;
@@ -32,27 +38,29 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
-import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
 import type { Protocol } from "../core/internal/protocol.js"
 import { routingToken } from "./bullmq/internal/naming.js"
+import * as Batcher from "./internal/batcher.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
 import * as Statements from "./sql/internal/statements.js"
 import {
@@ -261,9 +269,32 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
 }
 
 /** An earlier result row of the step still waits for the engine: the completion was rolled back. */
-class ResultConflict extends Data.TaggedError("ResultConflict")<{ readonly stepId: string }> {}
+class ResultConflict extends Schema.TaggedError<ResultConflict>()("ResultConflict", { stepId: Schema.String }) {}
 
-type CompleteOutcome = "written" | "lost"
+/** A completion on its way to the database: the result row, the claim it needs, and whether to claim a next row. */
+interface Completing extends Statements.Completion {
+  readonly takeNext: boolean
+}
+
+/** What became of a completion: written (or `lost`: its claim had gone), and the row claimed for it, if any. */
+interface Completed {
+  readonly lost: boolean
+  readonly next?: { readonly row: TaskRow; readonly claim: string } | undefined
+}
+
+type CompleteError = TransportError | ResultConflict
+
+/** A row of {@link Statements.completeBatchPostgres}: a completed task, or a task claimed with the batch. */
+type BatchRow =
+  | { readonly kind: "done"; readonly step_id: string; readonly claim: string; readonly inserted: boolean }
+  | ({ readonly kind: "next" } & TaskRow)
+
+/**
+ * `withTransaction` turns a failed COMMIT or ROLLBACK (a lost connection) into a defect: make it a
+ * failure again, so the caller retries and nothing is lost (the transaction either committed or not).
+ */
+const commitFailed = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+  Effect.catchSomeDefect(effect, (defect) => defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none())
 
 /** Rows affected, from a driver's raw result (node-pg `rowCount`, mysql2 `affectedRows`). */
 const affected = (raw: unknown): number => {
@@ -361,13 +392,171 @@ export const make = (
       }
 
       const protocol = nestDurable({ partition: options.partition })
+      // a completion that finds an earlier result of its step waiting tries again, for up to a lease
+      const conflictRetry = Schedule.spaced(CONFLICT_RETRY).pipe(Schedule.upTo(lease))
       let claims = 0
+      const nextClaim = () => `${worker.workerId}#${(++claims).toString(36)}`
+
+      const release = (stepId: string, claim: string, grp: string) =>
+        run(Statements.release(dialect, names, { stepId, claim })).raw.pipe(
+          Effect.zipRight(notifying ? Effect.ignore(run(Statements.notify(names, grp))) : Effect.void),
+          Effect.asVoid,
+          Effect.mapError(transportError(`giving task ${stepId} back`))
+        )
+
+      /**
+       * Writes a batch of completions of one token, and with them claims one more row for each that
+       * asks for it: on PostgreSQL in one statement, on MySQL in one transaction (optimistically: if a
+       * claim was lost or an earlier result waits, it is rolled back and each completion is written
+       * alone, as the per-task transaction always did).
+       */
+      const writeBatch = (token: string): Batcher.RunBatch<Completing, Completed, CompleteError> => (items) =>
+        Effect.gen(function*() {
+          const wanted = Math.min(batchSize, items.reduce((n, item) => (item.takeNext ? n + 1 : n), 0))
+          const now = yield* Clock.currentTimeMillis
+          const next = wanted === 0
+            ? undefined
+            : { grp: token, claim: nextClaim(), now, staleBefore: now - Duration.toMillis(lease), limit: wanted }
+          const written = dialect === "postgres"
+            ? yield* writePostgres(items, next)
+            : yield* writeMysql(items, next)
+          if (written === undefined) return yield* Effect.forEach(items, (item) => writeMysqlAlone(item).pipe(Effect.exit))
+          const [outcomes, claimed] = written
+          // every claimed row goes to a completion that asked for one, or straight back
+          const rows = [...claimed].sort(byCreatedAt)
+          let handed = 0
+          const exits = items.map((item, i): Exit.Exit<Completed, CompleteError> => {
+            const outcome = outcomes[i]!
+            if (outcome === "conflict") return Exit.fail(new ResultConflict({ stepId: item.row.stepId }))
+            const row = item.takeNext && handed < rows.length ? rows[handed++] : undefined
+            return Exit.succeed({ lost: outcome === "lost", next: row === undefined ? undefined : { row, claim: next!.claim } })
+          })
+          for (const row of rows.slice(handed)) yield* Effect.ignore(release(row.step_id, next!.claim, row.grp))
+          return exits
+        }).pipe(Effect.mapError((error) => transportError("writing a batch of results")(error)))
+
+      type Outcome = "written" | "lost" | "conflict"
+
+      const writePostgres = (items: ReadonlyArray<Completing>, next: Statements.NextClaim | undefined) =>
+        Effect.map(
+          run<BatchRow>(Statements.completeBatchPostgres(names, items, next)),
+          (rows): readonly [ReadonlyArray<Outcome>, ReadonlyArray<TaskRow>] => {
+            const done = new Map<string, boolean>()
+            const claimed: Array<TaskRow> = []
+            for (const row of rows) {
+              if (row.kind === "done") done.set(`${row.step_id}\u0000${row.claim}`, row.inserted === true)
+              else claimed.push(row)
+            }
+            const outcomes = items.map(({ claim, row }): Outcome => {
+              const inserted = done.get(`${row.stepId}\u0000${claim}`)
+              return inserted === undefined ? "lost" : inserted ? "written" : "conflict"
+            })
+            return [outcomes, claimed]
+          }
+        )
+
+      /**
+       * MySQL: a transaction on one reserved connection, its statements sent as few multi-statement
+       * round trips (text protocol): `body` starts with `BEGIN` and ends with `COMMIT` or `ROLLBACK`;
+       * if it fails anywhere, the transaction is rolled back (a deadlock victim already was) and the
+       * connection returned. InnoDB deadlock victims are retried at once.
+       */
+      const mysqlTransaction = <A, E>(body: (send: (statements: ReadonlyArray<Statements.Sql | string>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>) => Effect.Effect<A, E | SqlError>) =>
+        Effect.scoped(
+          Effect.flatMap(sql.reserve, (conn) => {
+            const send = (statements: ReadonlyArray<Statements.Sql | string>) => {
+              const texts: Array<string> = []
+              const params: Array<unknown> = []
+              for (const statement of statements) {
+                if (typeof statement === "string") texts.push(statement)
+                else {
+                  texts.push(statement.text)
+                  for (const param of statement.params) params.push(param)
+                }
+              }
+              return conn.executeUnprepared(texts.join(";\n"), params, undefined)
+            }
+            return body(send).pipe(Effect.onError(() => Effect.ignore(conn.executeUnprepared("ROLLBACK", [], undefined))))
+          })
+        ).pipe(Effect.retry({ while: (error) => error instanceof SqlError && isLockConflict(error), times: 3 }))
+
+      /**
+       * MySQL: the batch in one transaction of two round trips — `BEGIN`, the guarded delete, the
+       * results and (with `next`) the claim's `SELECT … FOR UPDATE SKIP LOCKED`; then the claim's
+       * `UPDATE` and `COMMIT`. `undefined` when it was rolled back instead: a claim was lost, or an
+       * earlier result waits (the counts tell).
+       */
+      const writeMysql = (items: ReadonlyArray<Completing>, next: Statements.NextClaim | undefined) =>
+        mysqlTransaction((send) =>
+          Effect.gen(function*() {
+            const results = yield* send([
+              "BEGIN",
+              Statements.deleteClaimedBatch(names, items),
+              Statements.insertResultsMysql(names, items.map((item) => item.row)),
+              ...(next === undefined ? [] : [Statements.claimSelectMysql(names, next)])
+            ])
+            if (affected(results[1]) !== items.length || affected(results[2]) !== items.length) {
+              yield* send(["ROLLBACK"])
+              return undefined
+            }
+            const claimed = next === undefined ? [] : (results[3] as ReadonlyArray<TaskRow>)
+            yield* send(claimed.length === 0 ? ["COMMIT"] : [claimUpdate(next!, claimed), "COMMIT"])
+            return [items.map((): Outcome => "written"), claimed] as const
+          })
+        )
+
+      const claimUpdate = (args: Statements.NextClaim, rows: ReadonlyArray<TaskRow>) =>
+        Statements.claimUpdateMysql(names, { claim: args.claim, now: args.now, stepIds: rows.map((r) => r.step_id) })
+
+      /** One completion in its own transaction: delete the owned task row, then insert the result unless one waits. */
+      const writeMysqlAlone = (item: Completing) =>
+        sql.withTransaction(
+          Effect.gen(function*() {
+            const deleted = affected(yield* run(Statements.deleteClaimed("mysql", names, { stepId: item.row.stepId, claim: item.claim })).raw)
+            if (deleted === 0) return { lost: true } satisfies Completed
+            const inserted = affected(yield* run(Statements.insertResultMysql(names, item.row)).raw)
+            if (inserted === 0) return yield* new ResultConflict({ stepId: item.row.stepId })
+            return { lost: false } satisfies Completed
+          })
+        ).pipe(
+          Effect.retry({ while: (error) => error._tag === "SqlError" && isLockConflict(error), times: 3 }),
+          commitFailed,
+          Effect.mapError((error) => error._tag === "ResultConflict" ? error : transportError(`writing the result of task ${item.row.stepId}`)(error))
+        )
+
+      /** MySQL: a claim in two round trips — `BEGIN` and the `SELECT … FOR UPDATE SKIP LOCKED`, then the `UPDATE` and `COMMIT`. */
+      const claimMysql = (args: Statements.NextClaim) =>
+        mysqlTransaction((send) =>
+          Effect.gen(function*() {
+            const [, rows] = yield* send(["BEGIN", Statements.claimSelectMysql(names, args)])
+            const claimed = rows as ReadonlyArray<TaskRow>
+            yield* send(claimed.length === 0 ? ["COMMIT"] : [claimUpdate(args, claimed), "COMMIT"])
+            return claimed
+          })
+        )
+
+      const completers = new Map<string, (item: Completing) => Effect.Effect<Completed, CompleteError>>()
+      for (const token of tokens) {
+        completers.set(
+          token,
+          yield* Batcher.make({
+            run: writeBatch(token),
+            maxItems: batchSize,
+            // a row claimed for a completion whose caller stopped waiting goes back at once
+            unclaimed: (completed: Completed) =>
+              completed.next === undefined
+                ? Effect.void
+                : Effect.ignore(release(completed.next.row.step_id, completed.next.claim, completed.next.row.grp))
+          })
+        )
+      }
 
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
         const parsed = toPayload(row)
         const stepId = row.step_id
         const owned = { stepId, claim }
-        const completeOnce = (reply: NestReply) =>
+        const completer = completers.get(row.grp)!
+        const attempt = (reply: NestReply, takeNext: boolean) =>
           Effect.gen(function*() {
             if (reply._tag !== "StepResult") {
               return yield* new TransportError({
@@ -377,35 +566,38 @@ export const make = (
                 fatal: true
               })
             }
-            const resultRow = toResultRow(reply.result, yield* Clock.currentTimeMillis)
-            const outcome: CompleteOutcome = dialect === "postgres"
-              ? yield* Effect.flatMap(
-                run<{ owned: string | number; inserted: string | number }>(
-                  Statements.completePostgres(names, claim, resultRow)
-                ),
-                ([counts]) =>
-                  Number(counts?.owned ?? 0) === 0
-                    ? Effect.succeed<CompleteOutcome>("lost")
-                    : Number(counts?.inserted ?? 0) === 0
-                    ? Effect.fail(new ResultConflict({ stepId }))
-                    : Effect.succeed<CompleteOutcome>("written")
-              )
-              : yield* sql.withTransaction(
-                Effect.gen(function*() {
-                  const deleted = affected(yield* run(Statements.deleteClaimed(dialect, names, owned)).raw)
-                  if (deleted === 0) return "lost" as const
-                  const inserted = affected(yield* run(Statements.insertResultMysql(names, resultRow)).raw)
-                  if (inserted === 0) return yield* new ResultConflict({ stepId })
-                  return "written" as const
-                })
-              ).pipe(Effect.retry({ while: (error) => error._tag === "SqlError" && isLockConflict(error), times: 3 }))
-            if (outcome === "lost") {
+            const completed = yield* completer({
+              row: toResultRow(reply.result, yield* Clock.currentTimeMillis),
+              claim,
+              takeNext
+            })
+            if (completed.lost) {
               yield* Effect.logWarning(
                 `the claim on task ${stepId} was lost (its lease ran out and another worker took it over, or it was ` +
                   "already completed); this result is dropped and the worker holding the task answers it"
               )
             }
+            return completed
           })
+        const submit = (reply: NestReply, takeNext: boolean) =>
+          attempt(reply, takeNext).pipe(
+            // the retry schedule is only built when an earlier result was found waiting
+            Effect.catchTag("ResultConflict", () =>
+              Effect.retry(attempt(reply, takeNext), {
+                while: (error) => error._tag === "ResultConflict",
+                schedule: conflictRetry
+              })),
+            Effect.mapError((error) =>
+              error._tag === "ResultConflict"
+                ? new TransportError({
+                  transport: NAME,
+                  operation: "complete",
+                  message: `an earlier result of step ${stepId} is still waiting in ${names.results} for the engine ` +
+                    "to read it; the task stays claimed and its result is written once that row is gone"
+                })
+                : error
+            )
+          )
         return {
           id: `${names.tasks}#${stepId}`,
           payload: parsed._tag === "Task" ? parsed.payload : row,
@@ -428,35 +620,19 @@ export const make = (
           }),
           // the DB transport has no control plane: a cancelled run is never announced to workers
           onCancel: () => () => {},
-          complete: (reply) =>
-            completeOnce(reply).pipe(
-              Effect.retry({
-                while: (error) => error instanceof ResultConflict,
-                schedule: Schedule.spaced(CONFLICT_RETRY).pipe(Schedule.upTo(lease))
-              }),
-              Effect.mapError((error) =>
-                error instanceof ResultConflict
-                  ? new TransportError({
-                    transport: NAME,
-                    operation: "complete",
-                    message: `an earlier result of step ${stepId} is still waiting in ${names.results} for the engine ` +
-                      "to read it; the task stays claimed and its result is written once that row is gone"
-                  })
-                  : error instanceof TransportError
-                  ? error
-                  : transportError(`writing the result of task ${stepId}`)(error)
-              )
-            ),
+          complete: (reply) => Effect.asVoid(submit(reply, false)),
+          completeAndTakeNext: (reply) =>
+            Effect.map(submit(reply, true), (completed) =>
+              completed.next === undefined
+                ? Option.none()
+                : Option.some(toDelivery(completed.next.row, completed.next.claim))),
           reject: () =>
-            run(Statements.deleteClaimed(dialect, names, owned)).raw.pipe(
+            Effect.suspend(() => run(Statements.deleteClaimed(dialect, names, owned)).raw).pipe(
               Effect.asVoid,
               Effect.mapError(transportError(`deleting task ${stepId}`))
             ),
-          abandon: run(Statements.release(dialect, names, owned)).raw.pipe(
-            Effect.zipRight(notifying ? Effect.ignore(run(Statements.notify(names, row.grp))) : Effect.void),
-            Effect.asVoid,
-            Effect.mapError(transportError(`giving task ${stepId} back`))
-          )
+          // built when used: most deliveries are never given back
+          abandon: Effect.suspend(() => release(stepId, claim, row.grp))
         }
       }
 
@@ -467,19 +643,9 @@ export const make = (
           if (dialect === "postgres") {
             return yield* run<TaskRow>(Statements.claimPostgres(names, { grp, claim, now, staleBefore, limit }))
           }
-          return yield* sql.withTransaction(
-            Effect.gen(function*() {
-              const rows = yield* run<TaskRow>(Statements.claimSelectMysql(names, { grp, staleBefore, limit }))
-              if (rows.length > 0) {
-                yield* run(Statements.claimUpdateMysql(names, { claim, now, stepIds: rows.map((r) => r.step_id) })).raw
-              }
-              return rows
-            })
-          ).pipe(
-            // InnoDB may pick concurrent SKIP LOCKED claims as deadlock victims: the claim was rolled back, so
-            // nothing is held and it is retried at once
-            Effect.retry({ while: isLockConflict, times: 3 })
-          )
+          // InnoDB may pick concurrent SKIP LOCKED claims as deadlock victims: the claim was rolled back, so
+          // nothing is held and it is retried at once
+          return yield* claimMysql({ grp, claim, now, staleBefore, limit })
         })
 
       const pollers: Array<Poller> = tokens.map((token) => {
@@ -501,7 +667,7 @@ export const make = (
               yield* Queue.takeAll(wake)
               const limit = Math.min(max, batchSize)
               if (limit <= 0) return []
-              const claim = `${worker.workerId}#${(++claims).toString(36)}`
+              const claim = nextClaim()
               const rows = yield* claimRows(token, claim, limit).pipe(
                 Effect.mapError(transportError(`claiming tasks from ${names.tasks}`))
               )

@@ -1,16 +1,128 @@
 /**
- * The transports' shared write batcher: the bounds a batch is cut to (items and size, as SQS batch
- * calls need) and several batches in flight at once.
+ * The transports' shared write batcher (`internal/batcher`: BullMQ replies, SQL completions, SQS
+ * batch calls), on its own, under a `TestClock` that is never moved: a lone item is written at
+ * once, whatever queued up during a write goes in the next one (cut to the item and size bounds),
+ * each caller gets its own outcome, a batch that fails as a whole is retried one item at a time, a
+ * value written for a caller that stopped waiting is handed back, and several writers can be in
+ * flight.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Scope from "effect/Scope"
 import * as Batcher from "../../src/transport/internal/batcher.js"
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+/**
+ * A batch writer that records each batch, waits for `gate` when one is set, and answers `n * 10`
+ * for each item `n`; negative items fail alone; a batch holding 13 fails as a whole.
+ */
+const recorder = Effect.gen(function*() {
+  const batches: Array<ReadonlyArray<number>> = []
+  let gate: Deferred.Deferred<void> | undefined
+  const run: Batcher.RunBatch<number, number, string> = (items) =>
+    Effect.gen(function*() {
+      batches.push(items)
+      if (gate !== undefined) yield* Deferred.await(gate)
+      if (items.length > 1 && items.includes(13)) return yield* Effect.fail("the whole batch failed")
+      return items.map((n) => (n < 0 ? Exit.fail(`item ${n} failed`) : n === 13 ? Exit.fail("13 alone") : Exit.succeed(n * 10)))
+    })
+  return {
+    batches,
+    run,
+    hold: Effect.map(Deferred.make<void>(), (d) => {
+      gate = d
+      return d
+    }),
+    open: Effect.suspend(() => (gate === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(gate, undefined))))
+  }
+})
+
+describe("SQL completion batcher (TestClock)", () => {
+  it.scoped("a lone item is written at once, without any clock time passing", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const submit = yield* Batcher.make({ run: r.run, maxItems: 100 })
+      assert.strictEqual(yield* submit(4), 40)
+      assert.deepStrictEqual(r.batches, [[4]])
+    }))
+
+  it.scoped("items that arrive while a write is in flight go together in the next write, at most maxItems", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const submit = yield* Batcher.make({ run: r.run, maxItems: 3 })
+      yield* r.hold
+      const first = yield* Effect.fork(submit(1))
+      yield* settle
+      const rest = yield* Effect.fork(Effect.all([2, 3, 4, 5].map(submit), { concurrency: "unbounded" }))
+      yield* settle
+      assert.deepStrictEqual(r.batches, [[1]])
+      yield* r.open
+      assert.strictEqual(yield* Fiber.join(first), 10)
+      assert.deepStrictEqual(yield* Fiber.join(rest), [20, 30, 40, 50])
+      assert.deepStrictEqual(r.batches, [[1], [2, 3, 4], [5]])
+    }))
+
+  it.scoped("a batch with one failing item: the others succeed, and that caller alone gets its error", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const submit = yield* Batcher.make({ run: r.run, maxItems: 10 })
+      yield* r.hold
+      const first = yield* Effect.fork(submit(1))
+      yield* settle
+      const rest = yield* Effect.fork(Effect.all([2, -3, 4].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
+      yield* settle
+      yield* r.open
+      yield* Fiber.join(first)
+      const [two, minusThree, four] = yield* Fiber.join(rest)
+      assert.deepStrictEqual(two, Exit.succeed(20))
+      assert.deepStrictEqual(minusThree, Exit.fail("item -3 failed"))
+      assert.deepStrictEqual(four, Exit.succeed(40))
+      assert.deepStrictEqual(r.batches, [[1], [2, -3, 4]])
+    }))
+
+  it.scoped("a batch that fails as a whole is written again one item at a time: each caller gets its own outcome", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const submit = yield* Batcher.make({ run: r.run, maxItems: 10 })
+      yield* r.hold
+      const first = yield* Effect.fork(submit(1))
+      yield* settle
+      const rest = yield* Effect.fork(Effect.all([2, 13, 4].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
+      yield* settle
+      yield* r.open
+      yield* Fiber.join(first)
+      assert.deepStrictEqual(yield* Fiber.join(rest), [Exit.succeed(20), Exit.fail("13 alone"), Exit.succeed(40)])
+      assert.deepStrictEqual(r.batches, [[1], [2, 13, 4], [2], [13], [4]])
+    }))
+
+  it.scoped("a value written for a caller that stopped waiting is handed to `unclaimed`", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const unclaimed: Array<number> = []
+      const submit = yield* Batcher.make({
+        run: r.run,
+        maxItems: 10,
+        unclaimed: (value: number) => Effect.sync(() => unclaimed.push(value))
+      })
+      yield* r.hold
+      const first = yield* Effect.fork(submit(1))
+      yield* settle
+      const gone = yield* Effect.fork(submit(2))
+      const kept = yield* Effect.fork(submit(3))
+      yield* settle
+      yield* Fiber.interrupt(gone)
+      yield* r.open
+      assert.strictEqual(yield* Fiber.join(first), 10)
+      assert.strictEqual(yield* Fiber.join(kept), 30)
+      assert.deepStrictEqual(unclaimed, [20])
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.await(gone)))
+    }))
+})
 
 describe("write batcher bounds and parallelism", () => {
   it.scoped("writes ready together share a batch of at most maxItems, cut by size; each caller gets its own outcome", () =>
@@ -88,5 +200,19 @@ describe("write batcher bounds and parallelism", () => {
     Effect.gen(function*() {
       const submit = yield* Batcher.make<string, void, string>({ maxItems: 10, run: () => Effect.fail("down") })
       assert.strictEqual(yield* Effect.flip(submit("a")), "down")
+    }))
+})
+
+describe("write batcher shutdown", () => {
+  it.effect("callers of a batch still being written when the scope closes hear an interruption", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const submit = yield* Batcher.make<number, number, never>({ maxItems: 10, run: () => Effect.never }).pipe(
+        Scope.extend(scope)
+      )
+      const waiting = yield* Effect.fork(submit(1))
+      yield* settle
+      yield* Scope.close(scope, Exit.void)
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.await(waiting)))
     }))
 })

@@ -2,7 +2,9 @@
  * The SQL transport's own rules, on the real PostgreSQL and MariaDB but a `TestClock`-driven runtime:
  * the lease stamp and its expiry, lease renewal while a task runs, the poll-interval fallback, the
  * LISTEN/NOTIFY wake-up, the completion transaction (a lost claim writes nothing; an earlier unread
- * result delays the write instead of losing it), and the SQL text and row mapping.
+ * result delays the write instead of losing it), batched completions (grouped while a write is in
+ * flight, each with its own outcome, nothing lost with a connection killed mid-batch), the next row
+ * claimed with a completion, and the SQL text and row mapping.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { DbTransport } from "@dudousxd/nestjs-durable-transport-db"
@@ -19,6 +21,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
@@ -26,7 +29,7 @@ import { byCreatedAt, toPayload, toResultRow } from "../../src/transport/sql/int
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/transport/Transport.js"
-import { databaseUrl, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
@@ -77,6 +80,7 @@ const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDesc
   buildId: undefined,
   steps,
   workflows: [],
+  durableWorkflows: [],
   startedAt: 0,
   pollTimeout: Duration.seconds(35),
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
@@ -105,6 +109,84 @@ const stepReply = (delivery: Delivery, output: unknown) => {
 }
 
 const poll = (poller: Poller, max: number) => poller.poll(max)
+
+/** A connection whose statements are recorded (text and parameters), to see how completions were grouped. */
+const spiedConnect = (dialect: DialectName, statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }>) =>
+  Effect.map(connect(dialect), (connection): SqlTransport.Connection => ({
+    ...connection,
+    sql: new Proxy(connection.sql, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target)
+        if (key === "unsafe") {
+          return (text: string, params?: ReadonlyArray<unknown>) => {
+            statements.push({ text, params: params ?? [] })
+            return (value as (text: string, params?: ReadonlyArray<unknown>) => unknown).call(target, text, params)
+          }
+        }
+        // MySQL transactions run on a reserved connection, several statements per round trip
+        if (key === "reserve") {
+          return Effect.map(value as typeof target.reserve, (conn) => ({
+            ...conn,
+            executeUnprepared: (text: string, params: ReadonlyArray<unknown>, transform: undefined) => {
+              statements.push({ text, params })
+              return conn.executeUnprepared(text, params, transform)
+            }
+          }))
+        }
+        return typeof value === "function" ? value.bind(target) : value
+      }
+    })
+  }))
+
+/** The number of results each result-writing round trip carried, in order. */
+const resultWrites = (statements: ReadonlyArray<{ readonly text: string; readonly params: ReadonlyArray<unknown> }>) =>
+  statements.flatMap(({ params, text }) => {
+    if (/^WITH input/.test(text)) return [(params[0] as ReadonlyArray<unknown>).length]
+    // MySQL: the batch's guarded delete, one `(?, ?)` per completion
+    const batchDelete = text.split(";\n").find((statement) => /^DELETE FROM .* IN \(/.test(statement))
+    return batchDelete === undefined ? [] : [batchDelete.match(/\(\?, \?\)/g)!.length]
+  })
+
+/**
+ * Locks task rows from another connection (an open transaction) until the returned `commit` (or the
+ * end of the test): a completion of one of them waits for it.
+ */
+const lockRows = (f: { readonly db: { readonly dialect: DialectName }; readonly prefix: string }, stepIds: ReadonlyArray<string>) =>
+  Effect.acquireRelease(Effect.promise(async () => {
+    const db = openDb(f.db.dialect, 1)
+    let commit!: () => void
+    const committed = new Promise<void>((resolve) => (commit = resolve))
+    let locked!: () => void
+    const lockedNow = new Promise<void>((resolve) => (locked = resolve))
+    const done = db.transaction(async (query) => {
+      for (const stepId of stepIds) {
+        await query(`SELECT step_id FROM ${db.id(`${f.prefix}_transport_tasks`)} WHERE step_id = ${db.ph(1)} FOR UPDATE`, [stepId])
+      }
+      locked()
+      await committed
+    }).finally(() => db.end())
+    await lockedNow
+    return { commit: Effect.promise(() => (commit(), done)) }
+  }), (lock) => lock.commit)
+
+/** Kills the connection whose statement waits on a lock of the prefix's tables (a lost connection mid-write). */
+const killWaiting = (f: { readonly db: { readonly dialect: DialectName; readonly query: Db["query"] }; readonly prefix: string }) =>
+  until(
+    "a write waiting on the lock, to kill its connection",
+    Effect.promise(async () => {
+      const rows = f.db.dialect === "postgres"
+        ? await f.db.query(
+          "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+          [`%${f.prefix}_transport_tasks%`]
+        )
+        : await f.db.query<{ id: number }>(
+          "SELECT id FROM information_schema.processlist WHERE info LIKE ? AND info NOT LIKE '%processlist%'",
+          [`%DELETE FROM %${f.prefix}_transport_tasks%`]
+        )
+      if (f.db.dialect === "mysql") for (const { id } of rows as Array<{ id: number }>) await f.db.query(`KILL ${Number(id)}`)
+      return rows.length > 0
+    })
+  )
 
 describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", (dialect) => {
   it.scoped("a claim stamps claimed_by and the clock's time; the lease expires for others exactly after `lease`", () =>
@@ -216,6 +298,129 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       yield* Fiber.join(completing)
       assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
       assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => r.output), ["\"second\""])
+    }))
+
+  it.scoped("completions that queue up during a write go in one batch; written, lost and waiting ones each get their own outcome", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
+      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
+      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const ids: Array<string> = []
+      for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
+      const [d0, d1, d2, d3] = yield* poll(poller, 4)
+      // d2's claim is lost (another worker holds the row now); an earlier result of d3's step waits
+      const tasks = f.db.id(`${f.prefix}_transport_tasks`)
+      const results = f.db.id(`${f.prefix}_transport_results`)
+      const ph = f.db.ph
+      yield* Effect.promise(() => f.db.query(`UPDATE ${tasks} SET claimed_by = 'worker-b#1' WHERE step_id = ${ph(1)}`, [ids[2]]))
+      yield* Effect.promise(() =>
+        f.db.query(
+          `INSERT INTO ${results} (step_id, run_id, seq, status, output, created_at) VALUES (${ph(1)}, ${ph(2)}, 3, 'failed', NULL, 1)`,
+          [ids[3], `run-${f.prefix}`]
+        )
+      )
+      // d0's write waits on a lock; d1, d2 and d3 queue up behind it
+      const lock = yield* lockRows(f, [ids[0]!])
+      const first = yield* Effect.fork(d0!.complete(stepReply(d0!, 0)))
+      yield* until("d0's write to wait on the lock", Effect.sync(() => resultWrites(statements).length === 1))
+      const rest = yield* Effect.fork(
+        Effect.all([d1, d2, d3].map((d, i) => Effect.exit(d!.complete(stepReply(d!, i + 1)))), { concurrency: "unbounded" })
+      )
+      yield* settle
+      yield* lock.commit
+      yield* Fiber.join(first)
+      // d1 and d2 are answered; d3 waits for the engine to read the earlier result
+      yield* until("d1 and d2 answered", Effect.map(Effect.promise(f.rows), (rows) => rows.length === 2))
+      assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((r) => [r.step_id, r.claimed_by?.split("#")[0]]), [
+        [ids[2], "worker-b"],
+        [ids[3], "worker-a"]
+      ])
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => [r.step_id, r.output]), [
+        [ids[0], "0"],
+        [ids[1], "1"],
+        [ids[3], null]
+      ])
+      // one write for d0, one for d1-d3 together; MySQL then writes each alone (a claim was lost), as one transaction each
+      assert.deepStrictEqual(resultWrites(statements).slice(0, 2), [1, 3])
+      assert.isTrue(Option.isNone(yield* Fiber.poll(rest)))
+      yield* Effect.promise(() => f.db.query(`DELETE FROM ${results} WHERE step_id = ${ph(1)}`, [ids[3]]))
+      yield* TestClock.adjust("100 millis")
+      const [e1, e2, e3] = yield* Fiber.join(rest)
+      assert.isTrue(Exit.isSuccess(e1) && Exit.isSuccess(e2) && Exit.isSuccess(e3))
+      assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((r) => r.step_id), [ids[2]])
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => [r.step_id, r.output]), [
+        [ids[0], "0"],
+        [ids[1], "1"],
+        [ids[3], "3"]
+      ])
+    }))
+
+  it.scoped("a connection lost mid-batch loses nothing: each completion of the batch is written again, once", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
+      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
+      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const ids: Array<string> = []
+      for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
+      const [blocker, d1, d2, d3] = yield* poll(poller, 4)
+      const first = yield* lockRows(f, [ids[0]!])
+      const second = yield* lockRows(f, [ids[3]!])
+      const blocked = yield* Effect.fork(blocker!.complete(stepReply(blocker!, 0)))
+      yield* until("the first write to wait on its lock", Effect.sync(() => resultWrites(statements).length === 1))
+      const batch = yield* Effect.fork(
+        // a write that meets the dying connection fails, and is retried as the runtime retries a reply
+        Effect.all([d1, d2, d3].map((d, i) => Effect.retry(d!.complete(stepReply(d!, i + 1)), Schedule.recurs(3))), {
+          concurrency: "unbounded"
+        })
+      )
+      yield* settle
+      // the next write carries d1-d3 together and waits on d3's lock: its connection is killed there
+      yield* first.commit
+      yield* Fiber.join(blocked)
+      yield* until("the batch of three", Effect.sync(() => resultWrites(statements).length === 2))
+      assert.deepStrictEqual(resultWrites(statements), [1, 3])
+      yield* killWaiting(f)
+      // nothing of the killed batch was written: d1-d3 are still claimed, without results
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => r.step_id), [ids[0]])
+      assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((r) => r.step_id), ids.slice(1))
+      // each completion is written again on its own (d3 once its lock is gone)
+      yield* second.commit
+      yield* Fiber.join(batch)
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => [r.step_id, r.output]), [
+        [ids[0], "0"],
+        [ids[1], "1"],
+        [ids[2], "2"],
+        [ids[3], "3"]
+      ])
+    }))
+
+  it.scoped("completeAndTakeNext writes the result and claims the next row in the same round trip", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
+      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
+      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const first = yield* Effect.promise(() => f.dispatch("work"))
+      const second = yield* Effect.promise(() => f.dispatch("work"))
+      yield* TestClock.adjust("2 seconds")
+      const [d0] = yield* poll(poller, 1)
+      assert.strictEqual((d0!.payload as { stepId: string }).stepId, first)
+      const before = statements.length
+      const next = yield* d0!.completeAndTakeNext!(stepReply(d0!, "a"))
+      assert.strictEqual((Option.getOrThrow(next).payload as { stepId: string }).stepId, second)
+      // PostgreSQL: one statement; MySQL: one transaction in two round trips
+      assert.strictEqual(statements.length - before, dialect === "postgres" ? 1 : 2)
+      const [row] = yield* Effect.promise(f.rows)
+      assert.strictEqual(row?.step_id, second)
+      assert.match(row!.claimed_by!, /^worker-a#/)
+      assert.strictEqual(Number(row!.claimed_at), 2_000)
+      const none = yield* Option.getOrThrow(next).completeAndTakeNext!(stepReply(Option.getOrThrow(next), "b"))
+      assert.isTrue(Option.isNone(none))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => r.output), ["\"a\"", "\"b\""])
     }))
 })
 
@@ -348,15 +553,35 @@ describe("SQL text and row mapping", () => {
     assert.match(myIndex!, /^CREATE INDEX `durable_transport_tasks_grp_idx`/)
   })
 
-  it("completes with the task delete and the result insert together, guarded by the claim", () => {
+  it("MySQL completes with a guarded delete and an idempotent result insert", () => {
     const row = toResultRow({ runId: "r", seq: 2, stepId: "r:2", status: "completed", output: { a: 1 }, startedAt: 5 }, 7)
-    const pg = Statements.completePostgres(names, "w#9", row)
-    assert.match(pg.text, /FOR UPDATE/)
-    assert.match(pg.text, /ON CONFLICT \("step_id"\) DO NOTHING/)
-    assert.match(pg.text, /DELETE FROM "durable_transport_tasks" WHERE "step_id" IN \(SELECT "step_id" FROM ins\)/)
-    assert.deepStrictEqual(pg.params, ["r:2", "r", 2, "completed", "{\"a\":1}", null, 5, 7, "w#9"])
     assert.match(Statements.insertResultMysql(names, row).text, /^INSERT IGNORE INTO `durable_transport_results`/)
     assert.deepStrictEqual(Statements.deleteClaimed("mysql", names, { stepId: "r:2", claim: "w#9" }).params, ["r:2", "w#9"])
+  })
+
+  it("batches completions: one PostgreSQL statement with a column array per field, one guarded MySQL delete and insert", () => {
+    const row = (seq: number) => toResultRow({ runId: "r", seq, stepId: `r:${seq}`, status: "completed", output: seq }, 7)
+    const batch = [{ row: row(1), claim: "w#1" }, { row: row(2), claim: "w#2" }]
+    const pg = Statements.completeBatchPostgres(names, batch)
+    assert.match(pg.text, /unnest\(\$1::varchar\[\], \$2::varchar\[\], \$3::integer\[\]/)
+    assert.match(pg.text, /FOR UPDATE OF t/)
+    assert.match(pg.text, /ON CONFLICT \("step_id"\) DO NOTHING/)
+    assert.notMatch(pg.text, /SKIP LOCKED/)
+    assert.deepStrictEqual(pg.params.slice(0, 3), [["r:1", "r:2"], ["r", "r"], [1, 2]])
+    assert.deepStrictEqual(pg.params[8], ["w#1", "w#2"])
+    // the text does not depend on the batch size, only on whether it claims too
+    assert.strictEqual(Statements.completeBatchPostgres(names, batch.slice(0, 1)).text, pg.text)
+    const next = { grp: "pay", claim: "w#3", now: 50, staleBefore: 20, limit: 2 }
+    const claiming = Statements.completeBatchPostgres(names, batch, next)
+    assert.match(claiming.text, /"grp" = \$10 AND \("claimed_at" IS NULL OR "claimed_at" < \$11\) AND "step_id" <> ALL\(\$1::varchar\[\]\)/)
+    assert.match(claiming.text, /LIMIT \$12\s+FOR UPDATE SKIP LOCKED/)
+    assert.deepStrictEqual(claiming.params.slice(9), ["pay", 20, 2, "w#3", 50])
+    const deleted = Statements.deleteClaimedBatch(names, batch)
+    assert.match(deleted.text, /WHERE `step_id` IN \(\?, \?\) AND \(`step_id`, `claimed_by`\) IN \(\(\?, \?\), \(\?, \?\)\)/)
+    assert.deepStrictEqual(deleted.params, ["r:1", "r:2", "r:1", "w#1", "r:2", "w#2"])
+    const inserted = Statements.insertResultsMysql(names, batch.map((c) => c.row))
+    assert.match(inserted.text, /^INSERT IGNORE INTO `durable_transport_results` \(.*\) VALUES \((\?, ){7}\?\), \((\?, ){7}\?\)$/)
+    assert.strictEqual(inserted.params.length, 16)
   })
 
   it("maps rows like the engine's worker: numbers from bigint strings, input parsed, NULL input absent", () => {

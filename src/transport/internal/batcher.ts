@@ -43,7 +43,7 @@ interface Entry<A, B, E> {
  * Starts a batcher in the scope; the returned function submits one item and waits for its outcome.
  * A batch holds at most `maxItems` items and, by `size`, at most `maxSize` (an item larger than
  * that goes alone); up to `parallelism` batches are written at once (default 1: one after another).
- * Items still queued when the scope closes are answered with an interruption.
+ * Items still queued or being written when the scope closes are answered with an interruption.
  *
  * @internal
  */
@@ -112,7 +112,14 @@ export const make = <A, B, E>(options: {
         if (i >= 0) idle.splice(i, 1)
       })
     })
-    const writer = Effect.suspend(() => pending.length === 0 ? park : runBatch(takeBatch())).pipe(Effect.forever)
+    const writer = Effect.suspend(() => {
+      if (pending.length === 0) return park
+      const batch = takeBatch()
+      // stopped mid-write (the scope closed): its callers hear an interruption rather than nothing
+      return runBatch(batch).pipe(
+        Effect.onInterrupt(() => Effect.forEach(batch, (entry) => settle(entry, Exit.interrupt(FiberId.none)), { discard: true }))
+      )
+    }).pipe(Effect.forever)
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         const left = pending

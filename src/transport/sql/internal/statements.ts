@@ -246,31 +246,6 @@ const resultValues = (row: ResultRow) => [
   row.createdAt
 ]
 
-/**
- * PostgreSQL: completes a claimed task in one statement (one transaction): if the task row is still
- * ours (locked), insert the result (idempotently) and, only if it was inserted, delete the task row.
- * Returns one row `{owned, inserted}`: `owned = 0` means the claim was lost (nothing written);
- * `inserted = 0` means an earlier result of the step is still waiting for the engine (nothing written).
- */
-export const completePostgres = (n: Names, claim: string, row: ResultRow): Sql => {
-  const q = (id: string) => quote("postgres", id)
-  const casts = ["varchar", "varchar", "integer", "varchar", "text", "text", "bigint", "bigint"]
-  return {
-    text: `WITH owned AS (
-  SELECT ${q("step_id")} FROM ${q(n.tasks)} WHERE ${q("step_id")} = $1 AND ${q("claimed_by")} = $9 FOR UPDATE
-), ins AS (
-  INSERT INTO ${q(n.results)} (${columnList("postgres", RESULT_COLUMNS)})
-  SELECT ${casts.map((cast, i) => `$${i + 1}::${cast}`).join(", ")} FROM owned
-  ON CONFLICT (${q("step_id")}) DO NOTHING
-  RETURNING ${q("step_id")}
-), del AS (
-  DELETE FROM ${q(n.tasks)} WHERE ${q("step_id")} IN (SELECT ${q("step_id")} FROM ins) RETURNING ${q("step_id")}
-)
-SELECT (SELECT count(*) FROM owned) AS owned, (SELECT count(*) FROM ins) AS inserted, (SELECT count(*) FROM del) AS deleted`,
-    params: [...resultValues(row), claim]
-  }
-}
-
 /** MySQL, in the completion transaction after {@link deleteClaimed}: insert the result unless one exists. */
 export const insertResultMysql = (n: Names, row: ResultRow): Sql => ({
   text: `INSERT IGNORE INTO ${quote("mysql", n.results)} (${columnList("mysql", RESULT_COLUMNS)}) VALUES (${
@@ -278,3 +253,130 @@ export const insertResultMysql = (n: Names, row: ResultRow): Sql => ({
   })`,
   params: resultValues(row)
 })
+
+/** One completion of a batch: the result row and the claim that must still own the task row. */
+export interface Completion {
+  readonly row: ResultRow
+  readonly claim: string
+}
+
+/** A claim made in the same statement or transaction as a batch of completions. */
+export interface NextClaim {
+  readonly grp: string
+  readonly claim: string
+  readonly now: number
+  readonly staleBefore: number
+  readonly limit: number
+}
+
+const RESULT_CASTS = ["varchar", "varchar", "integer", "varchar", "text", "text", "bigint", "bigint"] as const
+
+/**
+ * PostgreSQL: completes a batch of claimed tasks in one statement (one transaction), each exactly
+ * as a single completion would: lock the task rows this batch's claims still own, insert
+ * their results (idempotently) and delete the task rows whose result was inserted. With `next`, the
+ * same statement also claims up to `next.limit` further rows of `next.grp` (never one of the batch's
+ * own), like {@link claimPostgres}. The parameters are one array per column, so the text depends
+ * only on whether there is a claim.
+ *
+ * Returns one row per owned task, `kind = 'done'` with `claim` and `inserted` (false: an earlier
+ * result of the step still waits, nothing was written for it), and one row per newly claimed task,
+ * `kind = 'next'` with the task columns. A completion without a `done` row lost its claim.
+ */
+export const completeBatchPostgres = (
+  n: Names,
+  completions: ReadonlyArray<Completion>,
+  next?: NextClaim
+): Sql => {
+  const columns: Array<Array<unknown>> = [[], [], [], [], [], [], [], [], []]
+  for (const { claim, row } of completions) {
+    const values = resultValues(row)
+    for (let c = 0; c < 8; c++) columns[c]!.push(values[c])
+    columns[8]!.push(claim)
+  }
+  let texts = batchTexts.get(n)
+  if (texts === undefined) {
+    texts = [completeBatchPostgresText(n, false), completeBatchPostgresText(n, true)]
+    batchTexts.set(n, texts)
+  }
+  const text = texts[next === undefined ? 0 : 1]
+  return {
+    text,
+    params: next === undefined
+      ? columns
+      : [...columns, next.grp, next.staleBefore, Math.max(1, Math.trunc(next.limit)), next.claim, next.now]
+  }
+}
+
+/** The two texts of {@link completeBatchPostgres}, built once per {@link Names} (a registration's). */
+const batchTexts = new WeakMap<Names, readonly [string, string]>()
+
+const completeBatchPostgresText = (n: Names, withClaim: boolean): string => {
+  const q = (id: string) => quote("postgres", id)
+  const unnest = [...RESULT_CASTS, "varchar"].map((cast, i) => `$${i + 1}::${cast}[]`).join(", ")
+  const inputColumns = [...RESULT_COLUMNS, "claim"].map(q).join(", ")
+  const taskColumns = TASK_COLUMNS.filter((c) => c !== "step_id")
+  const claimPart = !withClaim ? "" : `, picked AS (
+  SELECT ${q("step_id")} FROM ${q(n.tasks)}
+  WHERE ${q("grp")} = $10 AND ${leaseFree("postgres", 11)} AND ${q("step_id")} <> ALL($1::varchar[])
+  ORDER BY ${q("created_at")} ASC LIMIT $12
+  FOR UPDATE SKIP LOCKED
+), claimed AS (
+  UPDATE ${q(n.tasks)} AS t SET ${q("claimed_by")} = $13, ${q("claimed_at")} = $14
+  FROM picked WHERE t.${q("step_id")} = picked.${q("step_id")}
+  RETURNING ${columnList("postgres", TASK_COLUMNS, "t")}
+)`
+  return `WITH input (${inputColumns}) AS (
+  SELECT * FROM unnest(${unnest})
+), owned AS (
+  SELECT t.${q("step_id")}, i.${q("claim")} FROM ${q(n.tasks)} AS t
+  JOIN input AS i ON i.${q("step_id")} = t.${q("step_id")} AND i.${q("claim")} = t.${q("claimed_by")}
+  FOR UPDATE OF t
+), ins AS (
+  INSERT INTO ${q(n.results)} (${columnList("postgres", RESULT_COLUMNS)})
+  SELECT ${columnList("postgres", RESULT_COLUMNS, "i")} FROM input AS i
+  JOIN owned AS o ON o.${q("step_id")} = i.${q("step_id")} AND o.${q("claim")} = i.${q("claim")}
+  ON CONFLICT (${q("step_id")}) DO NOTHING
+  RETURNING ${q("step_id")}
+), del AS (
+  DELETE FROM ${q(n.tasks)} WHERE ${q("step_id")} IN (SELECT ${q("step_id")} FROM ins) RETURNING ${q("step_id")}
+)${claimPart}
+SELECT 'done' AS ${q("kind")}, o.${q("step_id")}, o.${q("claim")}, (ins.${q("step_id")} IS NOT NULL) AS ${
+      q("inserted")
+    }, ${taskColumns.map((c) => `NULL::${c === "seq" || c === "attempt" ? "integer" : c === "created_at" ? "bigint" : "text"} AS ${q(c)}`).join(", ")}
+FROM owned AS o LEFT JOIN ins ON ins.${q("step_id")} = o.${q("step_id")}${
+    !withClaim ? "" : `
+UNION ALL
+SELECT 'next', c.${q("step_id")}, NULL, NULL, ${columnList("postgres", taskColumns, "c")} FROM claimed AS c`
+  }`
+}
+
+/**
+ * MySQL, first statement of a batch completion transaction: deletes the batch's task rows that its
+ * claims still own. The caller compares the count with the batch size: fewer means a claim was lost
+ * and the transaction is rolled back.
+ */
+export const deleteClaimedBatch = (n: Names, completions: ReadonlyArray<Completion>): Sql => {
+  const q = (id: string) => quote("mysql", id)
+  const ids = completions.map(({ row }) => row.stepId)
+  return {
+    text: `DELETE FROM ${q(n.tasks)} WHERE ${q("step_id")} IN (${ids.map(() => "?").join(", ")}) AND (${q("step_id")}, ${
+      q("claimed_by")
+    }) IN (${completions.map(() => "(?, ?)").join(", ")})`,
+    params: [...ids, ...completions.flatMap(({ claim, row }) => [row.stepId, claim])]
+  }
+}
+
+/**
+ * MySQL, after {@link deleteClaimedBatch}: inserts the batch's results, each unless one exists. The
+ * caller compares the count with the batch size: fewer means an earlier result still waits.
+ */
+export const insertResultsMysql = (n: Names, rows: ReadonlyArray<ResultRow>): Sql => {
+  const tuple = `(${RESULT_COLUMNS.map(() => "?").join(", ")})`
+  return {
+    text: `INSERT IGNORE INTO ${quote("mysql", n.results)} (${columnList("mysql", RESULT_COLUMNS)}) VALUES ${
+      rows.map(() => tuple).join(", ")
+    }`,
+    params: rows.flatMap(resultValues)
+  }
+}
