@@ -28,6 +28,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { hostname, totalmem } from "node:os"
 import { nestDurable } from "../core/internal/nestDurable.js"
+import { withEventLogger } from "../core/internal/stepLogger.js"
 import type { Handlers, Outcome } from "../core/internal/protocol.js"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as Step from "../core/Step.js"
@@ -654,7 +655,7 @@ export const make = <R = never>(
         })
       }
       return yield* shutdownExit
-    }).pipe((effect) => Effect.suspend(() => Effect.annotateLogs(effect, { workerId })))
+    }).pipe((effect) => Effect.suspend(() => Effect.annotateLogs(withEventLogger(effect), { workerId })))
 
     /** Claims this instance's single run (L10). */
     const claim = Effect.gen(function*() {

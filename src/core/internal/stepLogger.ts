@@ -101,13 +101,30 @@ const eventLogger = Logger.make<unknown, void>(({ context, date, logLevel, messa
   if (events !== undefined) events.push({ at: date.getTime(), level: levelOf(logLevel), ...render(message) })
 })
 
+/** The last logger set looked at, and whether it holds the shared logger (it rarely changes). */
+let seenLoggers: HashSet.HashSet<Logger.Logger<unknown, any>> | undefined
+let seenHasEventLogger = false
+
 /** The refs that make the shared logger record into `events`. */
 const recordInto = (refs: FiberRefs.FiberRefs, events: Array<StepEvent>) => {
   const loggers = FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)
-  return HashSet.has(loggers, eventLogger)
+  if (loggers !== seenLoggers) {
+    seenLoggers = loggers
+    seenHasEventLogger = HashSet.has(loggers, eventLogger)
+  }
+  return seenHasEventLogger
     ? [[currentEvents, events]] as const
     : [[currentEvents, events], [FiberRef.currentLoggers, HashSet.add(loggers, eventLogger)]] as const
 }
+
+/**
+ * Installs the shared event logger for `self` and every fiber it starts, so that the tasks they run
+ * do not add it one by one (it records nothing outside a task).
+ *
+ * @internal
+ */
+export const withEventLogger = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locallyWith(self, FiberRef.currentLoggers, HashSet.add(eventLogger))
 
 /**
  * Records what an Effect handler logs with `Effect.log*` as step events too.
