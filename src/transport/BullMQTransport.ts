@@ -113,7 +113,7 @@ const transportError = (operation: string) => (cause: unknown) =>
 const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const settings = { maxRetriesPerRequest: null, enableAutoPipelining: true, lazyConnect: true } as const
+      const settings = { maxRetriesPerRequest: null, lazyConnect: true } as const
       const client = options.connection === undefined
         ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
         : new Redis({ ...options.connection, ...settings })
@@ -142,7 +142,7 @@ const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
 const duplicate = (client: Redis) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const copy = client.duplicate({ enableAutoPipelining: false })
+      const copy = client.duplicate()
       copy.on("error", () => {})
       return copy
     }),
@@ -157,9 +157,11 @@ const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
   Batcher.make<A, void, TransportError>({
     maxItems: RESULT_BATCH,
     run: (replies) =>
-      Effect.tryPromise(() =>
-        queue.addBulk(replies.map((reply) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions })))
-      ).pipe(
+      Effect.tryPromise(async () => {
+        // a lone reply is one script call; `addBulk` builds a pipeline (costly with BullMQ's scripts) for the rest
+        if (replies.length === 1) await queue.add(jobName, replies[0], Naming.resultJobOptions)
+        else await queue.addBulk(replies.map((reply) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions })))
+      }).pipe(
         Effect.mapError(transportError(`publishing to ${queue.name}`)),
         Effect.as(replies.map(() => Exit.void))
       )
