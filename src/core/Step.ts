@@ -59,6 +59,12 @@ export interface Step<out R = never> {
   readonly name: string
   /** Runs the handler on a raw input; input/output schemas, when given, are applied here. */
   readonly run: (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown, R>
+  /**
+   * Whether the handler runs Effect code, whose `Effect.log*` lines then carry the task's log
+   * annotations and are recorded as step events. `false` for {@link fromPromise} handlers, which
+   * log through `ctx.log`; absent counts as `true`.
+   */
+  readonly effectful?: boolean
 }
 
 /**
@@ -123,8 +129,8 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
   name: string,
   handler: (input: I, ctx: StepContext) => Promise<O> | O,
   options?: StepOptions<I, any, O, any, RS>
-): Step<RS> =>
-  make(name, (input: I, ctx) =>
+): Step<RS> => {
+  const run = (input: I, ctx: StepContext) =>
     Effect.suspend(() => {
       let output: Promise<O> | O
       try {
@@ -136,7 +142,10 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
       return Predicate.isPromiseLike(output)
         ? Effect.tryPromise({ try: () => Promise.resolve(output), catch: (e) => e })
         : Effect.succeed(output)
-    }), options)
+    })
+  // no Effect code of the user's runs inside: no log context to set per task
+  return { ...make(name, run, options), effectful: false }
+}
 
 /**
  * Steps by name, as the worker looks them up (`task.name`).
@@ -213,7 +222,12 @@ class Context implements StepContext {
   }
 
   get log(): StepLogger {
-    this.#log ??= makeStepLogger(this.events, this.clock, this.runtime)
+    this.#log ??= makeStepLogger(this.events, this.clock, this.runtime, {
+      runId: this.runId,
+      stepId: this.stepId,
+      step: this.name,
+      attempt: this.attempt
+    })
     return this.#log
   }
 
@@ -277,7 +291,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       )
       return [base, exit] as const
     }).pipe(
-      captureTaskLogs(annotations, events),
+      (run) => step?.effectful === false ? run : captureTaskLogs(annotations, events)(run),
       withTaskSpan(`durable.step ${task.name}`, {
         kind: "consumer",
         captureStackTrace: false,

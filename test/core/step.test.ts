@@ -2,6 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
+import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
@@ -178,6 +180,28 @@ describe("processStep", () => {
       ])
       const quiet = yield* run([Step.make("quiet", () => Effect.succeed(1))], task("quiet"))
       assert.isFalse("events" in quiet)
+    }))
+
+  it.effect("what a handler logs carries the task's annotations: ctx.log from an async handler, Effect.log from an Effect one", () =>
+    Effect.gen(function*() {
+      const lines: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown> }> = []
+      const collect = Logger.make(({ annotations, message }) => {
+        lines.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+      })
+      const asyncStep = Step.fromPromise("notify", async (_input: unknown, ctx) => {
+        ctx.log.info("sending")
+        return "sent"
+      })
+      const effectStep = Step.make("etl", () => Effect.as(Effect.logInfo("loading"), "ok"))
+      const withLogger = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.provide(effect, Logger.replace(Logger.defaultLogger, collect))
+      const sent = yield* withLogger(run([asyncStep], task("notify")))
+      yield* withLogger(run([effectStep], task("etl")))
+      assert.deepStrictEqual(sent.events?.map((e) => e.message), ["sending"])
+      const byMessage = new Map(lines.map((line) => [String(line.message), line.annotations]))
+      for (const [message, name] of [["sending", "notify"], ["loading", "etl"]] as const) {
+        assert.deepInclude(byMessage.get(message), { runId: "run-1", stepId: "run-1:3", step: name, attempt: 1 }, message)
+      }
     }))
 
   it.effect("events are kept when the handler fails", () =>

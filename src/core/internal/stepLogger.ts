@@ -41,15 +41,15 @@ const toEffectLevel = {
 export const makeStepLogger = (
   events: Array<StepEvent>,
   clock: Clock.Clock,
-  runtime: Runtime.Runtime<never>
+  runtime: Runtime.Runtime<never>,
+  annotations?: Readonly<Record<string, unknown>>
 ): StepLogger => {
   const record = (event: Omit<StepEvent, "at">) => {
     events.push({ at: clock.unsafeCurrentTimeMillis(), ...event })
     const log = toEffectLevel[event.level]
     // recorded above: the shared event logger must not record it again
-    Runtime.runSync(runtime)(
-      Effect.locally(event.data === undefined ? log(event.message) : log(event.message, event.data), currentEvents, undefined)
-    )
+    const line = Effect.locally(event.data === undefined ? log(event.message) : log(event.message, event.data), currentEvents, undefined)
+    Runtime.runSync(runtime)(annotations === undefined ? line : Effect.annotateLogs(line, annotations))
   }
   const at = (level: StepEvent["level"]) => (message: string, data?: unknown) =>
     record({ level, message, ...(data === undefined ? {} : { data }) })
