@@ -124,53 +124,52 @@ describe("SQL completion batcher (TestClock)", () => {
     }))
 })
 
+/**
+ * Submits `first`, then `rest` while the first write waits on a gate, then opens it: the batches
+ * written (items starting with "x" fail) and each later caller's outcome.
+ */
+const batchesOf = (
+  bounds: { readonly maxItems: number; readonly maxSize?: number },
+  first: string,
+  rest: ReadonlyArray<string>
+) =>
+  Effect.gen(function*() {
+    const batches: Array<ReadonlyArray<string>> = []
+    const gate = yield* Deferred.make<void>()
+    const submit = yield* Batcher.make<string, void, string>({
+      ...bounds,
+      size: (item) => item.length,
+      run: (items) =>
+        Effect.zipRight(
+          Deferred.await(gate),
+          Effect.sync(() => {
+            batches.push(items)
+            return items.map((item) => item.startsWith("x") ? Exit.fail(`bad ${item}`) : Exit.void)
+          })
+        )
+    })
+    const waiting = yield* Effect.fork(submit(first))
+    yield* settle
+    const later = yield* Effect.forEach(rest, (item) => Effect.fork(Effect.either(submit(item))))
+    yield* settle
+    yield* Deferred.succeed(gate, undefined)
+    yield* Fiber.join(waiting)
+    const outcomes = yield* Effect.forEach(later, Fiber.join)
+    return { batches, outcomes: outcomes.map((o) => o._tag === "Left" ? o.left : "ok") }
+  })
+
 describe("write batcher bounds and parallelism", () => {
   it.scoped("writes ready together share a batch of at most maxItems, cut by size; each caller gets its own outcome", () =>
     Effect.gen(function*() {
-      const batches: Array<ReadonlyArray<string>> = []
-      const gate = yield* Deferred.make<void>()
-      const submit = yield* Batcher.make<string, void, string>({
-        maxItems: 3,
-        size: (item) => item.length,
-        maxSize: 4,
-        run: (items) =>
-          Effect.zipRight(
-            Deferred.await(gate),
-            Effect.sync(() => {
-              batches.push(items)
-              return items.map((item) => item.startsWith("x") ? Exit.fail(`bad ${item}`) : Exit.void)
-            })
-          )
-      })
-      const first = yield* Effect.fork(submit("a"))
-      yield* settle
       // while the first write waits, five more queue up: cut at 4 characters, at most 3 items
-      const rest = yield* Effect.forEach(["bb", "xc", "d", "e", "f"], (item) => Effect.fork(Effect.either(submit(item))))
-      yield* settle
-      yield* Deferred.succeed(gate, undefined)
-      yield* Fiber.join(first)
-      const outcomes = yield* Effect.forEach(rest, Fiber.join)
+      const { batches, outcomes } = yield* batchesOf({ maxItems: 3, maxSize: 4 }, "a", ["bb", "xc", "d", "e", "f"])
       assert.deepStrictEqual(batches, [["a"], ["bb", "xc"], ["d", "e", "f"]])
-      assert.deepStrictEqual(outcomes.map((o) => o._tag === "Left" ? o.left : "ok"), ["ok", "bad xc", "ok", "ok", "ok"])
+      assert.deepStrictEqual(outcomes, ["ok", "bad xc", "ok", "ok", "ok"])
     }))
 
   it.scoped("an item larger than maxSize goes alone", () =>
     Effect.gen(function*() {
-      const batches: Array<ReadonlyArray<string>> = []
-      const gate = yield* Deferred.make<void>()
-      const submit = yield* Batcher.make<string, void, never>({
-        maxItems: 10,
-        size: (item) => item.length,
-        maxSize: 4,
-        run: (items) => Effect.zipRight(Deferred.await(gate), Effect.sync(() => (batches.push(items), items.map(() => Exit.void))))
-      })
-      const first = yield* Effect.fork(submit("a"))
-      yield* settle
-      const rest = yield* Effect.forEach(["huge-item", "b", "c"], (item) => Effect.fork(submit(item)))
-      yield* settle
-      yield* Deferred.succeed(gate, undefined)
-      yield* Fiber.join(first)
-      yield* Effect.forEach(rest, Fiber.join)
+      const { batches } = yield* batchesOf({ maxItems: 10, maxSize: 4 }, "a", ["huge-item", "b", "c"])
       assert.deepStrictEqual(batches, [["a"], ["huge-item"], ["b", "c"]])
     }))
 

@@ -86,6 +86,16 @@ const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDesc
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
 })
 
+/** A fixture and a transport over a connection that records every statement, registered as `worker-a` for `work`. */
+const spiedWorker = (dialect: DialectName) =>
+  Effect.gen(function*() {
+    const f = yield* fixture(dialect)
+    const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
+    const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
+    const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+    return { f, statements, poller }
+  })
+
 /** Registers a transport directly (no runtime) and returns its only poller. */
 const registerPoller = (
   dialect: DialectName,
@@ -302,10 +312,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
 
   it.scoped("completions that queue up during a write go in one batch; written, lost and waiting ones each get their own outcome", () =>
     Effect.gen(function*() {
-      const f = yield* fixture(dialect)
-      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
-      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
-      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const { f, statements, poller } = yield* spiedWorker(dialect)
       const ids: Array<string> = []
       for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
       const [d0, d1, d2, d3] = yield* poll(poller, 4)
@@ -358,10 +365,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
 
   it.scoped("a connection lost mid-batch loses nothing: each completion of the batch is written again, once", () =>
     Effect.gen(function*() {
-      const f = yield* fixture(dialect)
-      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
-      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
-      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const { f, statements, poller } = yield* spiedWorker(dialect)
       const ids: Array<string> = []
       for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
       const [blocker, d1, d2, d3] = yield* poll(poller, 4)
@@ -399,10 +403,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
 
   it.scoped("completeAndTakeNext writes the result and claims the next row in the same round trip", () =>
     Effect.gen(function*() {
-      const f = yield* fixture(dialect)
-      const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
-      const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
-      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const { f, statements, poller } = yield* spiedWorker(dialect)
       const first = yield* Effect.promise(() => f.dispatch("work"))
       const second = yield* Effect.promise(() => f.dispatch("work"))
       yield* TestClock.adjust("2 seconds")
