@@ -2,8 +2,9 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { Queue } from "bullmq"
 import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
-import { FatalError, redis, Worker } from "../../src/promise.js"
+import { redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
 import { freePort, startRedisServer } from "../support/local.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
@@ -48,41 +49,12 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
 
   it("a FatalError fails the run after exactly one attempt and keeps its code on the checkpoint", async () => {
     const { engine, worker, transport } = track(await setup())
-    let calls = 0
-    worker.step("payments.charge-card", async () => {
-      calls++
-      throw new FatalError("card declined", "card_declined")
-    })
-    engine.register("checkout", async (ctx) => ctx.step("payments.charge-card", {}, { retries: 3 }))
-    const running = worker.run(transport)
-    const runId = await engine.start("checkout", {})
-    const result = await engine.waitForRun(runId)
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "failed")
-    assert.strictEqual(calls, 1)
-    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-    assert.strictEqual(checkpoint.status, "failed")
-    assert.strictEqual(checkpoint.error.code, "card_declined")
-    assert.strictEqual(checkpoint.error.retryable, false)
+    await fatalErrorFailsOnce(engine, worker, transport, "payments.charge-card")
   })
 
   it("a retryable error recovers within retries: 3", async () => {
     const { engine, worker, transport } = track(await setup())
-    const attempts: Array<number> = []
-    worker.step("flaky", async (_input: unknown, ctx) => {
-      attempts.push(ctx.attempt)
-      if (ctx.attempt < 3) throw Object.assign(new Error("try again"), { code: "busy" })
-      return "ok"
-    })
-    engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
-    const running = worker.run(transport)
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "completed")
-    assert.strictEqual(result.output, "ok")
-    assert.deepStrictEqual(attempts, [1, 2, 3])
+    await retryableErrorRecovers(engine, worker, transport)
   })
 
   it("priority is honoured: higher priority runs first", async () => {

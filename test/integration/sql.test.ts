@@ -6,10 +6,11 @@
 import { afterAll, assert, describe, it } from "vitest"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { FatalError, type TransportHandle, Worker } from "../../src/promise.js"
+import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
 import { freePort } from "../support/local.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
@@ -63,43 +64,12 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
 
   it("a FatalError fails the run after exactly one attempt and keeps its code on the checkpoint", async () => {
     const engine = await startEngine(dialect)
-    const worker = new Worker(quiet)
-    let calls = 0
-    worker.step("payments.charge-card", async () => {
-      calls++
-      throw new FatalError("card declined", "card_declined")
-    })
-    engine.register("checkout", async (ctx) => ctx.step("payments.charge-card", {}, { retries: 3 }))
-    const running = worker.run(handle(engine))
-    const runId = await engine.start("checkout", {})
-    const result = await engine.waitForRun(runId)
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "failed")
-    assert.strictEqual(calls, 1)
-    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-    assert.strictEqual(checkpoint.status, "failed")
-    assert.strictEqual(checkpoint.error.code, "card_declined")
-    assert.strictEqual(checkpoint.error.retryable, false)
+    await fatalErrorFailsOnce(engine, new Worker(quiet), handle(engine), "payments.charge-card")
   })
 
   it("a retryable error recovers within retries: 3 (each retry's new task row is claimed)", async () => {
     const engine = await startEngine(dialect)
-    const worker = new Worker(quiet)
-    const attempts: Array<number> = []
-    worker.step("flaky", async (_input: unknown, ctx) => {
-      attempts.push(ctx.attempt)
-      if (ctx.attempt < 3) throw Object.assign(new Error("try again"), { code: "busy" })
-      return "ok"
-    })
-    engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
-    const running = worker.run(handle(engine))
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "completed")
-    assert.strictEqual(result.output, "ok")
-    assert.deepStrictEqual(attempts, [1, 2, 3])
+    await retryableErrorRecovers(engine, new Worker(quiet), handle(engine))
   })
 
   it("a fan-out of 200 steps completes with exactly 200 results and no duplicate execution", async () => {

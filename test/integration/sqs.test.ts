@@ -3,9 +3,10 @@ import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "vitest"
-import { FatalError, Worker } from "../../src/promise.js"
+import { Worker } from "../../src/promise.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
 import { type SqsEngine, type SqsEngineOptions, startSqsEngine } from "../support/sqsEngine.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
@@ -54,41 +55,12 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
 
   it("a FatalError fails the run after exactly one attempt and keeps its code on the checkpoint", async () => {
     const { engine, worker, transport } = setup()
-    let calls = 0
-    worker.step("charge-card", async () => {
-      calls++
-      throw new FatalError("card declined", "card_declined")
-    })
-    engine.register("checkout", async (ctx) => ctx.step("charge-card", {}, { retries: 3 }))
-    const running = worker.run(transport)
-    const runId = await engine.start("checkout", {})
-    const result = await engine.waitForRun(runId)
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "failed")
-    assert.strictEqual(calls, 1)
-    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-    assert.strictEqual(checkpoint.status, "failed")
-    assert.strictEqual(checkpoint.error.code, "card_declined")
-    assert.strictEqual(checkpoint.error.retryable, false)
+    await fatalErrorFailsOnce(engine, worker, transport, "charge-card")
   })
 
   it("a retryable error recovers within retries: 3", async () => {
     const { engine, worker, transport } = setup()
-    const attempts: Array<number> = []
-    worker.step("flaky", async (_input: unknown, ctx) => {
-      attempts.push(ctx.attempt)
-      if (ctx.attempt < 3) throw Object.assign(new Error("try again"), { code: "busy" })
-      return "ok"
-    })
-    engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
-    const running = worker.run(transport)
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
-    assert.strictEqual(result.status, "completed")
-    assert.strictEqual(result.output, "ok")
-    assert.deepStrictEqual(attempts, [1, 2, 3])
+    await retryableErrorRecovers(engine, worker, transport)
   })
 
   it("a fan-out of 200 steps completes with exactly 200 results and no duplicate execution", async () => {

@@ -1,0 +1,65 @@
+/**
+ * Scenarios every interop suite runs the same way, whatever the transport (BullMQ, SQL, SQS): the
+ * real nestjs-durable engine on that transport, our worker serving its steps through the promise
+ * facade. Each suite supplies its own engine harness, worker and transport handle.
+ */
+import type { RunResult, StepCheckpoint, WorkflowCtx } from "@dudousxd/nestjs-durable-core"
+import { assert } from "vitest"
+import { FatalError, type TransportHandle, type Worker } from "../../src/promise.js"
+
+/** What the scenarios need of an engine harness (each transport's harness has this much). */
+export interface InteropEngine {
+  readonly register: (name: string, fn: (ctx: WorkflowCtx, input: unknown) => Promise<unknown>) => void
+  readonly start: (workflow: string, input: unknown) => Promise<string>
+  readonly waitForRun: (runId: string) => Promise<RunResult>
+  readonly run: (workflow: string, input: unknown) => Promise<RunResult>
+  readonly checkpoint: (runId: string, seq: number) => Promise<StepCheckpoint | null>
+}
+
+/** A `FatalError` fails the run after exactly one attempt and keeps its code on the checkpoint. */
+export const fatalErrorFailsOnce = async (
+  engine: InteropEngine,
+  worker: Worker,
+  transport: TransportHandle,
+  stepName: string
+): Promise<void> => {
+  let calls = 0
+  worker.step(stepName, async () => {
+    calls++
+    throw new FatalError("card declined", "card_declined")
+  })
+  engine.register("checkout", async (ctx) => ctx.step(stepName, {}, { retries: 3 }))
+  const running = worker.run(transport)
+  const runId = await engine.start("checkout", {})
+  const result = await engine.waitForRun(runId)
+  await worker.stop()
+  await running
+  assert.strictEqual(result.status, "failed")
+  assert.strictEqual(calls, 1)
+  const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+  assert.strictEqual(checkpoint.status, "failed")
+  assert.strictEqual(checkpoint.error.code, "card_declined")
+  assert.strictEqual(checkpoint.error.retryable, false)
+}
+
+/** A retryable error recovers within `retries: 3`: attempts 1, 2, 3, the third succeeding. */
+export const retryableErrorRecovers = async (
+  engine: InteropEngine,
+  worker: Worker,
+  transport: TransportHandle
+): Promise<void> => {
+  const attempts: Array<number> = []
+  worker.step("flaky", async (_input: unknown, ctx) => {
+    attempts.push(ctx.attempt)
+    if (ctx.attempt < 3) throw Object.assign(new Error("try again"), { code: "busy" })
+    return "ok"
+  })
+  engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
+  const running = worker.run(transport)
+  const result = await engine.run("wf", {})
+  await worker.stop()
+  await running
+  assert.strictEqual(result.status, "completed")
+  assert.strictEqual(result.output, "ok")
+  assert.deepStrictEqual(attempts, [1, 2, 3])
+}
