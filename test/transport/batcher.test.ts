@@ -42,7 +42,25 @@ const recorder = Effect.gen(function*() {
   }
 })
 
-describe("SQL completion batcher (TestClock)", () => {
+/**
+ * Holds the writer on item 1, queues `rest` behind that write, then lets the writes go: the batches
+ * written, those written before the hold was lifted, the first caller's value and the others' exits.
+ */
+const behindAWrite = (maxItems: number, rest: ReadonlyArray<number>) =>
+  Effect.gen(function*() {
+    const r = yield* recorder
+    const submit = yield* Batcher.make({ run: r.run, maxItems })
+    yield* r.hold
+    const first = yield* Effect.fork(submit(1))
+    yield* settle
+    const others = yield* Effect.fork(Effect.all(rest.map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
+    yield* settle
+    const queued = [...r.batches]
+    yield* r.open
+    return { batches: r.batches, queued, first: yield* Fiber.join(first), rest: yield* Fiber.join(others) }
+  })
+
+describe("write batcher (TestClock)", () => {
   it.scoped("a lone item is written at once, without any clock time passing", () =>
     Effect.gen(function*() {
       const r = yield* recorder
@@ -53,51 +71,25 @@ describe("SQL completion batcher (TestClock)", () => {
 
   it.scoped("items that arrive while a write is in flight go together in the next write, at most maxItems", () =>
     Effect.gen(function*() {
-      const r = yield* recorder
-      const submit = yield* Batcher.make({ run: r.run, maxItems: 3 })
-      yield* r.hold
-      const first = yield* Effect.fork(submit(1))
-      yield* settle
-      const rest = yield* Effect.fork(Effect.all([2, 3, 4, 5].map(submit), { concurrency: "unbounded" }))
-      yield* settle
-      assert.deepStrictEqual(r.batches, [[1]])
-      yield* r.open
-      assert.strictEqual(yield* Fiber.join(first), 10)
-      assert.deepStrictEqual(yield* Fiber.join(rest), [20, 30, 40, 50])
-      assert.deepStrictEqual(r.batches, [[1], [2, 3, 4], [5]])
+      const { batches, first, queued, rest } = yield* behindAWrite(3, [2, 3, 4, 5])
+      assert.deepStrictEqual(queued, [[1]])
+      assert.strictEqual(first, 10)
+      assert.deepStrictEqual(rest, [20, 30, 40, 50].map((n) => Exit.succeed(n)))
+      assert.deepStrictEqual(batches, [[1], [2, 3, 4], [5]])
     }))
 
   it.scoped("a batch with one failing item: the others succeed, and that caller alone gets its error", () =>
     Effect.gen(function*() {
-      const r = yield* recorder
-      const submit = yield* Batcher.make({ run: r.run, maxItems: 10 })
-      yield* r.hold
-      const first = yield* Effect.fork(submit(1))
-      yield* settle
-      const rest = yield* Effect.fork(Effect.all([2, -3, 4].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
-      yield* settle
-      yield* r.open
-      yield* Fiber.join(first)
-      const [two, minusThree, four] = yield* Fiber.join(rest)
-      assert.deepStrictEqual(two, Exit.succeed(20))
-      assert.deepStrictEqual(minusThree, Exit.fail("item -3 failed"))
-      assert.deepStrictEqual(four, Exit.succeed(40))
-      assert.deepStrictEqual(r.batches, [[1], [2, -3, 4]])
+      const { batches, rest } = yield* behindAWrite(10, [2, -3, 4])
+      assert.deepStrictEqual(rest, [Exit.succeed(20), Exit.fail("item -3 failed"), Exit.succeed(40)])
+      assert.deepStrictEqual(batches, [[1], [2, -3, 4]])
     }))
 
   it.scoped("a batch that fails as a whole is written again one item at a time: each caller gets its own outcome", () =>
     Effect.gen(function*() {
-      const r = yield* recorder
-      const submit = yield* Batcher.make({ run: r.run, maxItems: 10 })
-      yield* r.hold
-      const first = yield* Effect.fork(submit(1))
-      yield* settle
-      const rest = yield* Effect.fork(Effect.all([2, 13, 4].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
-      yield* settle
-      yield* r.open
-      yield* Fiber.join(first)
-      assert.deepStrictEqual(yield* Fiber.join(rest), [Exit.succeed(20), Exit.fail("13 alone"), Exit.succeed(40)])
-      assert.deepStrictEqual(r.batches, [[1], [2, 13, 4], [2], [13], [4]])
+      const { batches, rest } = yield* behindAWrite(10, [2, 13, 4])
+      assert.deepStrictEqual(rest, [Exit.succeed(20), Exit.fail("13 alone"), Exit.succeed(40)])
+      assert.deepStrictEqual(batches, [[1], [2, 13, 4], [2], [13], [4]])
     }))
 
   it.scoped("a value written for a caller that stopped waiting is handed to `unclaimed`", () =>
