@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
+import { readHistory } from "../../src/core/internal/durableWorkflow/replay.js"
 import { replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
 import { blob, replayInput, value } from "./support.js"
 
@@ -156,6 +157,198 @@ describe("golden histories", () => {
 const completed = (result: unknown, extra: Record<string, unknown> = {}) => ({
   event_type: "ActivityCompleted",
   payload: { result: blob(result), ...extra }
+})
+
+describe("receivers pinned to condition waits", () => {
+  const opened = (id: string, key: string) => ({ event_type: "ConditionWaitOpened", payload: { condition_wait_id: id, condition_key: key } })
+  const satisfied = (id: string) => ({ event_type: "ConditionWaitSatisfied", payload: { condition_wait_id: id } })
+  const signal = (n: number) => ({ event_type: "SignalReceived", payload: { signal_name: "add", arguments: blob([n]) } })
+  const update = (n: number, id: string) => ({
+    event_type: "UpdateApplied",
+    payload: { update_name: "add", update_id: id, arguments: blob([n]) }
+  })
+
+  /** Two sequential waits on a counter fed by the signal (or update) `add`; returns what each point saw. */
+  const counter = (receiver: "signal" | "update", thenActivity = false) =>
+    DurableWorkflow.make("t", (ctx) =>
+      Effect.gen(function*() {
+        let count = 0
+        const add = (n: number) => {
+          count += n
+          return count
+        }
+        if (receiver === "signal") ctx.onSignal("add", add)
+        else ctx.onUpdate("add", add)
+        yield* ctx.waitCondition(() => count >= 1, { key: "first" })
+        const afterFirst = count
+        yield* ctx.waitCondition(() => count >= 2, { key: "second" })
+        const afterSecond = count
+        if (!thenActivity) return [afterFirst, afterSecond]
+        yield* ctx.activity("x")
+        return [afterFirst, afterSecond, count]
+      }))
+
+  it.effect("a signal recorded between a ConditionWaitOpened and its ConditionWaitSatisfied applies at that wait and satisfies it", () =>
+    Effect.gen(function*() {
+      // the first wait's satisfaction is not recorded: result positions alone would apply both signals at the first wait
+      const commands = yield* commandsOf(counter("signal"), [], [
+        { event_type: "WorkflowStarted", payload: {} },
+        opened("w1", "first"),
+        signal(1),
+        opened("w2", "second"),
+        signal(1),
+        satisfied("w2")
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2])
+    }))
+
+  it.effect("generator and async workflows apply pinned signals at their waits too", () =>
+    Effect.gen(function*() {
+      const history = [opened("w1", "first"), signal(1), opened("w2", "second"), signal(1), satisfied("w2")]
+      const generator = DurableWorkflow.fromGenerator("t", function*(ctx) {
+        let count = 0
+        ctx.onSignal("add", (n: number) => void (count += n))
+        yield ctx.waitCondition(() => count >= 1, { key: "first" })
+        const afterFirst = count
+        yield ctx.waitCondition(() => count >= 2, { key: "second" })
+        return [afterFirst, count]
+      })
+      const async = DurableWorkflow.fromAsync("t", async (ctx) => {
+        let count = 0
+        ctx.onSignal("add", (n: number) => void (count += n))
+        await ctx.waitCondition(() => count >= 1, { key: "first" })
+        const afterFirst = count
+        await ctx.waitCondition(() => count >= 2, { key: "second" })
+        return [afterFirst, count]
+      })
+      assert.deepStrictEqual(value((yield* commandsOf(generator, [], history))[0]!["result"]), [1, 2])
+      assert.deepStrictEqual(value((yield* commandsOf(async, [], history))[0]!["result"]), [1, 2])
+    }))
+
+  it.effect("signals that arrive while the woken task is leased apply at the wait that task opens next", () =>
+    Effect.gen(function*() {
+      const commands = yield* commandsOf(counter("signal"), [], [
+        opened("w1", "first"),
+        signal(1),
+        signal(1),
+        opened("w2", "second")
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2])
+    }))
+
+  it.effect("a signal recorded before a wait binds to it when nothing but a wait ending comes between", () =>
+    Effect.gen(function*() {
+      const commands = yield* commandsOf(counter("signal"), [], [
+        opened("w1", "first"),
+        signal(1),
+        // the first wait ended (its timeout timer was cancelled); the next signal belongs to the next wait
+        { event_type: "TimerCancelled", payload: { timer_kind: "condition_timeout", condition_wait_id: "w1" } },
+        signal(1),
+        opened("w2", "second")
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2])
+    }))
+
+  it.effect("a signal recorded before the first wait, at the start of history, binds to that wait", () =>
+    Effect.gen(function*() {
+      const commands = yield* commandsOf(counter("signal"), [], [
+        { event_type: "WorkflowStarted", payload: {} },
+        signal(1),
+        opened("w1", "first"),
+        opened("w2", "second"),
+        signal(1)
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2])
+    }))
+
+  it.effect("a signal with no wait to bind to stays placed by result position", () =>
+    Effect.gen(function*() {
+      const commands = yield* commandsOf(counter("signal", true), [], [
+        opened("w1", "first"),
+        signal(1),
+        opened("w2", "second"),
+        signal(1),
+        { event_type: "ActivityScheduled", payload: { activity_type: "x" } },
+        // after a step and with no later wait: applied before the activity's result is handed over
+        signal(5),
+        completed(null, { activity_type: "x" })
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2, 7])
+    }))
+
+  it.effect("applied updates bind to condition waits the same way; an update with no wait stays placed by result position", () =>
+    Effect.gen(function*() {
+      const commands = yield* commandsOf(counter("update", true), [], [
+        update(1, "u0"),
+        opened("w1", "first"),
+        opened("w2", "second"),
+        update(1, "u1"),
+        { event_type: "ActivityScheduled", payload: { activity_type: "x" } },
+        update(5, "u2"),
+        completed(null, { activity_type: "x" })
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [1, 2, 7])
+    }))
+
+  it("which wait each recorded receiver is pinned to", () => {
+    const sig = (name: string, extra: Record<string, unknown> = {}) => ({
+      event_type: "SignalReceived",
+      payload: { signal_name: name, arguments: blob([]), ...extra }
+    })
+    const { receivers, waits } = readHistory([
+      { event_type: "WorkflowStarted", payload: {} },
+      sig("start"), // before the first wait, nothing between: that wait
+      opened("w1", "a"),
+      sig("in-w1"), // first in the window: w1
+      sig("leased"), // the window is cut by the next open: the next wait
+      opened("w2", "b"),
+      sig("in-w2"),
+      satisfied("w2"),
+      sig("after-wait-ended"), // no step since w2 ended: the next wait
+      opened("w3", "c"),
+      { event_type: "ActivityScheduled", payload: { activity_type: "x" } },
+      sig("after-step"), // a step came first: by result position
+      { event_type: "ConditionWaitOpened", payload: { sequence: 9 } }, // no condition_wait_id: not a wait
+      completed(null),
+      sig("by-sequence", { sequence: 7 }), // left to its sequence
+      { event_type: "ConditionWaitOpened", payload: { condition_wait_id: "w4", sequence: 7 } },
+      { event_type: "TimerFired", payload: { timer_kind: "condition_timeout", condition_wait_id: "w4" } },
+      sig("last") // no later wait: by result position
+    ], "avro")
+    assert.deepStrictEqual(receivers.map((r) => [r.name, r.waitId]), [
+      ["start", "w1"],
+      ["in-w1", "w1"],
+      ["leased", "w2"],
+      ["in-w2", "w2"],
+      ["after-wait-ended", "w3"],
+      ["after-step", undefined],
+      ["by-sequence", "w4"],
+      ["last", undefined]
+    ])
+    assert.deepStrictEqual(waits.map((w) => w.waitId), ["w1", "w2", "w3", "w4"])
+  })
+
+  it.effect("a wait that history shows reopened (same key) takes the receivers of each reopening while unsatisfied", () =>
+    Effect.gen(function*() {
+      const wf = DurableWorkflow.make("t", (ctx) =>
+        Effect.gen(function*() {
+          let count = 0
+          ctx.onSignal("add", (n: number) => void (count += n))
+          yield* ctx.waitCondition(() => count >= 2, { key: "first" })
+          const after = count
+          yield* ctx.waitCondition(() => count >= 3, { key: "second" })
+          return [after, count]
+        }))
+      const commands = yield* commandsOf(wf, [], [
+        opened("w1", "first"),
+        signal(1),
+        opened("w1b", "first"),
+        signal(1),
+        opened("w2", "second"),
+        signal(1)
+      ])
+      assert.deepStrictEqual(value(commands[0]!["result"]), [2, 3])
+    }))
 })
 
 describe("replay", () => {

@@ -77,6 +77,17 @@ export interface RecordedReceiver {
   readonly position: number
   /** `update_id` of an applied update. */
   readonly updateId?: string
+  /**
+   * The `condition_wait_id` of the `ConditionWaitOpened` this receiver is pinned to: it is applied
+   * when the code reaches that wait, not by `position`.
+   */
+  readonly waitId?: string
+}
+
+/** A `ConditionWaitOpened` event (with a `condition_wait_id`), in history order. @internal */
+export interface OpenedWait {
+  readonly waitId: string
+  readonly key: string | undefined
 }
 
 /** An `UpdateAccepted` event: the update an accepted-update task applies. @internal */
@@ -131,30 +142,184 @@ export const decodeArgs = (raw: unknown, codec: unknown): ReadonlyArray<unknown>
   return value === null ? [] : Array.isArray(value) ? value : [value]
 }
 
+/** `sequence`, else `workflow_sequence` (a positive integer or a string of digits). */
+const sequenceOf = (payload: Record<string, unknown>): number | undefined => {
+  const raw = payload["sequence"] || payload["workflow_sequence"]
+  if (typeof raw === "number" && Number.isInteger(raw)) return raw
+  if (typeof raw === "string" && /^[0-9]+$/.test(raw)) return Number(raw)
+  return undefined
+}
+
+const waitIdOf = (payload: Record<string, unknown>): string | undefined => {
+  const id = payload["condition_wait_id"]
+  return typeof id === "string" && id.length > 0 ? id : undefined
+}
+
+const isInternalTimer = (payload: Record<string, unknown>): boolean =>
+  payload["timer_kind"] === "condition_timeout" || payload["timer_kind"] === "signal_timeout"
+
+const resultEvents = new Set([
+  "ActivityCompleted",
+  "ActivityFailed",
+  "ActivityTimedOut",
+  "ChildRunCompleted",
+  "ChildRunFailed",
+  "ChildRunCancelled",
+  "ChildRunTerminated",
+  "SideEffectRecorded",
+  "VersionMarkerRecorded",
+  "SearchAttributesUpserted"
+])
+
+const stepEvents = new Set([
+  "WorkflowCompleted",
+  "WorkflowFailed",
+  "WorkflowContinuedAsNew",
+  "ActivityScheduled",
+  "ActivityStarted",
+  "ChildWorkflowScheduled",
+  "ChildRunStarted"
+])
+
+/**
+ * What ends the window in which receivers can be pinned to a condition wait: `"wait"` when the wait
+ * itself ended (satisfied, timed out, its timeout timer fired or was cancelled), `"step"` when the
+ * workflow moved on through some other step (scheduled or resolved), else nothing.
+ */
+const windowEnd = (type: string, payload: Record<string, unknown>): "wait" | "step" | undefined => {
+  if (type === "ConditionWaitSatisfied" || type === "ConditionWaitTimedOut") return "wait"
+  if ((type === "TimerFired" || type === "TimerCancelled") && payload["timer_kind"] === "condition_timeout") return "wait"
+  if (stepEvents.has(type) || resultEvents.has(type)) return "step"
+  if ((type === "TimerScheduled" || type === "TimerFired") && !isInternalTimer(payload)) return "step"
+  return undefined
+}
+
+/**
+ * Decides, for each receiver event (by index in `events`), the condition wait it is pinned to
+ * (`null`: placed by result position). Receivers without a decision here fall back to the wait
+ * opened at their recorded workflow sequence, if any.
+ *
+ * - A receiver recorded while a wait is open (after its `ConditionWaitOpened`, before anything
+ *   ends the window) belongs to that wait; when the window is cut by the next `ConditionWaitOpened`
+ *   instead, only the first such receiver stays with the earlier wait and the later ones move to
+ *   the next one (the server records signals that arrive while the woken task is leased before
+ *   that task's new wait).
+ * - Receivers recorded while no wait is open belong to the next opened wait, provided no step
+ *   (a scheduled or resolved step) comes between them and that wait and none did since the
+ *   previous wait ended (or since the start); otherwise they are placed by result position. After
+ *   such a step, a receiver that carries a workflow sequence is left undecided.
+ *
+ * @internal
+ */
+export const bindReceiversToWaits = (events: ReadonlyArray<unknown>): Map<number, string | null> => {
+  const bound = new Map<number, string | null>()
+  let unattached: Array<number> = []
+  let unattachedMayBind = true
+  let openWait: string | undefined
+  let inWindow: Array<number> = []
+  events.forEach((event, index) => {
+    if (!isRecord(event)) return
+    const type = String(event["event_type"] ?? "")
+    const payload = isRecord(event["payload"]) ? event["payload"] : {}
+    if (type === "ConditionWaitOpened") {
+      const waitId = waitIdOf(payload)
+      if (waitId === undefined) return
+      if (openWait === undefined) {
+        for (const i of unattached) bound.set(i, unattachedMayBind ? waitId : null)
+      } else {
+        for (const i of inWindow.slice(1)) bound.set(i, waitId)
+      }
+      unattached = []
+      unattachedMayBind = true
+      openWait = waitId
+      inWindow = []
+      return
+    }
+    if (type === "SignalReceived" || type === "UpdateApplied") {
+      if (openWait === undefined) {
+        if (unattachedMayBind || sequenceOf(payload) === undefined) unattached.push(index)
+        return
+      }
+      if (inWindow.length === 0) bound.set(index, openWait)
+      inWindow.push(index)
+      return
+    }
+    const end = windowEnd(type, payload)
+    if (end === undefined) return
+    if (openWait === undefined) {
+      if (end === "step") {
+        for (const i of unattached) bound.set(i, null)
+        unattached = []
+        unattachedMayBind = false
+      }
+      return
+    }
+    for (const i of inWindow) if (!bound.has(i)) bound.set(i, openWait)
+    openWait = undefined
+    inWindow = []
+    unattachedMayBind = end === "wait"
+  })
+  for (const i of unattached) bound.set(i, null)
+  if (openWait !== undefined) for (const i of inWindow) if (!bound.has(i)) bound.set(i, openWait)
+  return bound
+}
+
 /** Splits a history into resolutions, receivers (signals, applied updates) and accepted updates. @internal */
 export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   readonly resolutions: ReadonlyArray<Resolution>
   readonly scheduled: ReadonlyArray<Resolution>
   readonly receivers: ReadonlyArray<RecordedReceiver>
   readonly accepted: ReadonlyArray<AcceptedUpdate>
+  readonly waits: ReadonlyArray<OpenedWait>
   readonly startedAt: number | undefined
 } => {
   const resolutions: Array<Resolution> = []
   const scheduled: Array<Resolution> = []
   const receivers: Array<RecordedReceiver> = []
   const accepted: Array<AcceptedUpdate> = []
-  let startedAt: number | undefined
+  const waits: Array<OpenedWait> = []
+  const waitsBySequence = new Map<number, string>()
   for (const event of events) {
+    if (!isRecord(event) || event["event_type"] !== "ConditionWaitOpened" || !isRecord(event["payload"])) continue
+    const sequence = sequenceOf(event["payload"])
+    const waitId = waitIdOf(event["payload"])
+    if (sequence !== undefined && waitId !== undefined) waitsBySequence.set(sequence, waitId)
+  }
+  const bindings = bindReceiversToWaits(events)
+  const pinned = (index: number, payload: Record<string, unknown>): { waitId?: string } => {
+    const sequence = sequenceOf(payload)
+    const waitId = bindings.has(index)
+      ? bindings.get(index)
+      : sequence === undefined
+      ? undefined
+      : waitsBySequence.get(sequence)
+    return typeof waitId === "string" ? { waitId } : {}
+  }
+  let startedAt: number | undefined
+  for (let at = 0; at < events.length; at++) {
+    const event = events[at]
     if (!isRecord(event)) continue
     const type = String(event["event_type"] ?? "")
     const payload = isRecord(event["payload"]) ? event["payload"] : {}
+    if (type === "ConditionWaitOpened") {
+      const waitId = waitIdOf(payload)
+      const key = payload["condition_key"]
+      if (waitId !== undefined) waits.push({ waitId, key: typeof key === "string" ? key : undefined })
+      continue
+    }
     if (type === "WorkflowStarted" && typeof payload["timestamp"] === "string") {
       const parsed = Date.parse(payload["timestamp"])
       if (!Number.isNaN(parsed)) startedAt = parsed
     }
     if (type === "SignalReceived") {
       const raw = payload["value"] ?? payload["input"] ?? payload["arguments"]
-      receivers.push({ kind: "signal", name: String(payload["signal_name"] ?? ""), args: decodeArgs(raw, codec), position: resolutions.length })
+      receivers.push({
+        kind: "signal",
+        name: String(payload["signal_name"] ?? ""),
+        args: decodeArgs(raw, codec),
+        position: resolutions.length,
+        ...pinned(at, payload)
+      })
       continue
     }
     if (type === "UpdateApplied") {
@@ -164,7 +329,8 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
         name: String(payload["update_name"] ?? ""),
         args: decodeArgs(raw, codec),
         position: resolutions.length,
-        ...(typeof payload["update_id"] === "string" ? { updateId: payload["update_id"] } : {})
+        ...(typeof payload["update_id"] === "string" ? { updateId: payload["update_id"] } : {}),
+        ...pinned(at, payload)
       })
       continue
     }
@@ -187,7 +353,7 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
     const index = payload["parallel_group_index"]
     resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined })
   }
-  return { resolutions, scheduled, receivers, accepted, startedAt }
+  return { resolutions, scheduled, receivers, accepted, waits, startedAt }
 }
 
 /** The outcome of asking the turn for an op (or a parallel group). @internal */
@@ -211,6 +377,8 @@ export class Turn {
   private cursor = 0
   private sequence = 0
   private receiversApplied = 0
+  /** How many recorded `ConditionWaitOpened` the code's condition waits have reached. */
+  private waitsReached = 0
   private blocking = 0
   private frozen = false
   readonly pending: Array<Command> = []
@@ -230,7 +398,9 @@ export class Turn {
     /** Runs what an update handler returned during replay (an Effect, synchronously). */
     readonly settle: (value: unknown) => void = () => {},
     /** The update an accepted-update task is applying: a recorded application of it is not replayed. */
-    readonly applyingUpdateId: string | undefined = undefined
+    readonly applyingUpdateId: string | undefined = undefined,
+    /** The recorded `ConditionWaitOpened` events, matched in order to the code's condition waits. */
+    readonly waits: ReadonlyArray<OpenedWait> = []
   ) {}
 
   /** Whether recorded results remain (the code is replaying). */
@@ -268,9 +438,46 @@ export class Turn {
     }
   }
 
+  /**
+   * Applies the receivers due at the current result position, in history order. A receiver pinned
+   * to a condition wait holds back the ones after it until the code reaches that wait.
+   */
   private applyReceivers(): void {
-    while (this.receiversApplied < this.receivers.length && this.receivers[this.receiversApplied]!.position <= this.cursor) {
-      this.applyReceiver(this.receivers[this.receiversApplied++]!)
+    for (;;) {
+      const next = this.receivers[this.receiversApplied]
+      if (next === undefined || next.waitId !== undefined || next.position > this.cursor) return
+      this.receiversApplied += 1
+      this.applyReceiver(next)
+    }
+  }
+
+  /** Applies the receivers pinned to the wait `waitId` that are next in history order. */
+  private applyWaitReceivers(waitId: string): void {
+    for (;;) {
+      const next = this.receivers[this.receiversApplied]
+      if (next === undefined || next.waitId !== waitId) return
+      this.receiversApplied += 1
+      this.applyReceiver(next)
+    }
+  }
+
+  /**
+   * The code reached a condition wait: it is the next recorded `ConditionWaitOpened` (n-th wait of
+   * the code, n-th opened in history). The receivers pinned to it are applied; while the predicate
+   * stays false and history shows the same wait (same `condition_key`) opened again right after,
+   * the code is at that reopened wait too, and its receivers are applied as well.
+   */
+  private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>, recorded: Resolution | undefined): void {
+    for (;;) {
+      const opened = this.waits[this.waitsReached]
+      if (opened === undefined) return
+      this.waitsReached += 1
+      this.applyWaitReceivers(opened.waitId)
+      const again = this.waits[this.waitsReached]
+      const reopened = again !== undefined && op.key !== undefined && op.key.length > 0 && again.key === op.key
+      if (!reopened) return
+      const timedOutHere = recorded?.eventType === "ConditionWaitTimedOut" && recorded.payload["condition_wait_id"] === opened.waitId
+      if (timedOutHere || op.predicate()) return
     }
   }
 
@@ -454,6 +661,7 @@ export class Turn {
         return { _tag: "Resolved", value: null }
       }
       case "Condition": {
+        this.reachWait(op, recorded)
         if (recorded !== undefined && recorded.shape === "condition wait") {
           this.cursor += 1
           return this.valueOf(op, recorded)

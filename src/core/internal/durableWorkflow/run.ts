@@ -382,7 +382,8 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       input.encode,
       definition.specs ?? emptySpecs,
       settleDuringReplay,
-      input.applyingUpdateId
+      input.applyingUpdateId,
+      history.waits
     )
     const accepted = history.accepted
     const guard = new Guard(turn)
