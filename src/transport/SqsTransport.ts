@@ -135,10 +135,6 @@ const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "
 /** SQS batch calls in flight at once, per kind of call. */
 const BATCH_CALLS = 4
 
-/** The outcome of each entry of a batch call, from the entries SQS reported as failed. */
-const perEntry = (errors: ReadonlyArray<TransportError | undefined>) =>
-  errors.map((error) => error === undefined ? Exit.void : Exit.fail(error))
-
 /** SQS's limit on the total size of a batch, in bytes (256 KiB, what every SQS-compatible server takes). */
 const MAX_BATCH_BYTES = 262_144
 
@@ -376,7 +372,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         parallelism: BATCH_CALLS,
         run: (copies) =>
           Effect.gen(function*() {
-            const outcomes: Array<TransportError | undefined> = copies.map(() => undefined)
+            const outcomes: Array<Exit.Exit<void, TransportError>> = copies.map(() => Exit.void)
             const byQueue = new Map<string, Array<number>>()
             copies.forEach((copy, i) => byQueue.set(copy.queueUrl, [...(byQueue.get(copy.queueUrl) ?? []), i]))
             yield* Effect.forEach(byQueue, ([queueUrl, indexes]) =>
@@ -394,14 +390,16 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
                 for (const failed of out.Failed ?? []) {
                   if (NOT_INFLIGHT.has(failed.Code ?? "")) continue
                   const copy = copies[Number(failed.Id)]!
-                  outcomes[Number(failed.Id)] = new TransportError({
-                    transport: NAME,
-                    operation: "deleting a message",
-                    message: `deleting message ${copy.messageId} failed: ${failed.Code}: ${failed.Message ?? ""}`
-                  })
+                  outcomes[Number(failed.Id)] = Exit.fail(
+                    new TransportError({
+                      transport: NAME,
+                      operation: "deleting a message",
+                      message: `deleting message ${copy.messageId} failed: ${failed.Code}: ${failed.Message ?? ""}`
+                    })
+                  )
                 }
               })), { concurrency: "unbounded", discard: true })
-            return perEntry(outcomes)
+            return outcomes
           })
       })
 
@@ -427,15 +425,17 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
                 { abortSignal: signal }
               )
           ).pipe(Effect.map((out) => {
-            const outcomes: Array<TransportError | undefined> = bodies.map(() => undefined)
+            const outcomes: Array<Exit.Exit<void, TransportError>> = bodies.map(() => Exit.void)
             for (const failed of out.Failed ?? []) {
-              outcomes[Number(failed.Id)] = new TransportError({
-                transport: NAME,
-                operation: "sending a result",
-                message: `sending a result failed: ${failed.Code}: ${failed.Message ?? ""}`
-              })
+              outcomes[Number(failed.Id)] = Exit.fail(
+                new TransportError({
+                  transport: NAME,
+                  operation: "sending a result",
+                  message: `sending a result failed: ${failed.Code}: ${failed.Message ?? ""}`
+                })
+              )
             }
-            return perEntry(outcomes)
+            return outcomes
           }))
       })
 
