@@ -34,6 +34,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import {
@@ -171,9 +172,6 @@ const FINAL_VALIDATION_REASONS = new Set([
   "update_validator_worker_lost"
 ])
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 const hex = (bytes: number) => randomBytes(bytes).toString("hex")
 
 /**
@@ -222,7 +220,7 @@ const toJson = (value: unknown): unknown => {
   if (typeof value === "bigint") return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString()
   if (value instanceof Uint8Array) return Buffer.from(value).toString("base64")
   if (Array.isArray(value)) return value.map(toJson)
-  if (isRecord(value)) {
+  if (Predicate.isRecord(value)) {
     if (typeof (value as { valueOf?: unknown }).valueOf === "function" && typeof value.valueOf() === "number") return value.valueOf()
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJson(v)]))
   }
@@ -436,7 +434,7 @@ export const make = (
                   yield* Effect.logWarning("could not fetch a history page; replaying the partial history", page.left)
                   break
                 }
-                const body = isRecord(page.right) ? page.right : {}
+                const body = Predicate.isRecord(page.right) ? page.right : {}
                 if (Array.isArray(body["history_events"])) events.push(...body["history_events"])
                 token = body["next_history_page_token"]
               }
@@ -456,7 +454,7 @@ export const make = (
                   lease_owner: workerId,
                   ...(details === undefined ? {} : { details })
                 }),
-                (ack) => ({ cancelRequested: isRecord(ack) && Boolean(ack["cancel_requested"]) })
+                (ack) => ({ cancelRequested: Predicate.isRecord(ack) && Boolean(ack["cancel_requested"]) })
               ),
             completeQuery: (result, envelope) =>
               post(`/worker/query-tasks/${taskId}/complete`, {
@@ -487,7 +485,7 @@ export const make = (
                 failure
               })),
             isFinalValidationRejection: (error) =>
-              isRecord(error) && FINAL_VALIDATION_REASONS.has(String((error as { reason?: unknown }).reason ?? "")),
+              Predicate.isRecord(error) && FINAL_VALIDATION_REASONS.has(String((error as { reason?: unknown }).reason ?? "")),
             interceptors: resolved.interceptors,
             recordTask
           }
@@ -534,7 +532,7 @@ export const make = (
               Effect.catchIf(isTimeout, () => once),
               Effect.catchIf(isTimeout, () => Effect.succeed({ task: null, poll_status: "timeout" }))
             )
-            const task = isRecord(answer) && isRecord(answer["task"]) ? answer["task"] : undefined
+            const task = Predicate.isRecord(answer) && Predicate.isRecord(answer["task"]) ? answer["task"] : undefined
             return task
           })
 
@@ -604,7 +602,7 @@ export const make = (
             }
             return yield* new DeregistrationError({ transport: NAME, message: `deregistration of worker ${workerId} failed: ${error.message}`, cause: error })
           }
-          if (!isRecord(answer.right)) {
+          if (!Predicate.isRecord(answer.right)) {
             const error = new DurableWorkflowServerError({
               status: 200,
               reason: "invalid_worker_deregistration_response",
@@ -707,7 +705,7 @@ export const describeWorkflow = (
   Effect.flatMap(DurableWorkflowClient, (client) =>
     Effect.map(
       client.request({ method: "GET", path: `/workflows/${encodeURIComponent(workflowId)}`, plane: "control", context: `workflow ${workflowId}` }),
-      (body) => (isRecord(body) ? body : {})
+      (body) => (Predicate.isRecord(body) ? body : {})
     ))
 
 /**
@@ -756,7 +754,7 @@ export const deregisterWorker = (
   Effect.gen(function*() {
     const client = yield* DurableWorkflowClient
     const body = yield* client.request({ method: "DELETE", path: `/workers/${encodeURIComponent(workerId)}`, plane: "control", context: workerId })
-    if (!isRecord(body)) {
+    if (!Predicate.isRecord(body)) {
       return yield* new DurableWorkflowServerError({
         status: 200,
         reason: "invalid_worker_response",

@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import type { StepEvent } from "../../../protocol/StepProtocol.js"
 import type { StepContext } from "../../Step.js"
@@ -446,7 +447,7 @@ const runUpdateValidation = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): 
     if (Either.isLeft(decoded)) {
       return yield* rejected(new UpdateRejected({ message: `cannot decode the update arguments: ${messageOf(decoded.left)}` }))
     }
-    const exported = isRecordOf(task["history_export"]) ? task["history_export"]["history_events"] : undefined
+    const exported = Predicate.isRecord(task["history_export"]) ? task["history_export"]["history_events"] : undefined
     const rawHistory = Array.isArray(task["history_events"]) ? task["history_events"] : Array.isArray(exported) ? exported : []
     const history = yield* Effect.either(Effect.forEach(rawHistory, (event) => ops.resolve(event)))
     if (Either.isLeft(history)) {
@@ -458,9 +459,6 @@ const runUpdateValidation = <R>(handlers: Handlers<R>, t: DurableWorkflowTask): 
     const error = verdict.left
     return yield* (error._tag === "UpdateRejected" ? rejected(error) : workerFailed(error.message))
   })
-
-const isRecordOf = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /**
  * The protocol of Durable Workflow deliveries: activity, workflow (accepted-update tasks included),

@@ -1,4 +1,5 @@
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import { emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
 import { ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError } from "./errors.js"
@@ -121,15 +122,12 @@ const schedulingShapes: Record<string, string> = {
   ChildWorkflowScheduled: "child workflow"
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /** Decodes a payload carried in history or a task: envelope or bare blob (tagged by the task codec). @internal */
 export const decodeValue = (raw: unknown, codec: unknown): unknown => {
   if (raw === undefined || raw === null) return null
   const decoded = typeof raw === "string"
     ? Codec.decodePayload(raw, codec)
-    : isRecord(raw) && typeof raw["blob"] === "string"
+    : Predicate.isRecord(raw) && typeof raw["blob"] === "string"
     ? Codec.decodeEnvelope({ codec: String(raw["codec"]), blob: raw["blob"] })
     : Either.left(new Codec.PayloadDecodeError({ code: "invalid_payload_framing", message: "invalid_payload_framing: the payload is neither a blob nor an envelope" }))
   if (Either.isLeft(decoded)) throw decoded.left
@@ -218,9 +216,9 @@ export const bindReceiversToWaits = (events: ReadonlyArray<unknown>): Map<number
   let openWait: string | undefined
   let inWindow: Array<number> = []
   events.forEach((event, index) => {
-    if (!isRecord(event)) return
+    if (!Predicate.isRecord(event)) return
     const type = String(event["event_type"] ?? "")
-    const payload = isRecord(event["payload"]) ? event["payload"] : {}
+    const payload = Predicate.isRecord(event["payload"]) ? event["payload"] : {}
     if (type === "ConditionWaitOpened") {
       const waitId = waitIdOf(payload)
       if (waitId === undefined) return
@@ -280,7 +278,7 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   const waits: Array<OpenedWait> = []
   const waitsBySequence = new Map<number, string>()
   for (const event of events) {
-    if (!isRecord(event) || event["event_type"] !== "ConditionWaitOpened" || !isRecord(event["payload"])) continue
+    if (!Predicate.isRecord(event) || event["event_type"] !== "ConditionWaitOpened" || !Predicate.isRecord(event["payload"])) continue
     const sequence = sequenceOf(event["payload"])
     const waitId = waitIdOf(event["payload"])
     if (sequence !== undefined && waitId !== undefined) waitsBySequence.set(sequence, waitId)
@@ -298,9 +296,9 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   let startedAt: number | undefined
   for (let at = 0; at < events.length; at++) {
     const event = events[at]
-    if (!isRecord(event)) continue
+    if (!Predicate.isRecord(event)) continue
     const type = String(event["event_type"] ?? "")
-    const payload = isRecord(event["payload"]) ? event["payload"] : {}
+    const payload = Predicate.isRecord(event["payload"]) ? event["payload"] : {}
     if (type === "ConditionWaitOpened") {
       const waitId = waitIdOf(payload)
       const key = payload["condition_key"]
@@ -522,7 +520,7 @@ export class Turn {
         return { _tag: "Resolved", value: decodeValue(p["result"] ?? p["output"], this.codec) }
       case "ActivityFailed":
       case "ActivityTimedOut": {
-        const exception = isRecord(p["exception"]) ? p["exception"] : isRecord(p["failure"]) ? p["failure"] : {}
+        const exception = Predicate.isRecord(p["exception"]) ? p["exception"] : Predicate.isRecord(p["failure"]) ? p["failure"] : {}
         const message = String(p["message"] ?? exception["message"] ?? (recorded.eventType === "ActivityTimedOut" ? "activity timed out" : "activity failed"))
         const type = p["exception_type"] ?? exception["type"]
         const cls = p["exception_class"] ?? exception["class"]

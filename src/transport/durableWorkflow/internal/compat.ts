@@ -1,7 +1,5 @@
+import * as Predicate from "effect/Predicate"
 /** Reads and checks `/api/cluster/info` (reference §2.3). @internal */
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 const prefix = "Server compatibility error: "
 
@@ -27,7 +25,7 @@ const includesAll = (value: unknown, required: ReadonlyArray<string>): boolean =
   Array.isArray(value) && required.every((item) => value.includes(item))
 
 const authCompositionProblem = (contract: unknown): string | undefined => {
-  if (!isRecord(contract)) return "missing auth_composition_contract manifest"
+  if (!Predicate.isRecord(contract)) return "missing auth_composition_contract manifest"
   if (contract["schema"] !== "durable-workflow.v2.auth-composition.contract" || intVersion(contract["version"]) !== 1) {
     return `unsupported auth_composition_contract ${JSON.stringify(contract["schema"])} version ${JSON.stringify(contract["version"])}`
   }
@@ -40,24 +38,24 @@ const authCompositionProblem = (contract: unknown): string | undefined => {
     tls_verify: "DURABLE_WORKFLOW_TLS_VERIFY",
     profile: "DW_ENV"
   }
-  if (!isRecord(env) || Object.entries(expectedEnv).some(([k, v]) => env[k] !== v)) {
+  if (!Predicate.isRecord(env) || Object.entries(expectedEnv).some(([k, v]) => env[k] !== v)) {
     return "auth_composition_contract.canonical_environment does not name the expected variables"
   }
   const material = contract["auth_material"]
-  const token = isRecord(material) ? material["token"] : undefined
-  if (!isRecord(material) || !isRecord(token) || token["status"] !== "supported" || token["redacted"] !== true) {
+  const token = Predicate.isRecord(material) ? material["token"] : undefined
+  if (!Predicate.isRecord(material) || !Predicate.isRecord(token) || token["status"] !== "supported" || token["redacted"] !== true) {
     return "auth_composition_contract.auth_material.token must be supported and redacted"
   }
   for (const reserved of ["mtls", "signed_headers"]) {
     const entry = material[reserved]
-    if (!isRecord(entry) || entry["status"] !== "reserved") return `auth_composition_contract.auth_material.${reserved} must be reserved`
+    if (!Predicate.isRecord(entry) || entry["status"] !== "reserved") return `auth_composition_contract.auth_material.${reserved} must be reserved`
   }
   const effective = contract["effective_config"]
-  if (!isRecord(effective) || !includesAll(effective["required_fields"], ["server_url", "namespace", "profile", "auth", "tls", "identity"])) {
+  if (!Predicate.isRecord(effective) || !includesAll(effective["required_fields"], ["server_url", "namespace", "profile", "auth", "tls", "identity"])) {
     return "auth_composition_contract.effective_config.required_fields is incomplete"
   }
   const redaction = contract["redaction"]
-  if (!isRecord(redaction) || !includesAll(redaction["never_echo"], ["bearer_tokens", "private_keys", "raw_authorization_headers"])) {
+  if (!Predicate.isRecord(redaction) || !includesAll(redaction["never_echo"], ["bearer_tokens", "private_keys", "raw_authorization_headers"])) {
     return "auth_composition_contract.redaction.never_echo is incomplete"
   }
   return undefined
@@ -82,13 +80,13 @@ export interface ServerInfo {
 export const supportsUpdateValidation = (capabilities: Record<string, unknown>): boolean => {
   if (capabilities["update_validation_tasks"] !== true) return false
   const sync = capabilities["synchronous_update_validation"]
-  if (!isRecord(sync)) return false
+  if (!Predicate.isRecord(sync)) return false
   const poll = sync["task_poll"]
   return sync["supported"] === true &&
     sync["acceptance_boundary"] === "validator_approved" &&
     sync["worker_capability"] === "update_validation_tasks" &&
     sync["workflow_contract_field"] === "update_validators" &&
-    isRecord(poll) &&
+    Predicate.isRecord(poll) &&
     poll["strategy"] === "multiplexed" &&
     poll["endpoint"] === "/worker/workflow-tasks/poll" &&
     poll["request_field"] === "task_kinds" &&
@@ -99,26 +97,26 @@ export const supportsUpdateValidation = (capabilities: Record<string, unknown>):
 /** Checks the document; returns the message of the first problem (starting `Server compatibility error: `). @internal */
 export const check = (info: unknown, ours: string = WORKER_PROTOCOL_VERSION): ServerInfo | { readonly problem: string } => {
   const fail = (problem: string) => ({ problem: prefix + problem })
-  if (!isRecord(info)) return fail("/api/cluster/info did not return an object (invalid_cluster_info)")
+  if (!Predicate.isRecord(info)) return fail("/api/cluster/info did not return an object (invalid_cluster_info)")
   const control = info["control_plane"]
-  if (!isRecord(control)) return fail("missing control_plane manifest")
+  if (!Predicate.isRecord(control)) return fail("missing control_plane manifest")
   if (String(control["version"]) !== "2") return fail(`unsupported control_plane.version ${JSON.stringify(control["version"])}; this worker requires '2'`)
   const request = control["request_contract"]
-  if (!isRecord(request)) return fail("missing control_plane.request_contract")
+  if (!Predicate.isRecord(request)) return fail("missing control_plane.request_contract")
   if (request["schema"] !== "durable-workflow.v2.control-plane-request.contract" || intVersion(request["version"]) !== 1) {
     return fail(
       `unsupported control_plane.request_contract ${JSON.stringify(request["schema"])} version ${JSON.stringify(request["version"])}`
     )
   }
   const protocol = info["worker_protocol"]
-  if (!isRecord(protocol)) return fail("missing worker_protocol manifest")
+  if (!Predicate.isRecord(protocol)) return fail("missing worker_protocol manifest")
   const version = String(protocol["version"] ?? "")
   if (!protocolCompatible(version, ours)) {
     return fail(`incompatible worker_protocol.version '${version}'; this worker requires major-equal and minor>='${ours}'`)
   }
   const auth = authCompositionProblem(info["auth_composition_contract"])
   if (auth !== undefined) return fail(auth)
-  const capabilities = isRecord(protocol["server_capabilities"]) ? protocol["server_capabilities"] : {}
+  const capabilities = Predicate.isRecord(protocol["server_capabilities"]) ? protocol["server_capabilities"] : {}
   const raw = capabilities["long_poll_timeout"]
   const longPoll = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" && !Number.isNaN(Number(raw)) ? Number(raw) : undefined
   return {

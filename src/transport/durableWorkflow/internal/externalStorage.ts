@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import {
@@ -59,9 +60,6 @@ export class PayloadCache {
   }
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
 /** Fetches and verifies one reference, returning the inline envelope. @internal */
 const fetchReference = (raw: Record<string, unknown>, envelopeCodec: unknown, driver: ExternalStorageDriver | undefined, cache: PayloadCache) =>
   Effect.gen(function*() {
@@ -92,8 +90,8 @@ export const resolveInbound = (
   cache: PayloadCache
 ): Effect.Effect<unknown, unknown> => {
   if (Array.isArray(value)) return Effect.forEach(value, (item) => resolveInbound(item, driver, cache))
-  if (!isRecord(value)) return Effect.succeed(value)
-  if (isRecord(value["external_storage"])) return fetchReference(value["external_storage"], value["codec"], driver, cache)
+  if (!Predicate.isRecord(value)) return Effect.succeed(value)
+  if (Predicate.isRecord(value["external_storage"])) return fetchReference(value["external_storage"], value["codec"], driver, cache)
   return Effect.map(
     Effect.forEach(Object.entries(value), ([k, v]) => Effect.map(resolveInbound(v, driver, cache), (r) => [k, r] as const)),
     (entries) => Object.fromEntries(entries)
