@@ -86,14 +86,19 @@ const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDesc
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
 })
 
-/** A fixture and a transport over a connection that records every statement, registered as `worker-a` for `work`. */
-const spiedWorker = (dialect: DialectName) =>
+/**
+ * A fixture, `tasks` tasks dispatched for `work` (their step ids), and a transport over a connection
+ * that records every statement, registered as `worker-a` for `work`.
+ */
+const spiedWorker = (dialect: DialectName, tasks = 0) =>
   Effect.gen(function*() {
     const f = yield* fixture(dialect)
     const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
     const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
     const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
-    return { f, statements, poller }
+    const ids: Array<string> = []
+    for (let i = 0; i < tasks; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
+    return { f, ids, statements, poller }
   })
 
 /** Registers a transport directly (no runtime) and returns its only poller. */
@@ -312,9 +317,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
 
   it.scoped("completions that queue up during a write go in one batch; written, lost and waiting ones each get their own outcome", () =>
     Effect.gen(function*() {
-      const { f, statements, poller } = yield* spiedWorker(dialect)
-      const ids: Array<string> = []
-      for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
+      const { f, ids, statements, poller } = yield* spiedWorker(dialect, 4)
       const [d0, d1, d2, d3] = yield* poll(poller, 4)
       // d2's claim is lost (another worker holds the row now); an earlier result of d3's step waits
       const tasks = f.db.id(`${f.prefix}_transport_tasks`)
@@ -365,9 +368,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
 
   it.scoped("a connection lost mid-batch loses nothing: each completion of the batch is written again, once", () =>
     Effect.gen(function*() {
-      const { f, statements, poller } = yield* spiedWorker(dialect)
-      const ids: Array<string> = []
-      for (let i = 0; i < 4; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
+      const { f, ids, statements, poller } = yield* spiedWorker(dialect, 4)
       const [blocker, d1, d2, d3] = yield* poll(poller, 4)
       const first = yield* lockRows(f, [ids[0]!])
       const second = yield* lockRows(f, [ids[3]!])
