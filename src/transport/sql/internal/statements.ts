@@ -151,6 +151,38 @@ const leaseFree = (dialect: Dialect, staleIndex: number) =>
   `(${quote(dialect, "claimed_at")} IS NULL OR ${quote(dialect, "claimed_at")} < ${ph(dialect, staleIndex)})`
 
 /**
+ * PostgreSQL: the two halves of a claim, as a CTE body and a statement: `pick` selects up to `limit`
+ * un-leased rows of a token oldest first, skipping locked ones (and the step ids of `except`, an
+ * array parameter); `stamp` stamps the rows `picked` with the claim and the time and returns them.
+ * The numbers are the parameters' positions.
+ */
+const pickAndStamp = (
+  n: Names,
+  p: {
+    readonly claim: number
+    readonly now: number
+    readonly grp: number
+    readonly staleBefore: number
+    readonly limit: string
+    readonly except?: number
+  }
+) => {
+  const q = (id: string) => quote("postgres", id)
+  const except = p.except === undefined ? "" : ` AND ${q("step_id")} <> ALL($${p.except}::varchar[])`
+  return {
+    pick: `
+  SELECT ${q("step_id")} FROM ${q(n.tasks)}
+  WHERE ${q("grp")} = $${p.grp} AND ${leaseFree("postgres", p.staleBefore)}${except}
+  ORDER BY ${q("created_at")} ASC LIMIT ${p.limit}
+  FOR UPDATE SKIP LOCKED
+`,
+    stamp: `UPDATE ${q(n.tasks)} AS t SET ${q("claimed_by")} = $${p.claim}, ${q("claimed_at")} = $${p.now}
+FROM picked WHERE t.${q("step_id")} = picked.${q("step_id")}
+RETURNING ${columnList("postgres", TASK_COLUMNS, "t")}`
+  }
+}
+
+/**
  * PostgreSQL: the whole claim in one statement (one short transaction): pick up to `limit` un-leased
  * rows of the token oldest first with `FOR UPDATE SKIP LOCKED`, stamp them with the claim and the
  * time, return them.
@@ -159,17 +191,10 @@ export const claimPostgres = (
   n: Names,
   args: { readonly grp: string; readonly claim: string; readonly now: number; readonly staleBefore: number; readonly limit: number }
 ): Sql => {
-  const q = (id: string) => quote("postgres", id)
+  const claim = pickAndStamp(n, { claim: 1, now: 2, grp: 3, staleBefore: 4, limit: String(Math.max(1, Math.trunc(args.limit))) })
   return {
-    text: `WITH picked AS (
-  SELECT ${q("step_id")} FROM ${q(n.tasks)}
-  WHERE ${q("grp")} = $3 AND ${leaseFree("postgres", 4)}
-  ORDER BY ${q("created_at")} ASC LIMIT ${Math.max(1, Math.trunc(args.limit))}
-  FOR UPDATE SKIP LOCKED
-)
-UPDATE ${q(n.tasks)} AS t SET ${q("claimed_by")} = $1, ${q("claimed_at")} = $2
-FROM picked WHERE t.${q("step_id")} = picked.${q("step_id")}
-RETURNING ${columnList("postgres", TASK_COLUMNS, "t")}`,
+    text: `WITH picked AS (${claim.pick})
+${claim.stamp}`,
     params: [args.claim, args.now, args.grp, args.staleBefore]
   }
 }
@@ -316,15 +341,9 @@ const completeBatchPostgresText = (n: Names, withClaim: boolean): string => {
   const unnest = [...RESULT_CASTS, "varchar"].map((cast, i) => `$${i + 1}::${cast}[]`).join(", ")
   const inputColumns = [...RESULT_COLUMNS, "claim"].map(q).join(", ")
   const taskColumns = TASK_COLUMNS.filter((c) => c !== "step_id")
-  const claimPart = !withClaim ? "" : `, picked AS (
-  SELECT ${q("step_id")} FROM ${q(n.tasks)}
-  WHERE ${q("grp")} = $10 AND ${leaseFree("postgres", 11)} AND ${q("step_id")} <> ALL($1::varchar[])
-  ORDER BY ${q("created_at")} ASC LIMIT $12
-  FOR UPDATE SKIP LOCKED
-), claimed AS (
-  UPDATE ${q(n.tasks)} AS t SET ${q("claimed_by")} = $13, ${q("claimed_at")} = $14
-  FROM picked WHERE t.${q("step_id")} = picked.${q("step_id")}
-  RETURNING ${columnList("postgres", TASK_COLUMNS, "t")}
+  const claim = pickAndStamp(n, { grp: 10, staleBefore: 11, limit: "$12", claim: 13, now: 14, except: 1 })
+  const claimPart = !withClaim ? "" : `, picked AS (${claim.pick}), claimed AS (
+  ${claim.stamp}
 )`
   return `WITH input (${inputColumns}) AS (
   SELECT * FROM unnest(${unnest})
