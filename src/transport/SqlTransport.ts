@@ -31,8 +31,8 @@
  * again); an engine re-dispatch (`remoteRedispatchMs`, `redispatchPending`) while the old row still
  * exists is dropped by the engine's `ON CONFLICT DO NOTHING` — the old row's run then answers; the
  * DB transport carries no workflow turns, no cancellations and no heartbeats. If the `LISTEN`
- * connection itself is lost, wake-ups stop and idle subscriptions are found by the `pollInterval`
- * fallback alone until the worker restarts.
+ * connection is lost, idle subscriptions are found by the `pollInterval` fallback until it is listened
+ * again (after 100 ms, backing off to 5 s), and every poller looks once when it is.
  *
  * @since 0.1.0
  */
@@ -62,6 +62,7 @@ import type { Protocol } from "../core/internal/protocol.js"
 import { routingToken } from "./bullmq/internal/naming.js"
 import * as Batcher from "./internal/batcher.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
+import * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
 import {
   type Delivery,
@@ -151,7 +152,8 @@ export interface MysqlOptions extends SqlTransportOptions, ConnectionOptions {}
 export type Dialect = Statements.Dialect
 
 /**
- * A connected client: the `SqlClient`, its dialect and, on PostgreSQL, `LISTEN`.
+ * A connected client: the `SqlClient`, its dialect and, on PostgreSQL, `LISTEN`: a stream of the
+ * channel's payloads that fails when its connection is lost (it is then started again).
  *
  * @since 0.1.0
  * @category models
@@ -169,6 +171,11 @@ const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
 const DEFAULT_BATCH = 100
 const CONFLICT_RETRY = Duration.millis(100)
 const LISTEN_PROBES = 2_000
+/** A lost `LISTEN` is tried again after 100 ms, doubling up to 5 s; a minute without loss starts over. */
+const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
+  Schedule.union(Schedule.spaced(Duration.seconds(5))),
+  Schedule.resetAfter(Duration.minutes(1))
+)
 
 const messageOf = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
@@ -203,8 +210,39 @@ const describeTarget = (dialect: Dialect, options: ConnectionOptions): string =>
   return `${scheme}://${user}${options.host ?? "127.0.0.1"}:${port}${options.database === undefined ? "" : `/${options.database}`}`
 }
 
+/** `LISTEN` on a connection of its own, with the client's connection settings (see `internal/listen`). */
+const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfig(client.config))
+
 const redact = (value: string | Redacted.Redacted | undefined) =>
   value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
+
+/**
+ * The server ended an established connection (a killed backend, a restart, a failover, a reset
+ * socket): the statement may be tried again on a new connection. A refused or timed-out connect is
+ * not one of these, so an unreachable database still fails fast.
+ */
+const isConnectionLost = (error: unknown): boolean => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
+    const { code, message } = current as { code?: unknown; message?: unknown }
+    if (typeof code === "string" && LOST_CONNECTION_CODES.has(code)) return true
+    if (typeof message === "string" && /connection terminated|not queryable|connection lost/i.test(message)) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+const LOST_CONNECTION_CODES: ReadonlySet<string> = new Set([
+  "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now: the server is starting or shutting down
+  "ECONNRESET",
+  "EPIPE",
+  "PROTOCOL_CONNECTION_LOST", // mysql2
+  "ER_SERVER_SHUTDOWN",
+  "ER_CONNECTION_KILLED"
+])
+
+/** Registration's statements ride out a connection lost under them, on a new connection each time. */
+const retryLostConnection = { times: 3, while: isConnectionLost } as const
 
 const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
   new RegistrationError({
@@ -235,7 +273,8 @@ export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Conne
     applicationName: options.applicationName ?? "effect-durable-worker"
   }).pipe(
     Effect.provide(Reactivity.layer),
-    Effect.map((client): Connection => ({ sql: client, dialect: "postgres", listen: Option.some(client.listen) })),
+    Effect.map((client): Connection => ({ sql: client, dialect: "postgres", listen: Option.some(listenOn(client)) })),
+    Effect.retry(retryLostConnection),
     Effect.mapError(connectFailed("postgres", options))
   )
 
@@ -264,6 +303,7 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
   }).pipe(
     Effect.provide(Reactivity.layer),
     Effect.map((client): Connection => ({ sql: client, dialect: "mysql", listen: Option.none() })),
+    Effect.retry(retryLostConnection),
     Effect.mapError(connectFailed("mysql", options))
   )
 }
@@ -688,7 +728,7 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
   const [tasks, results, index] = Statements.createSchema(dialect, names)
   const exec = (text: string, params: ReadonlyArray<unknown> = []) => sql.unsafe(text, params as Array<unknown>).raw
   const attempt = dialect === "postgres"
-    ? sql.withTransaction(
+    ? commitFailed(sql.withTransaction(
       Effect.gen(function*() {
         const lock = Statements.schemaLock(names)
         yield* exec(lock.text, lock.params)
@@ -697,7 +737,7 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
         yield* exec(index!)
         if (trigger) for (const statement of Statements.createNotifyTrigger(names)) yield* exec(statement)
       })
-    )
+    ))
     : Effect.gen(function*() {
       yield* exec(tasks!)
       yield* exec(results!)
@@ -725,6 +765,7 @@ const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {
   const statement = Statements.triggerExists(names)
   return sql.unsafe<{ found: unknown }>(statement.text, statement.params as Array<unknown>).pipe(
     Effect.map((rows) => rows.length > 0),
+    Effect.retry(retryLostConnection),
     Effect.mapError((cause) =>
       new RegistrationError({
         transport: NAME,
@@ -735,10 +776,21 @@ const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {
   )
 }
 
+/** The `LISTEN` probe never came back: the subscription is not known to be live. */
+class ListenNotLive extends Schema.TaggedError<ListenNotLive>()("ListenNotLive", { channel: Schema.String }) {
+  override get message() {
+    return `none of ${LISTEN_PROBES} probe notifications came back on LISTEN ${this.channel}`
+  }
+}
+
 /**
  * Listens on the tasks channel for the registration's lifetime and wakes the poller of each notified
- * token. Returns once the `LISTEN` is live (a probe notification came back), so no insert made after
- * registration is missed; if the probe never returns, polling alone carries on (logged).
+ * token. A subscription is live once a probe notification comes back; then every poller is woken too,
+ * since what was inserted while no one listened notified no one. A lost subscription is listened again
+ * after {@link LISTEN_RETRY}; meanwhile the pollers poll.
+ *
+ * Returns once the first subscription is live, or has failed (logged; polling carries on, and the
+ * subscription is tried again in the background).
  */
 const startListening = (
   listen: (channel: string) => Stream.Stream<string, SqlError>,
@@ -747,25 +799,43 @@ const startListening = (
   wakes: ReadonlyMap<string, Queue.Queue<void>>
 ) =>
   Effect.gen(function*() {
-    const probe = ` listening ${Math.random().toString(36).slice(2)}`
-    const live = yield* Deferred.make<void>()
-    yield* listen(channel).pipe(
-      Stream.runForEach((payload) => {
-        if (payload === probe) return Deferred.succeed(live, undefined)
-        const wake = wakes.get(payload)
-        return wake === undefined ? Effect.void : Queue.offer(wake, undefined)
-      }),
-      Effect.catchAllCause((cause) =>
-        Effect.logWarning(`LISTEN ${channel} ended; idle subscriptions fall back to polling`, cause)
+    const first = yield* Deferred.make<boolean>()
+    const all = Array.from(wakes.values())
+    const wakeAll = Effect.forEach(all, (wake) => Queue.offer(wake, undefined), { discard: true })
+    const subscription = Effect.gen(function*() {
+      const probe = ` listening ${Math.random().toString(36).slice(2)}`
+      const live = yield* Deferred.make<void>()
+      const serve = listen(channel).pipe(
+        Stream.runForEach((payload) => {
+          if (payload === probe) return Deferred.succeed(live, undefined)
+          const wake = wakes.get(payload)
+          return wake === undefined ? Effect.void : Queue.offer(wake, undefined)
+        }),
+        // a stream that ends has stopped listening just as one that fails
+        Effect.zipRight(Effect.fail(new SqlError({ message: `the LISTEN ${channel} stream ended` })))
+      )
+      // probe back to back (one round trip each, no timer, so it also works under a TestClock) until
+      // the probe comes back, for a bounded number of tries
+      const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
+      const confirm = Effect.raceFirst(Deferred.await(live), Effect.zipRight(probing, new ListenNotLive({ channel }))).pipe(
+        Effect.zipRight(wakeAll),
+        Effect.zipRight(Deferred.succeed(first, true))
+      )
+      // serving only ends by failing; confirming only ends by failing or confirming
+      yield* Effect.all([serve, confirm], { concurrency: 2, discard: true })
+    })
+    yield* subscription.pipe(
+      Effect.tapError((error) =>
+        Effect.flatMap(Deferred.succeed(first, false), (isFirst) =>
+          isFirst
+            ? Effect.void
+            : Effect.logWarning(`LISTEN ${channel} is down (${messageOf(error)}); idle subscriptions poll until it is back`))
       ),
+      Effect.retry(LISTEN_RETRY),
       Effect.forkScoped
     )
-    // probe back to back (one round trip each, no timer, so it also works under a TestClock) until
-    // the probe comes back, for a bounded number of tries
-    const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
-    const ready = yield* Effect.raceFirst(Effect.asSome(Deferred.await(live)), Effect.as(probing, Option.none()))
-    if (Option.isNone(ready)) {
-      yield* Effect.logWarning(`LISTEN ${channel} did not come up; idle subscriptions fall back to polling`)
+    if (!(yield* Deferred.await(first))) {
+      yield* Effect.logWarning(`LISTEN ${channel} did not come up; idle subscriptions poll while it is tried again`)
     }
   })
 
@@ -794,7 +864,7 @@ export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport,
             message: "the SqlClient in context is neither PostgreSQL nor MySQL; the engine's DB transport supports only these"
           })
         )
-        : Effect.succeed({ sql, dialect, listen: Option.map(pg, (client) => client.listen) })
+        : Effect.succeed({ sql, dialect, listen: Option.map(pg, listenOn) })
       return make(options, connection, dialect ?? "sql")
     })
   )

@@ -259,6 +259,37 @@ describe("SQL transport on postgres: LISTEN/NOTIFY", () => {
 })
 
 describe("SQL transport on postgres: lost connections", () => {
+  it("a connection killed while registration creates the schema is ridden out: the worker registers and serves", async () => {
+    const engine = await startEngine("postgres")
+    const applicationName = `edw-reg-${engine.prefix}`
+    const worker = new Worker(quiet)
+    worker.step("after-kill", () => "served")
+    engine.register("wf", async (ctx) => ctx.step("after-kill", {}))
+    let running: Promise<void> | undefined
+    // hold the schema lock, so the worker's schema transaction waits on it; kill that backend, then let go
+    // (pg_stat_activity is read outside the transaction, which would see one snapshot of it)
+    const killed = await engine.db.transaction(async (query) => {
+      await query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${engine.prefix}_transport_tasks`])
+      running = worker.run({
+        layer: SqlTransport.layerPostgres({ url: engine.url, prefix: engine.prefix, pollInterval: 50, applicationName })
+      })
+      await waitFor("the worker's schema transaction to wait on the lock", async () =>
+        (await engine.db.query(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          [applicationName]
+        )).length > 0)
+      return engine.db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [
+        applicationName
+      ])
+    })
+    const result = await engine.run("wf", {})
+    await worker.stop()
+    await running
+    assert.lengthOf(killed, 1)
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, "served")
+  })
+
   it("connections killed mid-claim and mid-result lose nothing: every step is answered, no task row is left", async () => {
     const engine = await startEngine("postgres")
     const applicationName = `edw-kill-${engine.prefix}`

@@ -448,6 +448,40 @@ describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
       assert.strictEqual((yield* poll(poller, 4)).length, 1)
     }))
 
+  it.scoped("a lost LISTEN connection is listened again after 100 ms, wakes every poller, and notifications flow again", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      const poller = yield* registerPoller("postgres", f.prefix, "worker-a")
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const listeners = (kill: boolean) =>
+        Effect.promise(() =>
+          f.db.query<{ pid: number }>(
+            `SELECT ${kill ? "pg_terminate_backend(pid) AS killed, " : ""}pid FROM pg_stat_activity WHERE query = $1`,
+            [`LISTEN "${f.prefix}_transport_tasks"`]
+          )
+        )
+      const [before] = yield* listeners(true)
+      assert.isDefined(before)
+      yield* until("the killed LISTEN connection to go", Effect.map(listeners(false), (rows) => rows.length === 0))
+      const woken = yield* Effect.fork(poller.ready!)
+      // on the wall clock the loss is seen at once; on the TestClock no retry is due yet
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
+      yield* settle
+      assert.deepStrictEqual(yield* listeners(false), [])
+      assert.isTrue(Option.isNone(yield* Fiber.poll(woken)))
+      yield* TestClock.adjust("100 millis")
+      // listening again wakes the poller: its 5 s fallback is far from due
+      yield* until("the poller to be woken by the new subscription", Effect.map(Fiber.poll(woken), Option.isSome))
+      const [after] = yield* listeners(false)
+      assert.notStrictEqual(after?.pid, before?.pid)
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const notified = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* Effect.promise(() => f.dispatch("work"))
+      yield* until("the notification on the new connection", Effect.map(Fiber.poll(notified), Option.isSome))
+      assert.strictEqual((yield* poll(poller, 4)).length, 1)
+    }))
+
   it.scoped("without autoCreate and without the trigger, an idle subscription polls every 500 ms like the engine", () =>
     Effect.gen(function*() {
       const f = yield* fixture("postgres")
