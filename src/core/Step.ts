@@ -61,8 +61,10 @@ export interface Step<out R = never> {
   readonly run: (input: unknown, ctx: StepContext) => Effect.Effect<unknown, unknown, R>
   /**
    * Whether the handler runs Effect code, whose `Effect.log*` lines then carry the task's log
-   * annotations and are recorded as step events. `false` for {@link fromPromise} handlers, which
-   * log through `ctx.log`; absent counts as `true`.
+   * annotations and are recorded as step events, and which the worker must watch for interruption
+   * to fire `ctx.signal`. `false` for {@link fromPromise} handlers, which log through `ctx.log` and
+   * fire `ctx.signal` themselves when interrupted while their promise is pending; absent counts as
+   * `true`.
    */
   readonly effectful?: boolean
 }
@@ -138,10 +140,17 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
       } catch (error) {
         return Effect.fail(error)
       }
-      // a handler that answers synchronously costs no promise and no asynchronous resumption
-      return Predicate.isPromiseLike(output)
-        ? Effect.tryPromise({ try: () => Promise.resolve(output), catch: (e) => e })
-        : Effect.succeed(output)
+      // a handler that answers synchronously costs no promise, no asynchronous resumption and
+      // no interruption handler: nothing of it can be interrupted
+      if (!Predicate.isPromiseLike(output)) return Effect.succeed(output)
+      const pending = output
+      return Effect.async<O, unknown>((resume) => {
+        Promise.resolve(pending).then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
+        // interrupted while the promise is pending: the handler's signal fires
+        return Effect.sync(() => {
+          if (ctx instanceof Context) ctx.abort()
+        })
+      })
     })
   // no Effect code of the user's runs inside: no log context to set per task
   return { ...make(name, run, options), effectful: false }
@@ -285,9 +294,9 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       const base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
       if (step === undefined) return [base, undefined] as const
       const ctx = new Context(task, events, clock, yield* Effect.runtime<never>())
-      const exit = yield* step.run(task.input, ctx).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => ctx.abort())),
-        Effect.exit
+      const running = step.run(task.input, ctx)
+      const exit = yield* Effect.exit(
+        step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))
       )
       return [base, exit] as const
     }).pipe(

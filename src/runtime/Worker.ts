@@ -402,18 +402,26 @@ export const make = <R = never>(
     }).pipe(Effect.forever)
 
     /**
-     * Processes a delivery under the concurrency controller: a gating controller admits it first
-     * (a deferred task waits here, its lease kept alive); the controller learns from how long it ran
-     * and whether it succeeded.
+     * Processes a delivery under the concurrency controller, interruptibly, to its exit: a gating
+     * controller admits it first (a deferred task waits here, its lease kept alive); one that does
+     * not gate counts it from now. The controller learns from how long it ran and whether it
+     * succeeded.
      */
-    const admitted = (delivery: Delivery) => {
+    const processed = (delivery: Delivery): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
       const gate = controller
       const process = delivery.protocol.process(handlers, delivery.payload)
-      if (gate === undefined) return process
+      if (gate === undefined) return Effect.exit(Effect.interruptible(process))
       const label = delivery.protocol.label(delivery.payload)
-      return gate.run(label.kind === "workflow" ? undefined : label.name, process, {
-        kind: label.kind,
-        ok: (exit) => Exit.isSuccess(exit) && succeeded(exit.value)
+      const name = label.kind === "workflow" ? undefined : label.name
+      const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && succeeded(exit.value)
+      if (gate.gates) return Effect.exit(Effect.interruptible(gate.run(name, process, { kind: label.kind, ok })))
+      // nothing to wait for: counted around the processing, with no interruption handler of its own
+      return Effect.suspend(() => {
+        const done = gate.count(name, label.kind)
+        return Effect.map(Effect.exit(Effect.interruptible(process)), (exit) => {
+          done(ok(exit))
+          return exit
+        })
       })
     }
 
@@ -437,7 +445,7 @@ export const make = <R = never>(
           state = "cancelled"
           self.unsafeInterruptAsFork(self.id())
         })
-        const exit = yield* Effect.exit(Effect.interruptible(admitted(delivery)))
+        const exit = yield* processed(delivery)
         const cancelled = state === "cancelled"
         state = "processed"
         unwatch()

@@ -190,6 +190,12 @@ export class ConcurrencyController extends Context.Tag("effect-durable-worker/Co
      */
     readonly gates: boolean
     /**
+     * Counts a task in flight from now, without waiting or a scope (for a controller that does not
+     * gate, see `gates`); returns the function that completes it, with whether it succeeded. Each
+     * returned function is called once.
+     */
+    readonly count: (name: string | undefined, kind?: "step" | "workflow") => (ok: boolean) => void
+    /**
      * Runs `effect` as one admitted task: admit, run, complete with `ok` = `options.ok` of its exit
      * (default: the effect succeeded).
      */
@@ -379,6 +385,16 @@ export const make = (
     )
     yield* Effect.sleep(config.tickMs).pipe(Effect.zipRight(tick), Effect.forever, Effect.forkScoped)
 
+    // nothing to wait for: count the task from the last tick's reading
+    const count = (name: string | undefined, kind: "step" | "workflow" = "step") => {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const token = core.start(name, kind, latest)
+      return (ok: boolean) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        core.settle(token, Math.max(0, now - startedAt), ok, latest, now)
+      }
+    }
+
     return ConcurrencyController.of({
       config,
       limit: SubscriptionRef.get(limitRef),
@@ -397,17 +413,12 @@ export const make = (
             Scope.close
           )
         }
-        // nothing to wait for: count the task from the last tick's reading, with no scope
         return Effect.suspend(() => {
-          const startedAt = clock.unsafeCurrentTimeMillis()
-          const token = core.start(name, options?.kind ?? "step", latest)
-          return Effect.onExit(effect, (exit) =>
-            Effect.sync(() => {
-              const now = clock.unsafeCurrentTimeMillis()
-              core.settle(token, Math.max(0, now - startedAt), ok(exit), latest, now)
-            }))
+          const done = count(name, options?.kind)
+          return Effect.onExit(effect, (exit) => Effect.sync(() => done(ok(exit))))
         })
       },
+      count,
       snapshot: Effect.map(read, (r) => core.snapshot(r)),
       beginDrain: Effect.suspend(() => {
         core.draining = true

@@ -383,6 +383,19 @@ describe("ConcurrencyController", () => {
         assert.strictEqual((yield* ctl.snapshot).lastAdjust?.reason, "backpressure")
       }).pipe(withController(fixture)))
 
+    it.scoped("count counts a task in flight until its completion is called, and learns from its outcome like run", () =>
+      Effect.gen(function*() {
+        const { ctl } = yield* env
+        assert.isFalse(ctl.gates)
+        const completions = Array.from({ length: 10 }, () => ctl.count("step"))
+        assert.strictEqual(yield* ctl.inFlight, 10)
+        completions.forEach((done, i) => done(i >= 3))
+        assert.strictEqual(yield* ctl.inFlight, 0)
+        yield* TestClock.adjust(fixture.tickMs)
+        assert.strictEqual(yield* ctl.limit, 7)
+        assert.strictEqual((yield* ctl.snapshot).lastAdjust?.reason, "backpressure")
+      }).pipe(withController({ ...fixture, ramAdmission: false })))
+
     it.scoped("an error rate of exactly 20% does not shed", () =>
       Effect.gen(function*() {
         const { ctl } = yield* env

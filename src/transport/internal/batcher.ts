@@ -112,17 +112,20 @@ export const make = <A, B, E>(options: {
         if (i >= 0) idle.splice(i, 1)
       })
     })
+    /** Batches being written; one stopped mid-write (the scope closed) is answered by the finalizer. */
+    const writing = new Set<ReadonlyArray<Entry<A, B, E>>>()
     const writer = Effect.suspend(() => {
       if (pending.length === 0) return park
       const batch = takeBatch()
-      // stopped mid-write (the scope closed): its callers hear an interruption rather than nothing
-      return runBatch(batch).pipe(
-        Effect.onInterrupt(() => Effect.forEach(batch, (entry) => settle(entry, Exit.interrupt(FiberId.none)), { discard: true }))
-      )
+      writing.add(batch)
+      return Effect.zipLeft(runBatch(batch), Effect.sync(() => writing.delete(batch)))
     }).pipe(Effect.forever)
+    // runs once the writers are stopped (they were forked after it, so their finalizers run first):
+    // callers of what is still queued or was being written hear an interruption rather than nothing
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
-        const left = pending
+        const left = [...Array.from(writing).flat(), ...pending]
+        writing.clear()
         pending = []
         return Effect.forEach(left, (entry) => settle(entry, Exit.interrupt(FiberId.none)), { discard: true })
       })
@@ -132,14 +135,27 @@ export const make = <A, B, E>(options: {
       yield* Effect.forkScoped(Effect.interruptible(writer))
     }
 
-    return (item: A) =>
+    const enqueue = (item: A, resume: (outcome: Effect.Effect<B, E>) => void): Entry<A, B, E> => {
+      const entry: Entry<A, B, E> = { item, resume }
+      pending.push(entry)
+      idle.pop()?.(Effect.void)
+      return entry
+    }
+    // a caller that stops waiting leaves its item to be written; its value goes to `unclaimed`
+    const waitInterruptibly = (item: A) =>
       Effect.async<B, E>((resume) => {
-        const entry: Entry<A, B, E> = { item, resume }
-        pending.push(entry)
-        idle.pop()?.(Effect.void)
-        // a caller that stops waiting leaves its item to be written; its value goes to `unclaimed`
+        const entry = enqueue(item, resume)
         return Effect.sync(() => {
           entry.resume = undefined
         })
       })
+    // the common case on the task path (answers are sent uninterruptibly): a wait that cannot be
+    // interrupted needs no canceler, which spares Effect wrapping it in an interruption handler
+    const wait = (item: A) =>
+      Effect.async<B, E>((resume) => {
+        enqueue(item, resume)
+      })
+
+    return (item: A) =>
+      Effect.checkInterruptible((interruptible) => interruptible ? waitInterruptibly(item) : wait(item))
   })
