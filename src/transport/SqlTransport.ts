@@ -789,8 +789,9 @@ class ListenNotLive extends Schema.TaggedError<ListenNotLive>()("ListenNotLive",
  * since what was inserted while no one listened notified no one. A lost subscription is listened again
  * after {@link LISTEN_RETRY}; meanwhile the pollers poll.
  *
- * Returns once the first subscription is live, or has failed (logged; polling carries on, and the
- * subscription is tried again in the background).
+ * Returns once the first subscription is live, or has failed (logged; polling carries on, and a
+ * lost connection is listened again in the background). A subscription whose probe never comes back is
+ * not tried again.
  */
 const startListening = (
   listen: (channel: string) => Stream.Stream<string, SqlError>,
@@ -799,7 +800,8 @@ const startListening = (
   wakes: ReadonlyMap<string, Queue.Queue<void>>
 ) =>
   Effect.gen(function*() {
-    const first = yield* Deferred.make<boolean>()
+    /** Done when the first subscription is live or has failed. */
+    const first = yield* Deferred.make<void>()
     const all = Array.from(wakes.values())
     const wakeAll = Effect.forEach(all, (wake) => Queue.offer(wake, undefined), { discard: true })
     const subscription = Effect.gen(function*() {
@@ -819,24 +821,27 @@ const startListening = (
       const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
       const confirm = Effect.raceFirst(Deferred.await(live), Effect.zipRight(probing, new ListenNotLive({ channel }))).pipe(
         Effect.zipRight(wakeAll),
-        Effect.zipRight(Deferred.succeed(first, true))
+        Effect.zipRight(Deferred.succeed(first, undefined))
       )
       // serving only ends by failing; confirming only ends by failing or confirming
       yield* Effect.all([serve, confirm], { concurrency: 2, discard: true })
     })
     yield* subscription.pipe(
       Effect.tapError((error) =>
-        Effect.flatMap(Deferred.succeed(first, false), (isFirst) =>
-          isFirst
-            ? Effect.void
-            : Effect.logWarning(`LISTEN ${channel} is down (${messageOf(error)}); idle subscriptions poll until it is back`))
+        Effect.zipRight(
+          Deferred.succeed(first, undefined),
+          Effect.logWarning(`LISTEN ${channel} is down (${messageOf(error)}); idle subscriptions poll until it is back`)
+        )
       ),
-      Effect.retry(LISTEN_RETRY),
+      // a lost connection is worth another try; a live one that delivers nothing (a pooler in
+      // transaction mode, say) would only flood the server with probes
+      Effect.retry({ schedule: LISTEN_RETRY, while: (error) => !(error instanceof ListenNotLive) }),
+      Effect.catchAll(() =>
+        Effect.logWarning(`LISTEN ${channel} delivers no notifications; new tasks are found by polling alone`)
+      ),
       Effect.forkScoped
     )
-    if (!(yield* Deferred.await(first))) {
-      yield* Effect.logWarning(`LISTEN ${channel} did not come up; idle subscriptions poll while it is tried again`)
-    }
+    yield* Deferred.await(first)
   })
 
 /**

@@ -187,6 +187,8 @@ export const startEngine = async (options: EngineHarnessOptions = {}): Promise<E
   const connection = options.connection ?? redisConnection()
   const instanceId = options.instanceId ?? `engine-${randomUUID().slice(0, 8)}`
   const redis = new Redis({ host: connection.host, port: connection.port, maxRetriesPerRequest: null, lazyConnect: true })
+  // a test that stops Redis makes this client fail its reconnects; they surface through its commands
+  redis.on("error", () => {})
   await redis.connect()
   const store = new InMemoryStateStore()
   const transport = new BullMQTransport({

@@ -8,6 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { DbTransport } from "@dudousxd/nestjs-durable-transport-db"
+import { SqlError } from "@effect/sql/SqlError"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -22,6 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
@@ -480,6 +482,59 @@ describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
       yield* Effect.promise(() => f.dispatch("work"))
       yield* until("the notification on the new connection", Effect.map(Fiber.poll(notified), Option.isSome))
       assert.strictEqual((yield* poll(poller, 4)).length, 1)
+    }))
+
+  it.scoped("a LISTEN that keeps failing is tried again after 100, 200, 400 … ms, capped at 5 s", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      let subscriptions = 0
+      const failing = Effect.map(connect("postgres"), (connection): SqlTransport.Connection => ({
+        ...connection,
+        listen: Option.some(() =>
+          Stream.suspend(() => {
+            subscriptions++
+            return Stream.fail(new SqlError({ message: "connection refused" }))
+          })
+        )
+      }))
+      const transport = SqlTransport.make({ prefix: f.prefix }, failing, "postgres")
+      yield* transport.register(description("worker-a", ["work"]))
+      assert.strictEqual(subscriptions, 1)
+      const waits: Array<number> = []
+      for (const expected of [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000]) {
+        yield* settle
+        yield* TestClock.adjust(expected - 1)
+        yield* settle
+        const before = subscriptions
+        yield* TestClock.adjust(1)
+        yield* settle
+        if (subscriptions === before + 1) waits.push(expected)
+      }
+      assert.deepStrictEqual(waits, [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000])
+    }))
+
+  it.scoped("a LISTEN that is up but delivers no probe is not tried again; subscriptions poll every 5 s", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("postgres")
+      let subscriptions = 0
+      const deaf = Effect.map(connect("postgres"), (connection): SqlTransport.Connection => ({
+        ...connection,
+        listen: Option.some(() => Stream.suspend(() => (subscriptions++, Stream.never)))
+      }))
+      const poller = (yield* SqlTransport.make({ prefix: f.prefix }, deaf, "postgres").register(description("worker-a", ["work"])))
+        .pollers[0]!
+      assert.strictEqual(subscriptions, 1)
+      assert.deepStrictEqual(yield* poll(poller, 4), [])
+      const waiting = yield* Effect.fork(poller.ready!)
+      yield* settle
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(waiting)
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      assert.strictEqual(subscriptions, 1)
     }))
 
   it.scoped("without autoCreate and without the trigger, an idle subscription polls every 500 ms like the engine", () =>
