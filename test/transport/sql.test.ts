@@ -127,6 +127,18 @@ const stepReply = (delivery: Delivery, output: unknown) => {
 
 const poll = (poller: Poller, max: number) => poller.poll(max)
 
+/** The poller's `ready` ends exactly `ms` after it starts waiting on the TestClock, not a millisecond sooner. */
+const readyAfter = (poller: Poller, ms: number) =>
+  Effect.gen(function*() {
+    const waiting = yield* Effect.fork(poller.ready!)
+    yield* settle
+    yield* TestClock.adjust(ms - 1)
+    yield* settle
+    assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+    yield* TestClock.adjust(1)
+    yield* Fiber.join(waiting)
+  })
+
 /** A connection whose statements are recorded (text and parameters), to see how completions were grouped. */
 const spiedConnect = (dialect: DialectName, statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }>) =>
   Effect.map(connect(dialect), (connection): SqlTransport.Connection => ({
@@ -275,13 +287,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       const f = yield* fixture(dialect)
       const poller = yield* registerPoller(dialect, f.prefix, "worker-a", { pollInterval: "500 millis", notify: false })
       assert.deepStrictEqual(yield* poll(poller, 4), [])
-      const waiting = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* TestClock.adjust("499 millis")
-      yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
-      yield* TestClock.adjust("1 millis")
-      yield* Fiber.join(waiting)
+      yield* readyAfter(poller, 500)
       // two tasks, a claim of at most two: full, so the next ready does not wait
       yield* Effect.promise(() => f.dispatch("work"))
       yield* Effect.promise(() => f.dispatch("work"))
@@ -428,26 +434,52 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
     }))
 })
 
+/**
+ * A worker registered on a fresh PostgreSQL fixture whose `LISTEN` is `listen` instead of a real
+ * subscription; counts the subscriptions started.
+ */
+const listenedWith = (listen: (channel: string) => Stream.Stream<string, SqlError>) =>
+  Effect.gen(function*() {
+    const f = yield* fixture("postgres")
+    let subscriptions = 0
+    const connection = Effect.map(connect("postgres"), (connected): SqlTransport.Connection => ({
+      ...connected,
+      listen: Option.some((channel) =>
+        Stream.suspend(() => {
+          subscriptions++
+          return listen(channel)
+        })
+      )
+    }))
+    const registration = yield* SqlTransport.make({ prefix: f.prefix }, connection, "postgres").register(
+      description("worker-a", ["work"])
+    )
+    return { poller: registration.pollers[0]!, subscriptions: () => subscriptions }
+  })
+
+/**
+ * An idle poller (it has polled and found nothing) is woken by the insert of a task with no clock
+ * adjustment (only a notification can end its wait), and then polls that one task.
+ */
+const wokenByDispatch = (f: { readonly dispatch: (name: string) => Promise<string> }, poller: Poller, what: string) =>
+  Effect.gen(function*() {
+    const woken = yield* Effect.fork(poller.ready!)
+    yield* settle
+    yield* Effect.promise(() => f.dispatch("work"))
+    yield* until(what, Effect.map(Fiber.poll(woken), Option.isSome))
+    assert.strictEqual((yield* poll(poller, 4)).length, 1)
+  })
+
 describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
   it.scoped("an insert wakes an idle subscription at once; without one it waits the 5 s fallback", () =>
     Effect.gen(function*() {
       const f = yield* fixture("postgres")
       const poller = yield* registerPoller("postgres", f.prefix, "worker-a")
       assert.deepStrictEqual(yield* poll(poller, 4), [])
-      const fallback = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* TestClock.adjust("4999 millis")
-      yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(fallback)))
-      yield* TestClock.adjust("1 millis")
-      yield* Fiber.join(fallback)
+      yield* readyAfter(poller, 5000)
       assert.deepStrictEqual(yield* poll(poller, 4), [])
       // no clock adjustment from here: only the trigger's notification can end this wait
-      const woken = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* Effect.promise(() => f.dispatch("work"))
-      yield* until("the notification", Effect.map(Fiber.poll(woken), Option.isSome))
-      assert.strictEqual((yield* poll(poller, 4)).length, 1)
+      yield* wokenByDispatch(f, poller, "the notification")
     }))
 
   it.scoped("a lost LISTEN connection is listened again after 100 ms, wakes every poller, and notifications flow again", () =>
@@ -477,64 +509,35 @@ describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
       const [after] = yield* listeners(false)
       assert.notStrictEqual(after?.pid, before?.pid)
       assert.deepStrictEqual(yield* poll(poller, 4), [])
-      const notified = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* Effect.promise(() => f.dispatch("work"))
-      yield* until("the notification on the new connection", Effect.map(Fiber.poll(notified), Option.isSome))
-      assert.strictEqual((yield* poll(poller, 4)).length, 1)
+      yield* wokenByDispatch(f, poller, "the notification on the new connection")
     }))
 
   it.scoped("a LISTEN that keeps failing is tried again after 100, 200, 400 … ms, capped at 5 s", () =>
     Effect.gen(function*() {
-      const f = yield* fixture("postgres")
-      let subscriptions = 0
-      const failing = Effect.map(connect("postgres"), (connection): SqlTransport.Connection => ({
-        ...connection,
-        listen: Option.some(() =>
-          Stream.suspend(() => {
-            subscriptions++
-            return Stream.fail(new SqlError({ message: "connection refused" }))
-          })
-        )
-      }))
-      const transport = SqlTransport.make({ prefix: f.prefix }, failing, "postgres")
-      yield* transport.register(description("worker-a", ["work"]))
-      assert.strictEqual(subscriptions, 1)
+      const { subscriptions } = yield* listenedWith(() => Stream.fail(new SqlError({ message: "connection refused" })))
+      assert.strictEqual(subscriptions(), 1)
       const waits: Array<number> = []
       for (const expected of [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000]) {
         yield* settle
         yield* TestClock.adjust(expected - 1)
         yield* settle
-        const before = subscriptions
+        const before = subscriptions()
         yield* TestClock.adjust(1)
         yield* settle
-        if (subscriptions === before + 1) waits.push(expected)
+        if (subscriptions() === before + 1) waits.push(expected)
       }
       assert.deepStrictEqual(waits, [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000])
     }))
 
   it.scoped("a LISTEN that is up but delivers no probe is not tried again; subscriptions poll every 5 s", () =>
     Effect.gen(function*() {
-      const f = yield* fixture("postgres")
-      let subscriptions = 0
-      const deaf = Effect.map(connect("postgres"), (connection): SqlTransport.Connection => ({
-        ...connection,
-        listen: Option.some(() => Stream.suspend(() => (subscriptions++, Stream.never)))
-      }))
-      const poller = (yield* SqlTransport.make({ prefix: f.prefix }, deaf, "postgres").register(description("worker-a", ["work"])))
-        .pollers[0]!
-      assert.strictEqual(subscriptions, 1)
+      const { poller, subscriptions } = yield* listenedWith(() => Stream.never)
+      assert.strictEqual(subscriptions(), 1)
       assert.deepStrictEqual(yield* poll(poller, 4), [])
-      const waiting = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* TestClock.adjust("4999 millis")
-      yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
-      yield* TestClock.adjust("1 millis")
-      yield* Fiber.join(waiting)
+      yield* readyAfter(poller, 5000)
       yield* TestClock.adjust("1 minute")
       yield* settle
-      assert.strictEqual(subscriptions, 1)
+      assert.strictEqual(subscriptions(), 1)
     }))
 
   it.scoped("without autoCreate and without the trigger, an idle subscription polls every 500 ms like the engine", () =>
@@ -543,13 +546,7 @@ describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
       yield* Effect.promise(() => f.dispatch("other")) // the engine creates its tables (no trigger)
       const poller = yield* registerPoller("postgres", f.prefix, "worker-a", { autoCreate: false })
       assert.deepStrictEqual(yield* poll(poller, 4), [])
-      const waiting = yield* Effect.fork(poller.ready!)
-      yield* settle
-      yield* TestClock.adjust("499 millis")
-      yield* settle
-      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
-      yield* TestClock.adjust("1 millis")
-      yield* Fiber.join(waiting)
+      yield* readyAfter(poller, 500)
       const triggers = yield* Effect.promise(() =>
         f.db.query("SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal", [`"${f.prefix}_transport_tasks"`])
       )
