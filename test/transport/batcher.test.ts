@@ -46,32 +46,39 @@ const recorder = Effect.gen(function*() {
  * Holds the writer on item 1, queues `rest` behind that write, then lets the writes go: the batches
  * written, those written before the hold was lifted, the first caller's value and the others' exits.
  */
-const behindAWrite = (maxItems: number, rest: ReadonlyArray<number>) =>
+const behindAWrite = (maxItems: number, rest: ReadonlyArray<number>, call: Caller) =>
   Effect.gen(function*() {
     const r = yield* recorder
     const submit = yield* Batcher.make({ run: r.run, maxItems })
     yield* r.hold
-    const first = yield* Effect.fork(submit(1))
+    const first = yield* Effect.fork(call(submit(1)))
     yield* settle
-    const others = yield* Effect.fork(Effect.all(rest.map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" }))
+    const others = yield* Effect.fork(Effect.all(rest.map((n) => Effect.exit(call(submit(n)))), { concurrency: "unbounded" }))
     yield* settle
     const queued = [...r.batches]
     yield* r.open
     return { batches: r.batches, queued, first: yield* Fiber.join(first), rest: yield* Fiber.join(others) }
   })
 
-describe("write batcher (TestClock)", () => {
+/** How a caller waits: interruptibly (the writer fiber writes), or not (a free writer's place is taken by the caller). */
+type Caller = <A, E>(submitted: Effect.Effect<A, E>) => Effect.Effect<A, E>
+
+describe.each([
+  { callers: "interruptible callers", call: ((self) => self) as Caller },
+  { callers: "uninterruptible callers, who write a lone item themselves", call: ((self) => Effect.uninterruptible(self)) as Caller }
+])("write batcher (TestClock), $callers", ({ call }) => {
   it.scoped("a lone item is written at once, without any clock time passing", () =>
     Effect.gen(function*() {
       const r = yield* recorder
       const submit = yield* Batcher.make({ run: r.run, maxItems: 100 })
-      assert.strictEqual(yield* submit(4), 40)
-      assert.deepStrictEqual(r.batches, [[4]])
+      assert.strictEqual(yield* call(submit(4)), 40)
+      assert.strictEqual(yield* call(submit(5)), 50)
+      assert.deepStrictEqual(r.batches, [[4], [5]])
     }))
 
   it.scoped("items that arrive while a write is in flight go together in the next write, at most maxItems", () =>
     Effect.gen(function*() {
-      const { batches, first, queued, rest } = yield* behindAWrite(3, [2, 3, 4, 5])
+      const { batches, first, queued, rest } = yield* behindAWrite(3, [2, 3, 4, 5], call)
       assert.deepStrictEqual(queued, [[1]])
       assert.strictEqual(first, 10)
       assert.deepStrictEqual(rest, [20, 30, 40, 50].map((n) => Exit.succeed(n)))
@@ -80,17 +87,28 @@ describe("write batcher (TestClock)", () => {
 
   it.scoped("a batch with one failing item: the others succeed, and that caller alone gets its error", () =>
     Effect.gen(function*() {
-      const { batches, rest } = yield* behindAWrite(10, [2, -3, 4])
+      const { batches, rest } = yield* behindAWrite(10, [2, -3, 4], call)
       assert.deepStrictEqual(rest, [Exit.succeed(20), Exit.fail("item -3 failed"), Exit.succeed(40)])
       assert.deepStrictEqual(batches, [[1], [2, -3, 4]])
     }))
 
   it.scoped("a batch that fails as a whole is written again one item at a time: each caller gets its own outcome", () =>
     Effect.gen(function*() {
-      const { batches, rest } = yield* behindAWrite(10, [2, 13, 4])
+      const { batches, rest } = yield* behindAWrite(10, [2, 13, 4], call)
       assert.deepStrictEqual(rest, [Exit.succeed(20), Exit.fail("13 alone"), Exit.succeed(40)])
       assert.deepStrictEqual(batches, [[1], [2, 13, 4], [2], [13], [4]])
     }))
+
+  it.scoped("a lone failing item fails its caller alone, and the batcher writes on", () =>
+    Effect.gen(function*() {
+      const r = yield* recorder
+      const submit = yield* Batcher.make({ run: r.run, maxItems: 10 })
+      assert.deepStrictEqual(yield* Effect.exit(call(submit(-1))), Exit.fail("item -1 failed"))
+      assert.strictEqual(yield* call(submit(2)), 20)
+    }))
+})
+
+describe("write batcher (TestClock), a caller that stops waiting", () => {
 
   it.scoped("a value written for a caller that stopped waiting is handed to `unclaimed`", () =>
     Effect.gen(function*() {

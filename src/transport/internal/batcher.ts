@@ -156,6 +156,28 @@ export const make = <A, B, E>(options: {
         enqueue(item, resume)
       })
 
+    /**
+     * A lone item with a writer free: the caller writes it itself, holding that writer's place (it
+     * stays parked), so no fiber is woken and nothing is handed over. Whatever queues up meanwhile
+     * waits for the writer, woken when this write ends, exactly as if the writer had written it.
+     */
+    const writeHere = (item: A, writer: (go: Effect.Effect<void>) => void) =>
+      Effect.suspend(() => {
+        let outcome: Exit.Exit<B, E> | undefined
+        const batch = [{ item, resume: (exit: Exit.Exit<B, E>) => void (outcome = exit) }]
+        writing.add(batch)
+        return Effect.flatMap(runBatch(batch), () => {
+          writing.delete(batch)
+          if (pending.length > 0) writer(Effect.void)
+          else idle.push(writer)
+          return outcome ?? missing
+        })
+      })
+
     return (item: A) =>
-      Effect.checkInterruptible((interruptible) => interruptible ? waitInterruptibly(item) : wait(item))
+      Effect.checkInterruptible((interruptible) => {
+        if (interruptible) return waitInterruptibly(item)
+        const writer = pending.length === 0 ? idle.pop() : undefined
+        return writer === undefined ? wait(item) : writeHere(item, writer)
+      })
   })
