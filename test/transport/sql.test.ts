@@ -568,7 +568,7 @@ describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
 })
 
 describe.each(["postgres", "mysql"] as const)("SqlTransport.layer over the application's own client on %s", (dialect) => {
-  it.scoped("detects the dialect, claims and completes", () =>
+  it.scoped("detects the dialect, listens with the client's settings (PostgreSQL), claims and completes", () =>
     Effect.gen(function*() {
       const f = yield* fixture(dialect)
       const client = dialect === "postgres"
@@ -578,6 +578,11 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport.layer over the appli
       const transport = Context.get(context, Transport)
       assert.strictEqual(transport.name, `sql ${dialect} prefix ${f.prefix}`)
       const registration = yield* transport.register(description("worker-a", ["work"]))
+      // on PostgreSQL the client's own settings open the LISTEN connection
+      const listening = yield* Effect.promise(() =>
+        f.db.query("SELECT 1 FROM pg_stat_activity WHERE query = $1", [`LISTEN "${f.prefix}_transport_tasks"`])
+      ).pipe(Effect.when(() => dialect === "postgres"))
+      assert.deepStrictEqual(Option.map(listening, (rows) => rows.length), dialect === "postgres" ? Option.some(1) : Option.none())
       const stepId = yield* Effect.promise(() => f.dispatch("work", { n: 7 }))
       const [delivery] = yield* poll(registration.pollers[0]!, 2)
       assert.deepStrictEqual((delivery!.payload as { input: unknown }).input, { n: 7 })
