@@ -191,8 +191,8 @@ export class ConcurrencyController extends Context.Tag("effect-durable-worker/Co
     readonly gates: boolean
     /**
      * Counts a task in flight from now, without waiting or a scope (for a controller that does not
-     * gate, see `gates`); returns the function that completes it, with whether it succeeded. Each
-     * returned function is called once.
+     * gate, see `gates`); returns the function that completes it, with whether it succeeded (a
+     * second call does nothing).
      */
     readonly count: (name: string | undefined, kind?: "step" | "workflow") => (ok: boolean) => void
     /**

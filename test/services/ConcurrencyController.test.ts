@@ -391,6 +391,13 @@ describe("ConcurrencyController", () => {
         assert.strictEqual(yield* ctl.inFlight, 10)
         completions.forEach((done, i) => done(i >= 3))
         assert.strictEqual(yield* ctl.inFlight, 0)
+        // a second completion of a counted task does not count another task out
+        const last = ctl.count("step")
+        const other = ctl.count("step")
+        last(false)
+        last(false)
+        assert.strictEqual(yield* ctl.inFlight, 1)
+        other(true)
         yield* TestClock.adjust(fixture.tickMs)
         assert.strictEqual(yield* ctl.limit, 7)
         assert.strictEqual((yield* ctl.snapshot).lastAdjust?.reason, "backpressure")
