@@ -343,10 +343,14 @@ const affected = (raw: unknown): number => {
 }
 
 /** MySQL/MariaDB reported a deadlock or a lock wait timeout: the transaction was rolled back. */
-const isLockConflict = (error: SqlError): boolean => {
+const isLockConflict = (error: unknown): boolean => {
+  if (!(error instanceof SqlError)) return false
   const code = (error.cause as { code?: unknown } | undefined)?.code
   return code === "ER_LOCK_DEADLOCK" || code === "ER_LOCK_WAIT_TIMEOUT"
 }
+
+/** A MySQL transaction picked as a deadlock victim held nothing once rolled back: it is tried again at once. */
+const retryLockConflict = { times: 3, while: isLockConflict } as const
 
 /** The protocol of a row that cannot be read: a non-retryable `malformed_task` failure. */
 const unreadableProtocol = (row: Extract<RowPayload, { _tag: "Unreadable" }>, base: Protocol<NestReply>): Protocol<NestReply> => ({
@@ -518,7 +522,7 @@ export const make = (
             }
             return body(send).pipe(Effect.onError(() => Effect.ignore(conn.executeUnprepared("ROLLBACK", [], undefined))))
           })
-        ).pipe(Effect.retry({ while: (error) => error instanceof SqlError && isLockConflict(error), times: 3 }))
+        ).pipe(Effect.retry(retryLockConflict))
 
       /**
        * MySQL: the batch in one transaction of two round trips — `BEGIN`, the guarded delete, the
@@ -559,7 +563,7 @@ export const make = (
             return { lost: false } satisfies Completed
           })
         ).pipe(
-          Effect.retry({ while: (error) => error._tag === "SqlError" && isLockConflict(error), times: 3 }),
+          Effect.retry(retryLockConflict),
           commitFailed,
           Effect.mapError((error) => error._tag === "ResultConflict" ? error : transportError(`writing the result of task ${item.row.stepId}`)(error))
         )
@@ -802,8 +806,9 @@ const startListening = (
   Effect.gen(function*() {
     /** Done when the first subscription is live or has failed. */
     const first = yield* Deferred.make<void>()
-    const all = Array.from(wakes.values())
-    const wakeAll = Effect.forEach(all, (wake) => Queue.offer(wake, undefined), { discard: true })
+    // an array, not `wakes.values()`: that iterator would be spent by the first wake-up
+    const everyWake = Array.from(wakes.values())
+    const wakeAll = Effect.forEach(everyWake, (wake) => Queue.offer(wake, undefined), { discard: true })
     const subscription = Effect.gen(function*() {
       const probe = ` listening ${Math.random().toString(36).slice(2)}`
       const live = yield* Deferred.make<void>()
