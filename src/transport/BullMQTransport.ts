@@ -5,7 +5,8 @@
  * - one subscription per registered step name on `<P>-tasks-<token>` (namespace folded into the
  *   prefix, `:` sanitised, `@partition` suffixed), with the permit taken before a job is moved to
  *   active, so unstarted jobs stay in Redis for other workers;
- * - results go to `<P>-results` as job `result`, written in batches;
+ * - results go to `<P>-results` as job `result`, in the same round trip as the acknowledgement of
+ *   their task (sent back to back on one connection, the result first);
  * - registration is the descriptor and liveness keys (`EX 35`, refreshed every 10 s), removed once
  *   at deregistration;
  * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
@@ -21,7 +22,6 @@ import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
@@ -30,10 +30,8 @@ import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { type NestReply, nestDurable, stepIdentity, turnIdentity } from "../core/internal/nestDurable.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
-import type { WorkflowDecision } from "../protocol/WorkflowProtocol.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
-import * as Batcher from "./internal/batcher.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
@@ -98,7 +96,6 @@ export interface BrokerTarget {
 
 const NAME = "bullmq"
 const RUN_BEAT_INTERVAL = Duration.seconds(5)
-const RESULT_BATCH = 512
 
 const describeTarget = (options: BrokerTarget) =>
   options.connection === undefined
@@ -138,6 +135,28 @@ const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
     (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
   )
 
+/**
+ * Coalesces a connection's writes: the first call in a turn of the event loop corks the socket and
+ * the turn's end uncorks it, so every command issued meanwhile (a reply and the acknowledgement of its
+ * job, the answers of the tasks that ended together) leaves in one write. On a loopback or virtualised
+ * network a write costs more than the commands it carries, so this is where a busy worker saves most.
+ * Nothing waits for a timer: the socket is released when the current I/O callbacks are done.
+ */
+const coalescingWrites = (client: Redis) => {
+  let held: Redis["stream"] | undefined
+  const release = () => {
+    const stream = held
+    held = undefined
+    stream?.uncork()
+  }
+  return () => {
+    if (held !== undefined || client.status !== "ready") return
+    held = client.stream
+    held.cork()
+    setImmediate(release)
+  }
+}
+
 /** A duplicate connection for blocking reads or subscriptions, closed with the scope. */
 const duplicate = (client: Redis) =>
   Effect.acquireRelease(
@@ -149,23 +168,29 @@ const duplicate = (client: Redis) =>
     (copy) => Effect.sync(() => copy.disconnect())
   )
 
+/** Adds one reply job (a step result or a workflow decision) to its queue. */
+const addReply = (queue: Queue, jobName: string, data: unknown) => queue.add(jobName, data, Naming.resultJobOptions)
+
+/** Why a reply was not written although its job was acknowledged. */
+class Unwritten {
+  constructor(readonly reason: unknown) {}
+}
+
+/** How often a reply whose job is already acknowledged is written again after the first retry (at once): from 100 ms, doubling, to every 5 s. */
+const REWRITE_SCHEDULE = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
+
 /**
- * Writes replies (results, decisions) in batches: whatever accumulated while the previous `addBulk` was in flight goes
- * in the next one, so there is no added latency when the worker is idle.
+ * Writes again a reply whose job Redis already acknowledged, until it is written: no other copy of it
+ * is left. Only stopping the worker ends it (interruptible, though the task path is not), and then
+ * says the reply was lost.
  */
-const makeReplyWriter = <A>(queue: Queue, jobName: string) =>
-  Batcher.make<A, void, TransportError>({
-    maxItems: RESULT_BATCH,
-    run: (replies) =>
-      Effect.tryPromise(async () => {
-        // a lone reply is one script call; `addBulk` builds a pipeline (costly with BullMQ's scripts) for the rest
-        if (replies.length === 1) await queue.add(jobName, replies[0], Naming.resultJobOptions)
-        else await queue.addBulk(replies.map((reply) => ({ name: jobName, data: reply, opts: Naming.resultJobOptions })))
-      }).pipe(
-        Effect.mapError(transportError(`publishing to ${queue.name}`)),
-        Effect.as(replies.map(() => Exit.void))
-      )
-  })
+const rewriteReply = (what: string, add: (reply: NestReply) => Promise<unknown>, reply: NestReply, reason: unknown) =>
+  Effect.logWarning(`${what} was acknowledged, but its reply was not written (${messageOf(reason)}); writing it again`).pipe(
+    Effect.zipRight(Effect.retry(Effect.tryPromise(() => add(reply)), REWRITE_SCHEDULE)),
+    Effect.orDie,
+    Effect.interruptible,
+    Effect.onInterrupt(() => Effect.logError(`the reply of ${what} was never written: the worker stopped first`))
+  )
 
 /** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
 const subscribeCancellations = (client: Redis, channel: string, cancellations: Cancellations) =>
@@ -223,21 +248,24 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               Effect.sync(() => new Queue(queueName, { connection: client })),
               (queue) => Effect.promise(() => queue.close())
             )
-          const publish = yield* makeReplyWriter<StepResult>(
-            yield* replyQueue(Naming.resultsQueue(prefix)),
-            Naming.JobName.result
-          )
-          const publishDecision = yield* makeReplyWriter<WorkflowDecision>(
-            yield* replyQueue(Naming.decisionsQueue(prefix)),
-            Naming.JobName.decision
-          )
+          const results = yield* replyQueue(Naming.resultsQueue(prefix))
+          const decisions = yield* replyQueue(Naming.decisionsQueue(prefix))
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
+          /** Starts adding the reply job: the command is sent before this returns a promise. */
+          const addNestReply = (reply: NestReply) =>
+            reply._tag === "StepResult"
+              ? addReply(results, Naming.JobName.result, reply.result)
+              : addReply(decisions, Naming.JobName.decision, reply.decision)
           return {
             id,
             client,
-            publish,
-            sendReply: (reply: NestReply) =>
-              reply._tag === "StepResult" ? publish(reply.result) : publishDecision(reply.decision),
+            coalesce: coalescingWrites(client),
+            addNestReply,
+            publish: (result: StepResult) =>
+              Effect.tryPromise(() => addReply(results, Naming.JobName.result, result)).pipe(
+                Effect.asVoid,
+                Effect.mapError(transportError(`publishing to ${results.name}`))
+              ),
             publishBeat: (message: string) =>
               Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
                 Effect.mapError(transportError("publishing a beat"))
@@ -337,6 +365,41 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             : undefined
           const interval = turn === undefined ? renewEvery : Duration.min(renewEvery, RUN_BEAT_INTERVAL)
           const runId = turn?.runId ?? identity?.runId
+          /**
+           * Writes the reply and acknowledges the job (moving the next one to active with it when
+           * `fetchNext`) in one round trip: on the job's own broker both commands go out back to
+           * back on one connection, the reply first, and Redis runs them in that order. A reply for
+           * another broker is written there before the job is acknowledged.
+           *
+           * Redis runs the acknowledgement even when the reply before it failed (a script error on
+           * the results queue alone). The reply then lives only here: a next job that came with the
+           * acknowledgement is given back, and the reply is written again until it is.
+           */
+          const answer = (reply: NestReply, fetchNext: boolean) =>
+            Effect.flatMap(
+              Effect.tryPromise({
+                try: async (): Promise<Job | Unwritten | undefined> => {
+                  const target = replyBroker(home, job.data)
+                  if (target !== home) await target.addNestReply(reply)
+                  home.coalesce()
+                  const added = target === home ? target.addNestReply(reply) : undefined
+                  const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
+                  if (ack.status === "rejected") throw ack.reason
+                  const [data, id] = (ack.value ?? []) as Array<unknown>
+                  const next = data === null || data === undefined || typeof id !== "string"
+                    ? undefined
+                    : Job.fromJSON(bull, data as never, id)
+                  if (write.status === "fulfilled") return next
+                  if (next !== undefined) await next.moveToWait(token).catch(() => undefined)
+                  return new Unwritten(write.reason)
+                },
+                catch: transportError(`answering job ${job.id}`)
+              }),
+              (outcome) =>
+                outcome instanceof Unwritten
+                  ? Effect.as(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason), undefined)
+                  : Effect.succeed(outcome)
+            )
           return {
             id: `${queueName}#${job.id}`,
             payload: job.data,
@@ -348,24 +411,12 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 : Effect.suspend(() => Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat))))
             }),
             onCancel: cancellations.watch(runId),
-            complete: (reply) =>
-              Effect.zipRight(
-                replyBroker(home, job.data).sendReply(reply),
-                Effect.tryPromise(() => job.moveToCompleted(undefined, token, false)).pipe(
-                  Effect.mapError(transportError(`acknowledging job ${job.id}`))
-                )
-              ),
+            complete: (reply) => Effect.asVoid(answer(reply, false)),
             // BullMQ's own fast path: acknowledging a job can move the next one to active, locked
             // with the same token, in the same script call
             completeAndTakeNext: (reply) =>
-              Effect.zipRight(
-                replyBroker(home, job.data).sendReply(reply),
-                Effect.tryPromise(async () => {
-                  const [data, id] = await job.moveToCompleted(undefined, token, true) as Array<unknown>
-                  if (data === null || data === undefined || typeof id !== "string") return Option.none()
-                  return Option.some(started(Job.fromJSON(bull, data as never, id), token))
-                }).pipe(Effect.mapError(transportError(`acknowledging job ${job.id}`)))
-              ),
+              Effect.map(answer(reply, true), (next) =>
+                next === undefined ? Option.none() : Option.some(started(next, token))),
             reject: (reason) =>
               Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
                 Effect.mapError(transportError(`rejecting job ${job.id}`))
@@ -400,6 +451,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             const taken: Array<Delivery> = []
             let batch = 1
             while (taken.length < max) {
+              home.coalesce()
               const size = Math.min(batch, max - taken.length)
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
