@@ -123,7 +123,39 @@ export class TaskDecodeError extends Schema.TaggedError<TaskDecodeError>()("Task
   }
 }
 
-const decodeStepTaskFast = Schema.decodeUnknownEither(StepTask)
+const optional = (task: Record<string, unknown>, key: string, is: (value: unknown) => boolean) =>
+  !Object.hasOwn(task, key) || task[key] === undefined || is(task[key])
+const isString = (value: unknown) => typeof value === "string"
+const isPlainRecord = (value: unknown) => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * The task path's decoder: a payload that {@link StepTask} accepts in its usual shape (a plain
+ * object, every field of its schema's type), checked field by field and copied as the schema would
+ * copy it. It accepts nothing the schema rejects; whatever it does not accept goes through the schema.
+ * The schema costs about ten times more per task.
+ */
+const wellFormedStepTask = (payload: unknown): StepTask | undefined => {
+  if (!isPlainRecord(payload)) return undefined
+  const task = payload as Record<string, unknown>
+  const { attempt, group, name, runId, seq, stepId } = task
+  if (
+    typeof runId !== "string" || !Number.isSafeInteger(seq) || typeof name !== "string" ||
+    typeof stepId !== "string" || typeof group !== "string" || !Number.isSafeInteger(attempt) ||
+    (attempt as number) < 1 || !optional(task, "traceparent", isString) || !optional(task, "context", isPlainRecord) ||
+    !optional(task, "priority", (value) => typeof value === "number") || !optional(task, "transport", isString)
+  ) return undefined
+  const decoded: { -readonly [K in keyof StepTask]: StepTask[K] } = { runId, seq: seq as number, name, stepId, group, attempt: attempt as number }
+  if (Object.hasOwn(task, "input")) decoded.input = task.input
+  if (Object.hasOwn(task, "traceparent")) decoded.traceparent = task.traceparent as string | undefined
+  if (Object.hasOwn(task, "context")) {
+    decoded.context = task.context === undefined ? undefined : { ...(task.context as Record<string, unknown>) }
+  }
+  if (Object.hasOwn(task, "priority")) decoded.priority = task.priority as number | undefined
+  if (Object.hasOwn(task, "transport")) decoded.transport = task.transport as string | undefined
+  return decoded
+}
+
+const decodeStepTaskFirstError = Schema.decodeUnknownEither(StepTask)
 const decodeStepTaskAll = Schema.decodeUnknownEither(StepTask, { errors: "all" })
 
 const Identity = Schema.Struct({ runId: Schema.String, seq: Schema.Int, stepId: Schema.String })
@@ -137,7 +169,9 @@ const decodeIdentity = Schema.decodeUnknownOption(Identity)
  * @category decoding
  */
 export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDecodeError> => {
-  const decoded = decodeStepTaskFast(payload)
+  const task = wellFormedStepTask(payload)
+  if (task !== undefined) return Either.right(task)
+  const decoded = decodeStepTaskFirstError(payload)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   // a bad task is rare: decode it again to report every problem, not only the first
   return Either.mapLeft(decodeStepTaskAll(payload), (error) => {

@@ -342,23 +342,21 @@ export const make = <R = never>(
      * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
      * of the same subscription in the same round trip (the permit stays with this fiber).
      */
-    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>) =>
-      Effect.gen(function*() {
-        const takeNext = delivery.completeAndTakeNext
-        if (outcome._tag === "Reject" || takeNext === undefined || (yield* Deferred.isDone(stopRequested))) {
-          yield* answer(delivery, outcome)
-          return undefined
-        }
-        return yield* takeNext(outcome.reply).pipe(
-          Effect.map(Option.getOrUndefined),
-          Effect.catchAll((error) =>
-            Effect.as(
-              Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
-              undefined
-            )
-          )
-        )
-      })
+    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>): Effect.Effect<Delivery | undefined> => {
+      const takeNext = delivery.completeAndTakeNext
+      if (outcome._tag === "Reject" || takeNext === undefined) return Effect.as(answer(delivery, outcome), undefined)
+      return Effect.flatMap(Deferred.isDone(stopRequested), (stopping) =>
+        stopping
+          ? Effect.as(answer(delivery, outcome), undefined)
+          : Effect.matchEffect(takeNext(outcome.reply), {
+            onSuccess: (next) => Effect.succeed(Option.getOrUndefined(next)),
+            onFailure: (error) =>
+              Effect.as(
+                Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
+                undefined
+              )
+          }))
+    }
 
     /**
      * Leases of running deliveries, renewed by one keeper fiber rather than a timer per task: it
@@ -368,15 +366,14 @@ export const make = <R = never>(
     const leases = new Map<Delivery, { due: number; readonly interval: number; readonly renew: Effect.Effect<void, TransportError> }>()
     let keeperWakesAt = Number.POSITIVE_INFINITY
     let wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
-    const addLease = (delivery: Delivery, keepAlive: KeepAlive) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const interval = Duration.toMillis(keepAlive.interval)
-        leases.set(delivery, { due: now + interval, interval, renew: keepAlive.renew })
-        if (now + interval < keeperWakesAt) {
-          keeperWakesAt = now + interval
-          Deferred.unsafeDone(wakeKeeper, Exit.void)
-        }
-      })
+    const addLease = (delivery: Delivery, keepAlive: KeepAlive, now: number) => {
+      const interval = Duration.toMillis(keepAlive.interval)
+      leases.set(delivery, { due: now + interval, interval, renew: keepAlive.renew })
+      if (now + interval < keeperWakesAt) {
+        keeperWakesAt = now + interval
+        Deferred.unsafeDone(wakeKeeper, Exit.void)
+      }
+    }
     const keepLeases = Effect.gen(function*() {
       // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
       const woken = wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
@@ -436,26 +433,35 @@ export const make = <R = never>(
      * otherwise (shutdown deadline), it gives the task back. Runs uninterruptibly but for the
      * processing itself.
      */
-    const serveOne = (delivery: Delivery, self: Fiber.RuntimeFiber<unknown, unknown>) =>
-      Effect.gen(function*() {
-        if (Option.isSome(delivery.keepAlive)) yield* addLease(delivery, delivery.keepAlive.value)
+    const serveOne = (
+      delivery: Delivery,
+      self: Fiber.RuntimeFiber<unknown, unknown>,
+      clock: Clock.Clock
+    ): Effect.Effect<Delivery | undefined, never, R> =>
+      Effect.suspend(() => {
+        if (Option.isSome(delivery.keepAlive)) addLease(delivery, delivery.keepAlive.value, clock.unsafeCurrentTimeMillis())
         let state = "processing" as "processing" | "cancelled" | "processed"
         const unwatch = delivery.onCancel(() => {
           if (state !== "processing") return
           state = "cancelled"
           self.unsafeInterruptAsFork(self.id())
         })
-        const exit = yield* processed(delivery)
-        const cancelled = state === "cancelled"
-        state = "processed"
-        unwatch()
-        leases.delete(delivery)
-        if (Exit.isSuccess(exit)) {
-          // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
-          if (!cancelled) return yield* answerTakingNext(delivery, exit.value)
-          yield* answer(delivery, exit.value)
-          return undefined
-        }
+        return Effect.flatMap(processed(delivery), (exit) => {
+          const cancelled = state === "cancelled"
+          state = "processed"
+          unwatch()
+          leases.delete(delivery)
+          if (Exit.isSuccess(exit)) {
+            // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
+            return cancelled ? Effect.as(answer(delivery, exit.value), undefined) : answerTakingNext(delivery, exit.value)
+          }
+          return Effect.as(unanswered(delivery, exit, cancelled), undefined)
+        })
+      })
+
+    /** A delivery whose processing ended without an outcome: answered as cancelled, or given back. */
+    const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, cancelled: boolean) =>
+      Effect.gen(function*() {
         const reply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
         if (Option.isSome(reply)) {
           yield* Effect.logInfo("run cancelled: its running task was interrupted").pipe(aboutDelivery(delivery))
@@ -472,7 +478,6 @@ export const make = <R = never>(
           )
           yield* Effect.ignore(delivery.abandon)
         }
-        return undefined
       })
 
     /**
@@ -480,19 +485,17 @@ export const make = <R = never>(
      * over; `labels` tells shutdown which task each serving fiber is on.
      */
     const serveDeliveries = (first: Delivery, poller: Poller, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>) =>
-      Effect.withFiberRuntime<void, never, R>((self) => {
-        const label: TaskLabel = { poller: poller.name, delivery: first }
-        labels.set(self, label)
-        return Effect.uninterruptible(
-          Effect.gen(function*() {
-            let delivery: Delivery | undefined = first
-            while (delivery !== undefined) {
-              label.delivery = delivery
-              delivery = yield* serveOne(delivery, self)
-            }
-          })
-        ).pipe(Effect.ensuring(Effect.sync(() => labels.delete(self))))
-      })
+      Effect.clockWith((clock) =>
+        Effect.withFiberRuntime<void, never, R>((self) => {
+          const label: TaskLabel = { poller: poller.name, delivery: first }
+          labels.set(self, label)
+          const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
+            label.delivery = delivery
+            return Effect.flatMap(serveOne(delivery, self, clock), (next) => next === undefined ? Effect.void : serveFrom(next))
+          }
+          return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => labels.delete(self))))
+        })
+      )
 
     const pollOnce = (poller: Poller, work: FiberSet.FiberSet, labels: Map<Fiber.RuntimeFiber<unknown, unknown>, TaskLabel>) => {
       const limiter = limiters[poller.pool]

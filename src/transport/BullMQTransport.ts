@@ -135,28 +135,6 @@ const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
     (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
   )
 
-/**
- * Coalesces a connection's writes: the first call in a turn of the event loop corks the socket and
- * the turn's end uncorks it, so every command issued meanwhile (a reply and the acknowledgement of its
- * job, the answers of the tasks that ended together) leaves in one write. On a loopback or virtualised
- * network a write costs more than the commands it carries, so this is where a busy worker saves most.
- * Nothing waits for a timer: the socket is released when the current I/O callbacks are done.
- */
-const coalescingWrites = (client: Redis) => {
-  let held: Redis["stream"] | undefined
-  const release = () => {
-    const stream = held
-    held = undefined
-    stream?.uncork()
-  }
-  return () => {
-    if (held !== undefined || client.status !== "ready") return
-    held = client.stream
-    held.cork()
-    setImmediate(release)
-  }
-}
-
 /** A duplicate connection for blocking reads or subscriptions, closed with the scope. */
 const duplicate = (client: Redis) =>
   Effect.acquireRelease(
@@ -259,7 +237,6 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           return {
             id,
             client,
-            coalesce: coalescingWrites(client),
             addNestReply,
             publish: (result: StepResult) =>
               Effect.tryPromise(() => addReply(results, Naming.JobName.result, result)).pipe(
@@ -381,8 +358,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 try: async (): Promise<Job | Unwritten | undefined> => {
                   const target = replyBroker(home, job.data)
                   if (target !== home) await target.addNestReply(reply)
-                  home.coalesce()
-                  const added = target === home ? target.addNestReply(reply) : undefined
+                    const added = target === home ? target.addNestReply(reply) : undefined
                   const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
                   if (ack.status === "rejected") throw ack.reason
                   const [data, id] = (ack.value ?? []) as Array<unknown>
@@ -451,7 +427,6 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             const taken: Array<Delivery> = []
             let batch = 1
             while (taken.length < max) {
-              home.coalesce()
               const size = Math.min(batch, max - taken.length)
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`

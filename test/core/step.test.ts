@@ -318,6 +318,43 @@ describe("StepTask decoding", () => {
     assert.isTrue(Either.isRight(noInput))
   })
 
+  it("accepts exactly what the StepTask schema accepts, with the same decoded value", () => {
+    const base = { runId: "r", seq: 3, name: "n", stepId: "r:3", group: "n", attempt: 1 }
+    const payloads: Array<unknown> = [
+      base,
+      { ...base, input: { a: [1, 2] }, traceparent: "00-abc-def-01", context: { k: 1 }, priority: 2.5, transport: "default" },
+      { ...base, input: undefined, traceparent: undefined, context: undefined, priority: undefined, transport: undefined },
+      { ...base, extra: "ignored", nested: { deep: true } },
+      { ...base, priority: Number.NaN },
+      { ...base, seq: 1.5 },
+      { ...base, seq: 2 ** 53 },
+      { ...base, seq: "3" },
+      { ...base, attempt: 0 },
+      { ...base, attempt: 2.5 },
+      { ...base, runId: 1 },
+      { ...base, name: undefined },
+      { ...base, group: null },
+      { ...base, traceparent: 7 },
+      { ...base, context: [1, 2] },
+      { ...base, context: null },
+      { ...base, context: "x" },
+      { ...base, priority: "high" },
+      { ...base, transport: 1 },
+      Object.assign(Object.create(null), base),
+      [base],
+      null,
+      "task",
+      42
+    ]
+    const bySchema = Schema.decodeUnknownEither(StepTask)
+    for (const payload of payloads) {
+      const ours = decodeStepTask(payload)
+      const theirs = bySchema(payload)
+      assert.strictEqual(Either.isRight(ours), Either.isRight(theirs), JSON.stringify(payload))
+      if (Either.isRight(ours) && Either.isRight(theirs)) assert.deepStrictEqual(ours.right, theirs.right)
+    }
+  })
+
   it("a malformed task is a typed error that keeps the run coordinates when it has them", () => {
     const bad = decodeStepTask({ runId: "r", seq: 1, stepId: "r:1", attempt: 0 })
     assert.isTrue(Either.isLeft(bad))
