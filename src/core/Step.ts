@@ -252,12 +252,18 @@ interface ResultBase {
   readonly startedAt: number
 }
 
-const completed = (base: ResultBase, output: unknown, events: ReadonlyArray<StepEvent>): StepResult => ({
-  ...base,
-  status: "completed",
-  ...(output === undefined ? {} : { output }),
-  ...(events.length > 0 ? { events } : {})
-})
+const completed = (base: ResultBase, output: unknown, events: ReadonlyArray<StepEvent>): StepResult => {
+  const result: { -readonly [K in keyof StepResult]: StepResult[K] } = {
+    runId: base.runId,
+    seq: base.seq,
+    stepId: base.stepId,
+    startedAt: base.startedAt,
+    status: "completed"
+  }
+  if (output !== undefined) result.output = output
+  if (events.length > 0) result.events = events
+  return result
+}
 
 const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEvent>): StepResult => ({
   ...base,
@@ -289,24 +295,26 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     const events: Array<StepEvent> = []
     // the handler runs with the task's log annotations and its event sink set (one update of the
     // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
-    const run = Effect.gen(function*() {
-      const clock = yield* Effect.clock
-      const base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
-      if (step === undefined) return [base, undefined] as const
-      const ctx = new Context(task, events, clock, yield* Effect.runtime<never>())
-      const running = step.run(task.input, ctx)
-      const exit = yield* Effect.exit(
-        step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))
-      )
-      return [base, exit] as const
+    type Ran = readonly [ResultBase, Exit.Exit<unknown, unknown> | undefined]
+    const run = Effect.clockWith((clock): Effect.Effect<Ran, never, R> => {
+      const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
+      if (step === undefined) return Effect.succeed([base, undefined])
+      return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+        const ctx = new Context(task, events, clock, runtime)
+        const running = step.run(task.input, ctx)
+        return Effect.map(
+          Effect.exit(step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))),
+          (exit): Ran => [base, exit]
+        )
+      })
     }).pipe(
       (run) => step?.effectful === false ? run : captureTaskLogs(annotations, events)(run),
-      withTaskSpan(`durable.step ${task.name}`, {
+      withTaskSpan(() => [`durable.step ${task.name}`, {
         kind: "consumer",
         captureStackTrace: false,
         attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
         ...externalParent(task.traceparent)
-      }, task.traceparent !== undefined)
+      }], task.traceparent !== undefined)
     )
     return Effect.flatMap(run, ([base, exit]): Effect.Effect<StepResult> => {
       if (exit === undefined) {

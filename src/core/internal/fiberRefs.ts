@@ -54,13 +54,15 @@ let nativeTracer: Tracer.Tracer | undefined
 /**
  * Runs `self` in a span, unless there is nothing to gain from one: with Effect's built-in tracer
  * (nothing exports its spans) and no trace context from the orchestrator (`traced` false), a span
- * would be made and dropped for every task, so it is skipped.
+ * would be made and dropped for every task, so it is skipped (and its name and options never built).
  *
  * @internal
  */
-export const withTaskSpan = (name: string, options: Tracer.SpanOptions, traced: boolean) =>
+export const withTaskSpan = (span: () => readonly [name: string, options: Tracer.SpanOptions], traced: boolean) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.tracerWith((tracer) => {
     nativeTracer ??= Effect.runSync(Effect.tracer)
-    return tracer === nativeTracer && !traced ? self : Effect.withSpan(self, name, options)
+    if (tracer === nativeTracer && !traced) return self
+    const [name, options] = span()
+    return Effect.withSpan(self, name, options)
   })
