@@ -300,7 +300,7 @@ const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEv
  */
 export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.Effect<StepResult, never, R> =>
   Effect.suspend(() => {
-    const annotations = { runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt }
+    const annotations = () => ({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt })
     const step = steps.get(task.name)
     const events: Array<StepEvent> = []
     // the handler runs with the task's log annotations and its event sink set (one update of the
@@ -318,7 +318,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         )
       })
     }).pipe(
-      (run) => step?.effectful === false ? run : captureTaskLogs(annotations, events)(run),
+      (run) => step?.effectful === false ? run : captureTaskLogs(annotations(), events)(run),
       withTaskSpan(() => [`durable.step ${task.name}`, {
         kind: "consumer",
         captureStackTrace: false,
@@ -329,7 +329,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     return Effect.flatMap(run, ([base, exit]): Effect.Effect<StepResult> => {
       if (exit === undefined) {
         return Effect.as(
-          Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations),
+          Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations()),
           failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
         )
       }
@@ -341,7 +341,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       const error = toStepError(failure)
       return Effect.logWarning(`step failed: ${error.message}`).pipe(
         Effect.zipRight(Effect.logDebug(Cause.pretty(exit.cause))),
-        Effect.annotateLogs(annotations),
+        Effect.annotateLogs(annotations()),
         Effect.as(failed(base, error, events))
       )
     })
