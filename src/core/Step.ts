@@ -307,7 +307,8 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
     type Ran = readonly [ResultBase, Exit.Exit<unknown, unknown> | undefined]
     const run = Effect.clockWith((clock): Effect.Effect<Ran, never, R> => {
-      const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
       if (step === undefined) return Effect.succeed([base, undefined])
       return Effect.withFiberRuntime((fiber, status) => {
         const ctx = new Context(task, events, clock, fiber, status.runtimeFlags)

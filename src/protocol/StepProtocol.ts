@@ -144,7 +144,14 @@ const wellFormedStepTask = (payload: unknown): StepTask | undefined => {
     (attempt as number) < 1 || !optional(task, "traceparent", isString) || !optional(task, "context", isPlainRecord) ||
     !optional(task, "priority", (value) => typeof value === "number") || !optional(task, "transport", isString)
   ) return undefined
-  const decoded: { -readonly [K in keyof StepTask]: StepTask[K] } = { runId, seq: seq as number, name, stepId, group, attempt: attempt as number }
+  const decoded: { -readonly [K in keyof StepTask]: StepTask[K] } = {
+    runId,
+    seq: seq as number,
+    name,
+    stepId,
+    group,
+    attempt: attempt as number
+  }
   if (Object.hasOwn(task, "input")) decoded.input = task.input
   if (Object.hasOwn(task, "traceparent")) decoded.traceparent = task.traceparent as string | undefined
   if (Object.hasOwn(task, "context")) {

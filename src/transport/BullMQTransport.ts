@@ -154,7 +154,10 @@ class Unwritten {
   constructor(readonly reason: unknown) {}
 }
 
-/** How often a reply whose job is already acknowledged is written again after the first retry (at once): from 100 ms, doubling, to every 5 s. */
+/**
+ * How often a reply whose job is already acknowledged is written again, after a first retry at once:
+ * from 100 ms, doubling, to every 5 s.
+ */
 const REWRITE_SCHEDULE = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
 /**
@@ -229,7 +232,10 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           const results = yield* replyQueue(Naming.resultsQueue(prefix))
           const decisions = yield* replyQueue(Naming.decisionsQueue(prefix))
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
-          /** Starts adding the reply job: the command is sent before this returns a promise. */
+          /**
+           * Adds the reply job. Called just before the acknowledgement, its command reaches Redis first
+           * (the transport's tests watch the order with MONITOR).
+           */
           const addNestReply = (reply: NestReply) =>
             reply._tag === "StepResult"
               ? addReply(results, Naming.JobName.result, reply.result)
@@ -358,7 +364,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 try: async (): Promise<Job | Unwritten | undefined> => {
                   const target = replyBroker(home, job.data)
                   if (target !== home) await target.addNestReply(reply)
-                    const added = target === home ? target.addNestReply(reply) : undefined
+                  const added = target === home ? target.addNestReply(reply) : undefined
                   const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
                   if (ack.status === "rejected") throw ack.reason
                   const [data, id] = (ack.value ?? []) as Array<unknown>

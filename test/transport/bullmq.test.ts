@@ -52,9 +52,8 @@ const fixture = (tasks: number) =>
       const queue = new Queue(`${prefix}-tasks-work`, { connection: redisConnection() })
       for (let seq = 0; seq < tasks; seq++) {
         const runId = `run-${prefix}`
-        await queue.add("task", { runId, seq, name: "work", stepId: `${runId}:${seq}`, group: "work", attempt: 1, transport: "default" }, {
-          removeOnComplete: true
-        })
+        const task = { runId, seq, name: "work", stepId: `${runId}:${seq}`, group: "work", attempt: 1, transport: "default" }
+        await queue.add("task", task, { removeOnComplete: true })
       }
       await queue.close()
       // what the scripts do, in the order Redis runs it: adding a result job takes the next id of the
