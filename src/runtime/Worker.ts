@@ -241,6 +241,9 @@ interface TaskLabel {
 }
 
 /** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
+/** Runs a task's processing, the one interruptible part of the task path, to its exit. */
+const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
+
 const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
 
 /**
@@ -407,15 +410,15 @@ export const make = <R = never>(
     const processed = (delivery: Delivery): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
       const gate = controller
       const process = delivery.protocol.process(handlers, delivery.payload)
-      if (gate === undefined) return Effect.exit(Effect.interruptible(process))
+      if (gate === undefined) return interruptibleExit(process)
       const label = delivery.protocol.label(delivery.payload)
       const name = label.kind === "workflow" ? undefined : label.name
       const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && succeeded(exit.value)
-      if (gate.gates) return Effect.exit(Effect.interruptible(gate.run(name, process, { kind: label.kind, ok })))
+      if (gate.gates) return interruptibleExit(gate.run(name, process, { kind: label.kind, ok }))
       // nothing to wait for: counted around the processing, with no interruption handler of its own
       return Effect.suspend(() => {
         const done = gate.count(name, label.kind)
-        return Effect.map(Effect.exit(Effect.interruptible(process)), (exit) => {
+        return Effect.map(interruptibleExit(process), (exit) => {
           done(ok(exit))
           return exit
         })

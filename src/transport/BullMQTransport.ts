@@ -245,7 +245,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             client,
             addNestReply,
             publish: (result: StepResult) =>
-              Effect.tryPromise(() => addReply(results, Naming.JobName.result, result)).pipe(
+              Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
                 Effect.asVoid,
                 Effect.mapError(transportError(`publishing to ${results.name}`))
               ),
@@ -322,7 +322,8 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
         let maybeMore = true
 
-        const toDelivery = (job: Job, token: string): Delivery<NestReply> => {
+        /** A job just moved to active, as a delivery; a workflow turn beats for its run at once. */
+        const started = (job: Job, token: string): Delivery<NestReply> => {
           // built when first used: most tasks end long before their lock is due
           const renewLock = Effect.suspend(() =>
             Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
@@ -346,6 +347,9 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             : identity !== undefined && stepBeat !== undefined
             ? JSON.stringify({ runId: identity.runId, seq: identity.seq, stepId: identity.stepId, group: identity.group ?? subscription })
             : undefined
+          if (turn !== undefined && beat !== undefined) {
+            void client.publish(Naming.heartbeatChannel(prefix), beat).catch(() => undefined)
+          }
           const interval = turn === undefined ? renewEvery : Duration.min(renewEvery, RUN_BEAT_INTERVAL)
           const runId = turn?.runId ?? identity?.runId
           /**
@@ -410,18 +414,6 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               )
             )
           }
-        }
-
-        /** A job just moved to active: a workflow turn beats for its run at once. */
-        const started = (job: Job, token: string): Delivery<NestReply> => {
-          const turn = turnIdentity(job.data)
-          if (turn !== undefined) {
-            void client.publish(
-              Naming.heartbeatChannel(prefix),
-              JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
-            ).catch(() => undefined)
-          }
-          return toDelivery(job, token)
         }
 
         /**

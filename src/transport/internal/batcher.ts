@@ -1,12 +1,12 @@
 /**
- * Groups single writes (result jobs, result rows, acknowledgements) into one write: a writer fiber
+ * Groups single writes (result rows, result messages, acknowledgements) into one write: a writer fiber
  * takes whatever queued up while its previous write was in flight, so an idle worker adds no
  * latency (a lone item is written at once) and a busy one shares round trips. Each item gets an
  * outcome of its own (a value or an error); a write that fails as a whole is run again one item at
  * a time, so one bad item never fails the others and every waiting caller learns what happened to
  * its own item.
  *
- * This sits on the task path of every transport, so it is built on `Effect.async` (one suspension
+ * This sits on the task path of the SQL and SQS transports, so it is built on `Effect.async` (one suspension
  * per item) and one writer fiber woken the same way, rather than on a `Queue` and a `Deferred` per
  * item, which measured about 35 µs more per task.
  *
