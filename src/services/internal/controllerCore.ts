@@ -77,6 +77,8 @@ export class ControllerCore {
   private completionsThisTick = 0
   private stallTicks = 0
   private tokenSeq = 0
+  /** The task that started with nothing else in flight, while it still runs alone (at most one). */
+  private soloRecord: InFlight | undefined = undefined
 
   constructor(readonly config: ResolvedConcurrency) {
     this.limit = config.limit
@@ -141,10 +143,11 @@ export class ControllerCore {
   start(name: string | undefined, kind: TaskKind, r: Reading): number {
     this.observe(r)
     const solo = this.inflight.size === 0
-    for (const record of this.inflight.values()) record.solo = false
+    // only a task that started alone can still be running alone: it is no longer
+    if (this.soloRecord !== undefined) this.soloRecord.solo = false
     const token = ++this.tokenSeq
     const track = solo && this.config.stepCostTracking
-    this.inflight.set(token, {
+    const record: InFlight = {
       name,
       kind,
       usageAtStart: track ? r.usage : undefined,
@@ -152,7 +155,9 @@ export class ControllerCore {
       growth: 0,
       high: undefined,
       solo
-    })
+    }
+    this.soloRecord = solo ? record : undefined
+    this.inflight.set(token, record)
     return token
   }
 
