@@ -2,12 +2,15 @@
  * `npm run bench`: no-op steps over Redis/BullMQ at concurrency 1, 16 and 64 — this worker against a
  * plain `bullmq` Worker that adds one result job per task, and against the upstream TS worker
  * `@dudousxd/durable-worker@0.8.0` — on the same Redis, in alternating runs, each on a fresh prefix.
- * Prints steps/s (median of the rounds) and the ratios as a markdown table.
+ * A fourth run, the client ceiling (this worker's BullMQ calls in a bare loop), shows how much of the
+ * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios as a
+ * markdown table.
  *
  * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 3) rounds, BENCH_CONCURRENCY
  * (default "1,16,64"), REDIS_HOST / REDIS_PORT.
  */
 import { randomUUID } from "node:crypto"
+import * as ceiling from "./peers/clientCeiling.js"
 import * as ours from "./peers/ours.js"
 import type { PeerOptions, RunningPeer } from "./peers/peer.js"
 import * as plain from "./peers/plainBullmq.js"
@@ -22,7 +25,8 @@ interface Peer {
 const peers: ReadonlyArray<Peer> = [
   { name: "effect-durable-worker", start: ours.start },
   { name: "plain bullmq", start: plain.start },
-  { name: "upstream durable-worker", start: upstream.start }
+  { name: "upstream durable-worker", start: upstream.start },
+  { name: "bullmq client ceiling", start: ceiling.start }
 ]
 
 const n = Number(process.env.BENCH_N ?? 10_000)
@@ -62,15 +66,18 @@ export const main = async () => {
         console.log(`  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(stepsPerSec)} steps/s`)
       }
     }
-    const [mine, bull, up] = peers.map((p) => median(samples.get(p.name)!))
+    const [mine, bull, up, best] = peers.map((p) => median(samples.get(p.name)!))
+    const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`
     rows.push(
-      `| ${concurrency} | ${Math.round(mine!)} | ${Math.round(bull!)} | ${Math.round(up!)} | ${(mine! / bull!).toFixed(2)}x | ${
-        (mine! / up!).toFixed(2)
-      }x |`
+      `| ${concurrency} | ${Math.round(mine!)} | ${Math.round(bull!)} | ${Math.round(up!)} | ${Math.round(best!)} | ${
+        ratio(mine!, bull!)
+      } | ${ratio(mine!, up!)} | ${ratio(best!, up!)} | ${ratio(mine!, best!)} |`
     )
   }
-  console.log("\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | vs plain | vs upstream |")
-  console.log("| ---: | ---: | ---: | ---: | ---: | ---: |")
+  console.log(
+    "\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | client ceiling | vs plain | vs upstream | ceiling vs upstream | share of ceiling |"
+  )
+  console.log("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for (const row of rows) console.log(row)
 }
 

@@ -1,0 +1,67 @@
+/**
+ * Benchmark reference, not a competitor: the BullMQ client calls this library's worker makes per task,
+ * in a bare promise loop with no runtime around them. Each loop takes a job without blocking, adds
+ * its `result` job and acknowledges the task back to back (the reply first), and takes the next job
+ * with the acknowledgement; with no job waiting, the loops share one blocking wait on the queue's
+ * marker. What it reaches is the ceiling of the worker's call pattern on this machine: the part of a
+ * ratio that no runtime work can change.
+ */
+import { Job, Queue, Worker } from "bullmq"
+import { Redis } from "ioredis"
+import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../../src/transport/bullmq/internal/naming.js"
+import { benchConnection, type PeerOptions, type RunningPeer } from "./peer.js"
+
+interface TaskData {
+  readonly runId: string
+  readonly seq: number
+  readonly stepId: string
+}
+
+/** Start the ceiling loops serving `stepName` as a no-op step at `concurrency`. */
+export const start = async (options: PeerOptions): Promise<RunningPeer> => {
+  const connection = { ...(options.connection ?? benchConnection()), maxRetriesPerRequest: null }
+  const client = new Redis(connection)
+  const blocking = new Redis(connection)
+  const results = new Queue(resultsQueue(options.prefix), { connection: client })
+  const tasks = new Worker(tasksQueue(options.prefix, routingToken(options.stepName)), undefined, {
+    connection: client,
+    autorun: false
+  })
+  await tasks.waitUntilReady()
+  let stopped = false
+  let tokens = 0
+  // one blocking read on the marker at a time, shared by every loop that found the queue empty
+  let waiting: Promise<unknown> | undefined
+  const nothingWaiting = () =>
+    waiting ??= blocking.bzpopmin(tasks.keys.marker!, 0.05).finally(() => {
+      waiting = undefined
+    })
+
+  const serve = async () => {
+    while (!stopped) {
+      const token = `ceiling:${++tokens}`
+      let job: Job<TaskData> | undefined = await tasks.getNextJob(token, { block: false })
+      if (job === undefined) await nothingWaiting()
+      while (job !== undefined) {
+        const { runId, seq, stepId } = job.data
+        const [, next] = await Promise.all([
+          results.add(JobName.result, { runId, seq, stepId, status: "completed", startedAt: Date.now() }, resultJobOptions),
+          job.moveToCompleted(undefined, token, !stopped)
+        ])
+        const [data, id] = (next ?? []) as [unknown, unknown]
+        job = data !== undefined && data !== null && typeof id === "string" ? Job.fromJSON(tasks, data as never, id) : undefined
+      }
+    }
+  }
+  const loops = Array.from({ length: options.concurrency }, serve)
+  return {
+    stop: async () => {
+      stopped = true
+      await Promise.all(loops)
+      await tasks.close()
+      await results.close()
+      blocking.disconnect()
+      await client.quit()
+    }
+  }
+}
