@@ -9,17 +9,11 @@
 import { Job, Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
 import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../../src/transport/bullmq/internal/naming.js"
-import { benchConnection, type PeerOptions, type RunningPeer } from "./peer.js"
-
-interface TaskData {
-  readonly runId: string
-  readonly seq: number
-  readonly stepId: string
-}
+import { completedResult, type PeerOptions, type RunningPeer, type TaskData, workerConnection } from "./peer.js"
 
 /** Start the ceiling loops serving `stepName` as a no-op step at `concurrency`. */
 export const start = async (options: PeerOptions): Promise<RunningPeer> => {
-  const connection = { ...(options.connection ?? benchConnection()), maxRetriesPerRequest: null }
+  const connection = workerConnection(options)
   const client = new Redis(connection)
   const blocking = new Redis(connection)
   const results = new Queue(resultsQueue(options.prefix), { connection: client })
@@ -43,9 +37,8 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
       let job: Job<TaskData> | undefined = await tasks.getNextJob(token, { block: false })
       if (job === undefined) await nothingWaiting()
       while (job !== undefined) {
-        const { runId, seq, stepId } = job.data
         const [, next] = await Promise.all([
-          results.add(JobName.result, { runId, seq, stepId, status: "completed", startedAt: Date.now() }, resultJobOptions),
+          results.add(JobName.result, completedResult(job.data), resultJobOptions),
           job.moveToCompleted(undefined, token, !stopped)
         ])
         const [data, id] = (next ?? []) as [unknown, unknown]

@@ -14,6 +14,28 @@ export const benchConnection = (): BenchConnection => ({
   port: Number(process.env.REDIS_PORT ?? 6379)
 })
 
+/** The connection options a BullMQ worker of a peer uses: `maxRetriesPerRequest: null`, as BullMQ asks. */
+export const workerConnection = (options: { readonly connection?: BenchConnection | undefined }) => ({
+  ...(options.connection ?? benchConnection()),
+  maxRetriesPerRequest: null
+})
+
+/** What the bare peers read of a task. */
+export interface TaskData {
+  readonly runId: string
+  readonly seq: number
+  readonly stepId: string
+}
+
+/** The result a bare peer answers a no-op task with, as this worker answers it. */
+export const completedResult = (task: TaskData) => ({
+  runId: task.runId,
+  seq: task.seq,
+  stepId: task.stepId,
+  status: "completed" as const,
+  startedAt: Date.now()
+})
+
 /** Options every peer's `start` takes. */
 export interface PeerOptions {
   /** Transport key prefix (no namespace folding). */
