@@ -90,23 +90,19 @@ const withSchemas = <I, O, E, R, RS>(
 ): Step<R | RS>["run"] => {
   const decode = options?.input ? Schema.decodeUnknown(options.input) : undefined
   const encode = options?.output ? Schema.encode(options.output) : undefined
-  return (input, ctx) => {
-    const decoded = decode
-      ? Effect.mapError(decode(input), (e) =>
-        new FatalError(`invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_input"))
-      : Effect.succeed(input as I)
-    return Effect.flatMap(decoded, (value) => {
-      const output = handler(value, ctx)
-      return encode
-        ? Effect.flatMap(output, (out) =>
-          Effect.mapError(encode(out), (e) =>
-            new FatalError(
-              `invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
-              "invalid_output"
-            )))
-        : output
-    })
-  }
+  // without schemas the handler runs as it is: no effect added per task
+  const decoded: Step<R | RS>["run"] = decode === undefined
+    ? handler as Step<R | RS>["run"]
+    : (input, ctx) =>
+      Effect.flatMap(
+        Effect.mapError(decode(input), (e) =>
+          new FatalError(`invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_input")),
+        (value) => handler(value, ctx)
+      )
+  return encode === undefined ? decoded : (input, ctx) =>
+    Effect.flatMap(decoded(input, ctx), (out) =>
+      Effect.mapError(encode(out as O), (e) =>
+        new FatalError(`invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_output")))
 }
 
 /**
@@ -305,18 +301,14 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     const events: Array<StepEvent> = []
     // the handler runs with the task's log annotations and its event sink set (one update of the
     // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
-    type Ran = readonly [ResultBase, Exit.Exit<unknown, unknown> | undefined]
-    const run = Effect.clockWith((clock): Effect.Effect<Ran, never, R> => {
-      const startedAt = clock.unsafeCurrentTimeMillis()
-      const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
-      if (step === undefined) return Effect.succeed([base, undefined])
+    let base: ResultBase | undefined // set when the task starts, read when it has run
+    const run = Effect.clockWith((clock): Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> => {
+      base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
+      if (step === undefined) return Effect.succeed(undefined)
       return Effect.withFiberRuntime((fiber, status) => {
         const ctx = new Context(task, events, clock, fiber, status.runtimeFlags)
         const running = step.run(task.input, ctx)
-        return Effect.map(
-          Effect.exit(step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))),
-          (exit): Ran => [base, exit]
-        )
+        return Effect.exit(step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort())))
       })
     }).pipe(
       (run) => step?.effectful === false ? run : captureTaskLogs(annotations(), events)(run),
@@ -327,14 +319,15 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         ...externalParent(task.traceparent)
       }], task.traceparent !== undefined)
     )
-    return Effect.flatMap(run, ([base, exit]): Effect.Effect<StepResult> => {
+    return Effect.flatMap(run, (exit): Effect.Effect<StepResult> => {
+      const started = base!
       if (exit === undefined) {
         return Effect.as(
           Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations()),
-          failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
+          failed(started, { message: `no handler for ${task.name}`, retryable: false }, [])
         )
       }
-      if (Exit.isSuccess(exit)) return Effect.succeed(completed(base, exit.value, events))
+      if (Exit.isSuccess(exit)) return Effect.succeed(completed(started, exit.value, events))
       const failure = Option.getOrElse(
         Cause.failureOption(exit.cause),
         () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
@@ -343,7 +336,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       return Effect.logWarning(`step failed: ${error.message}`).pipe(
         Effect.zipRight(Effect.logDebug(Cause.pretty(exit.cause))),
         Effect.annotateLogs(annotations()),
-        Effect.as(failed(base, error, events))
+        Effect.as(failed(started, error, events))
       )
     })
   })

@@ -345,20 +345,17 @@ export const make = <R = never>(
      * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
      * of the same subscription in the same round trip (the permit stays with this fiber).
      */
-    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>): Effect.Effect<Delivery | undefined> => {
+    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>): Effect.Effect<Option.Option<Delivery>> => {
       const takeNext = delivery.completeAndTakeNext
-      if (outcome._tag === "Reject" || takeNext === undefined) return Effect.as(answer(delivery, outcome), undefined)
+      if (outcome._tag === "Reject" || takeNext === undefined) return Effect.as(answer(delivery, outcome), Option.none())
       return Effect.flatMap(Deferred.isDone(stopRequested), (stopping) =>
         stopping
-          ? Effect.as(answer(delivery, outcome), undefined)
-          : Effect.matchEffect(takeNext(outcome.reply), {
-            onSuccess: (next) => Effect.succeed(Option.getOrUndefined(next)),
-            onFailure: (error) =>
-              Effect.as(
-                Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
-                undefined
-              )
-          }))
+          ? Effect.as(answer(delivery, outcome), Option.none())
+          : Effect.catchAll(takeNext(outcome.reply), (error) =>
+            Effect.as(
+              Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
+              Option.none()
+            )))
     }
 
     /**
@@ -402,26 +399,27 @@ export const make = <R = never>(
     }).pipe(Effect.forever)
 
     /**
-     * Processes a delivery under the concurrency controller, interruptibly, to its exit: a gating
-     * controller admits it first (a deferred task waits here, its lease kept alive); one that does
-     * not gate counts it from now. The controller learns from how long it ran and whether it
-     * succeeded.
+     * Processes a delivery under the concurrency controller, interruptibly, to its exit, and goes on
+     * with `then`: a gating controller admits it first (a deferred task waits here, its lease kept
+     * alive); one that does not gate counts it from the call on (made when the task starts). The
+     * controller learns from how long it ran and whether it succeeded.
      */
-    const processed = (delivery: Delivery): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
+    const processed = <A>(
+      delivery: Delivery,
+      then: (exit: Exit.Exit<Outcome<unknown>>) => Effect.Effect<A, never, R>
+    ): Effect.Effect<A, never, R> => {
       const gate = controller
       const process = delivery.protocol.process(handlers, delivery.payload)
-      if (gate === undefined) return interruptibleExit(process)
+      if (gate === undefined) return Effect.flatMap(interruptibleExit(process), then)
       const label = delivery.protocol.label(delivery.payload)
       const name = label.kind === "workflow" ? undefined : label.name
       const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && succeeded(exit.value)
-      if (gate.gates) return interruptibleExit(gate.run(name, process, { kind: label.kind, ok }))
+      if (gate.gates) return Effect.flatMap(interruptibleExit(gate.run(name, process, { kind: label.kind, ok })), then)
       // nothing to wait for: counted around the processing, with no interruption handler of its own
-      return Effect.suspend(() => {
-        const done = gate.count(name, label.kind)
-        return Effect.map(interruptibleExit(process), (exit) => {
-          done(ok(exit))
-          return exit
-        })
+      const done = gate.count(name, label.kind)
+      return Effect.flatMap(interruptibleExit(process), (exit) => {
+        done(ok(exit))
+        return then(exit)
       })
     }
 
@@ -440,7 +438,7 @@ export const make = <R = never>(
       delivery: Delivery,
       self: Fiber.RuntimeFiber<unknown, unknown>,
       clock: Clock.Clock
-    ): Effect.Effect<Delivery | undefined, never, R> =>
+    ): Effect.Effect<Option.Option<Delivery>, never, R> =>
       Effect.suspend(() => {
         if (Option.isSome(delivery.keepAlive)) addLease(delivery, delivery.keepAlive.value, clock.unsafeCurrentTimeMillis())
         let state = "processing" as "processing" | "cancelled" | "processed"
@@ -449,16 +447,16 @@ export const make = <R = never>(
           state = "cancelled"
           self.unsafeInterruptAsFork(self.id())
         })
-        return Effect.flatMap(processed(delivery), (exit) => {
+        return processed(delivery, (exit) => {
           const cancelled = state === "cancelled"
           state = "processed"
           unwatch()
           leases.delete(delivery)
           if (Exit.isSuccess(exit)) {
             // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
-            return cancelled ? Effect.as(answer(delivery, exit.value), undefined) : answerTakingNext(delivery, exit.value)
+            return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
           }
-          return Effect.as(unanswered(delivery, exit, cancelled), undefined)
+          return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
         })
       })
 
@@ -494,7 +492,7 @@ export const make = <R = never>(
           labels.set(self, label)
           const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
             label.delivery = delivery
-            return Effect.flatMap(serveOne(delivery, self, clock), (next) => next === undefined ? Effect.void : serveFrom(next))
+            return Effect.flatMap(serveOne(delivery, self, clock), (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value))
           }
           return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => labels.delete(self))))
         })

@@ -362,30 +362,33 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
            * the results queue alone). The reply then lives only here: a next job that came with the
            * acknowledgement is given back, and the reply is written again until it is.
            */
-          const answer = (reply: NestReply, fetchNext: boolean) =>
-            Effect.flatMap(
-              Effect.tryPromise({
-                try: async (): Promise<Job | Unwritten | undefined> => {
-                  const target = replyBroker(home, job.data)
-                  if (target !== home) await target.addNestReply(reply)
-                  const added = target === home ? target.addNestReply(reply) : undefined
-                  const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
-                  if (ack.status === "rejected") throw ack.reason
-                  const [data, id] = (ack.value ?? []) as Array<unknown>
-                  const next = data === null || data === undefined || typeof id !== "string"
-                    ? undefined
-                    : Job.fromJSON(bull, data as never, id)
-                  if (write.status === "fulfilled") return next
-                  if (next !== undefined) await next.moveToWait(token).catch(() => undefined)
-                  return new Unwritten(write.reason)
-                },
-                catch: transportError(`answering job ${job.id}`)
-              }),
-              (outcome) =>
-                outcome instanceof Unwritten
-                  ? Effect.as(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason), undefined)
-                  : Effect.succeed(outcome)
-            )
+          const acknowledge = async (reply: NestReply, fetchNext: boolean): Promise<Job | Unwritten | undefined> => {
+            const target = replyBroker(home, job.data)
+            if (target !== home) await target.addNestReply(reply)
+            const added = target === home ? target.addNestReply(reply) : undefined
+            const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
+            if (ack.status === "rejected") throw ack.reason
+            const [data, id] = (ack.value ?? []) as Array<unknown>
+            const next = data === null || data === undefined || typeof id !== "string"
+              ? undefined
+              : Job.fromJSON(bull, data as never, id)
+            if (write.status === "fulfilled") return next
+            if (next !== undefined) await next.moveToWait(token).catch(() => undefined)
+            return new Unwritten(write.reason)
+          }
+          /** `acknowledge` as one effect, which goes on with `then` of the next job (if one came). */
+          const answer = <A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) =>
+            Effect.async<A, TransportError>((resume) => {
+              acknowledge(reply, fetchNext).then(
+                (outcome) =>
+                  resume(
+                    outcome instanceof Unwritten
+                      ? Effect.as(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason), then(undefined))
+                      : Effect.succeed(then(outcome))
+                  ),
+                (cause) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
+              )
+            })
           return {
             id: `${queueName}#${job.id}`,
             payload: job.data,
@@ -397,12 +400,11 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 : Effect.suspend(() => Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat))))
             }),
             onCancel: cancellations.watch(runId),
-            complete: (reply) => Effect.asVoid(answer(reply, false)),
+            complete: (reply) => answer(reply, false, () => undefined),
             // BullMQ's own fast path: acknowledging a job can move the next one to active, locked
             // with the same token, in the same script call
             completeAndTakeNext: (reply) =>
-              Effect.map(answer(reply, true), (next) =>
-                next === undefined ? Option.none() : Option.some(started(next, token))),
+              answer(reply, true, (next) => next === undefined ? Option.none() : Option.some(started(next, token))),
             reject: (reason) =>
               Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
                 Effect.mapError(transportError(`rejecting job ${job.id}`))
