@@ -96,13 +96,19 @@ const withSchemas = <I, O, E, R, RS>(
     : (input, ctx) =>
       Effect.flatMap(
         Effect.mapError(decode(input), (e) =>
-          new FatalError(`invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_input")),
+          new FatalError(
+            `invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+            "invalid_input"
+          )),
         (value) => handler(value, ctx)
       )
   return encode === undefined ? decoded : (input, ctx) =>
     Effect.flatMap(decoded(input, ctx), (out) =>
       Effect.mapError(encode(out as O), (e) =>
-        new FatalError(`invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`, "invalid_output")))
+        new FatalError(
+          `invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+          "invalid_output"
+        )))
 }
 
 /**
@@ -295,22 +301,24 @@ const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEv
  * @category processing
  */
 export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.Effect<StepResult, never, R> =>
-  Effect.suspend(() => {
+  Effect.clockWith((clock) => {
     const annotations = () => ({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt })
     const step = steps.get(task.name)
     const events: Array<StepEvent> = []
+    const startedAt = clock.unsafeCurrentTimeMillis()
+    const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
     // the handler runs with the task's log annotations and its event sink set (one update of the
     // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
-    let base: ResultBase | undefined // set when the task starts, read when it has run
-    const run = Effect.clockWith((clock): Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> => {
-      base = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt: clock.unsafeCurrentTimeMillis() }
-      if (step === undefined) return Effect.succeed(undefined)
-      return Effect.withFiberRuntime((fiber, status) => {
+    const handled: Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> = step === undefined
+      ? Effect.succeed(undefined)
+      : Effect.withFiberRuntime((fiber, status) => {
         const ctx = new Context(task, events, clock, fiber, status.runtimeFlags)
         const running = step.run(task.input, ctx)
-        return Effect.exit(step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort())))
+        return Effect.exit(
+          step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))
+        )
       })
-    }).pipe(
+    const run = handled.pipe(
       (run) => step?.effectful === false ? run : captureTaskLogs(annotations(), events)(run),
       withTaskSpan(() => [`durable.step ${task.name}`, {
         kind: "consumer",
@@ -320,14 +328,13 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       }], task.traceparent !== undefined)
     )
     return Effect.flatMap(run, (exit): Effect.Effect<StepResult> => {
-      const started = base!
       if (exit === undefined) {
         return Effect.as(
           Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations()),
-          failed(started, { message: `no handler for ${task.name}`, retryable: false }, [])
+          failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
         )
       }
-      if (Exit.isSuccess(exit)) return Effect.succeed(completed(started, exit.value, events))
+      if (Exit.isSuccess(exit)) return Effect.succeed(completed(base, exit.value, events))
       const failure = Option.getOrElse(
         Cause.failureOption(exit.cause),
         () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))
@@ -336,7 +343,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       return Effect.logWarning(`step failed: ${error.message}`).pipe(
         Effect.zipRight(Effect.logDebug(Cause.pretty(exit.cause))),
         Effect.annotateLogs(annotations()),
-        Effect.as(failed(started, error, events))
+        Effect.as(failed(base, error, events))
       )
     })
   })

@@ -414,7 +414,9 @@ export const make = <R = never>(
       const label = delivery.protocol.label(delivery.payload)
       const name = label.kind === "workflow" ? undefined : label.name
       const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && succeeded(exit.value)
-      if (gate.gates) return Effect.flatMap(interruptibleExit(gate.run(name, process, { kind: label.kind, ok })), then)
+      if (gate.gates) {
+        return Effect.flatMap(interruptibleExit(gate.run(name, process, { kind: label.kind, ok })), then)
+      }
       // nothing to wait for: counted around the processing, with no interruption handler of its own
       const done = gate.count(name, label.kind)
       return Effect.flatMap(interruptibleExit(process), (exit) => {

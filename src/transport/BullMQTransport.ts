@@ -383,7 +383,10 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 (outcome) =>
                   resume(
                     outcome instanceof Unwritten
-                      ? Effect.as(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason), then(undefined))
+                      ? Effect.as(
+                        rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason),
+                        then(undefined)
+                      )
                       : Effect.succeed(then(outcome))
                   ),
                 (cause) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
