@@ -345,17 +345,21 @@ export const make = <R = never>(
      * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
      * of the same subscription in the same round trip (the permit stays with this fiber).
      */
-    const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>): Effect.Effect<Option.Option<Delivery>> => {
+    const answerTakingNext = (
+      delivery: Delivery,
+      outcome: Outcome<unknown>
+    ): Effect.Effect<Option.Option<Delivery>> => {
+      // built only where the next task is not taken with the answer
+      const answered = () => Effect.as(answer(delivery, outcome), Option.none<Delivery>())
       const takeNext = delivery.completeAndTakeNext
-      if (outcome._tag === "Reject" || takeNext === undefined) return Effect.as(answer(delivery, outcome), Option.none())
+      if (outcome._tag === "Reject" || takeNext === undefined) return answered()
       return Effect.flatMap(Deferred.isDone(stopRequested), (stopping) =>
         stopping
-          ? Effect.as(answer(delivery, outcome), Option.none())
-          : Effect.catchAll(takeNext(outcome.reply), (error) =>
-            Effect.as(
-              Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answer(delivery, outcome)),
-              Option.none()
-            )))
+          ? answered()
+          : Effect.catchAll(
+            takeNext(outcome.reply),
+            (error) => Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answered())
+          ))
     }
 
     /**
@@ -456,7 +460,9 @@ export const make = <R = never>(
           leases.delete(delivery)
           if (Exit.isSuccess(exit)) {
             // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
-            return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
+            return cancelled
+              ? Effect.as(answer(delivery, exit.value), Option.none())
+              : answerTakingNext(delivery, exit.value)
           }
           return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
         })
@@ -494,7 +500,10 @@ export const make = <R = never>(
           labels.set(self, label)
           const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
             label.delivery = delivery
-            return Effect.flatMap(serveOne(delivery, self, clock), (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value))
+            return Effect.flatMap(
+              serveOne(delivery, self, clock),
+              (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value)
+            )
           }
           return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => labels.delete(self))))
         })

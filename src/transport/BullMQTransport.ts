@@ -376,18 +376,21 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             if (next !== undefined) await next.moveToWait(token).catch(() => undefined)
             return new Unwritten(write.reason)
           }
-          /** `acknowledge` as one effect, which goes on with `then` of the next job (if one came). */
+          /**
+           * `acknowledge` as one effect, which goes on with `then` of the next job (if one came);
+           * `then` runs in the fiber, so whatever it throws is a defect there.
+           */
           const answer = <A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) =>
             Effect.async<A, TransportError>((resume) => {
               acknowledge(reply, fetchNext).then(
                 (outcome) =>
                   resume(
                     outcome instanceof Unwritten
-                      ? Effect.as(
+                      ? Effect.map(
                         rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason),
-                        then(undefined)
+                        () => then(undefined)
                       )
-                      : Effect.succeed(then(outcome))
+                      : Effect.sync(() => then(outcome))
                   ),
                 (cause) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
               )
