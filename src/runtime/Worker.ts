@@ -240,10 +240,10 @@ interface TaskLabel {
   delivery: Delivery
 }
 
-/** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
 /** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
+/** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
 const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
 
 /**

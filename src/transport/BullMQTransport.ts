@@ -364,8 +364,8 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
            */
           const acknowledge = async (reply: NestReply, fetchNext: boolean): Promise<Job | Unwritten | undefined> => {
             const target = replyBroker(home, job.data)
-            if (target !== home) await target.addNestReply(reply)
-            const added = target === home ? target.addNestReply(reply) : undefined
+            // on another broker the reply is written (or fails the answer) before the acknowledgement
+            const added = target === home ? home.addNestReply(reply) : await target.addNestReply(reply)
             const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
             if (ack.status === "rejected") throw ack.reason
             const [data, id] = (ack.value ?? []) as Array<unknown>

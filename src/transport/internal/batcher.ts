@@ -6,9 +6,9 @@
  * a time, so one bad item never fails the others and every waiting caller learns what happened to
  * its own item.
  *
- * This sits on the task path of the SQL and SQS transports, so it is built on `Effect.async` (one suspension
- * per item) and one writer fiber woken the same way, rather than on a `Queue` and a `Deferred` per
- * item, which measured about 35 µs more per task.
+ * This sits on the task path of the SQL and SQS transports, so it is built on `Effect.async` (one
+ * suspension per item) and one writer fiber woken the same way, rather than on a `Queue` and a
+ * `Deferred` per item, which measured about 35 µs more per task.
  *
  * @internal
  */
