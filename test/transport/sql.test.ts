@@ -36,6 +36,9 @@ import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, u
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
 
+/** How the runtime retries a reply that failed (the worker's `replyRetry`): 100 ms, doubling, 4 times. */
+const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
+
 /** Waits on the wall clock for database I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
 const until = (what: string, check: Effect.Effect<boolean>) =>
   Effect.gen(function*() {
@@ -383,8 +386,9 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       const blocked = yield* Effect.fork(blocker!.complete(stepReply(blocker!, 0)))
       yield* until("the first write to wait on its lock", Effect.sync(() => resultWrites(statements).length === 1))
       const batch = yield* Effect.fork(
-        // a write that meets the dying connection fails, and is retried as the runtime retries a reply
-        Effect.all([d1, d2, d3].map((d, i) => Effect.retry(d!.complete(stepReply(d!, i + 1)), Schedule.recurs(3))), {
+        // a write that meets the dying connection fails, and is retried as the runtime retries a reply:
+        // from 100 ms on the TestClock, so no retry lands while the killed batch is being checked
+        Effect.all([d1, d2, d3].map((d, i) => Effect.retry(d!.complete(stepReply(d!, i + 1)), replyRetry)), {
           concurrency: "unbounded"
         })
       )
@@ -400,6 +404,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((r) => r.step_id), ids.slice(1))
       // each completion is written again on its own (d3 once its lock is gone)
       yield* second.commit
+      yield* TestClock.adjust("1 second")
       yield* Fiber.join(batch)
       assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
       assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => [r.step_id, r.output]), [
