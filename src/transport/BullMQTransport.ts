@@ -354,46 +354,67 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           const runId = turn?.runId ?? identity?.runId
           /**
            * Writes the reply and acknowledges the job (moving the next one to active with it when
-           * `fetchNext`) in one round trip: on the job's own broker both commands go out back to
-           * back on one connection, the reply first, and Redis runs them in that order. A reply for
-           * another broker is written there before the job is acknowledged.
+           * `fetchNext`) in one round trip, then goes on in the fiber with `then` of the next job (if
+           * one came), so whatever `then` throws is a defect there. On the job's own broker both
+           * commands go out back to back on one connection, the reply first, and Redis runs them in
+           * that order; a reply for another broker is written there before the job is acknowledged.
            *
            * Redis runs the acknowledgement even when the reply before it failed (a script error on
            * the results queue alone). The reply then lives only here: a next job that came with the
            * acknowledgement is given back, and the reply is written again until it is.
-           */
-          const acknowledge = async (reply: NestReply, fetchNext: boolean): Promise<Job | Unwritten | undefined> => {
-            const target = replyBroker(home, job.data)
-            // on another broker the reply is written (or fails the answer) before the acknowledgement
-            const added = target === home ? home.addNestReply(reply) : await target.addNestReply(reply)
-            const [write, ack] = await Promise.allSettled([added, job.moveToCompleted(undefined, token, fetchNext)])
-            if (ack.status === "rejected") throw ack.reason
-            const [data, id] = (ack.value ?? []) as Array<unknown>
-            const next = data === null || data === undefined || typeof id !== "string"
-              ? undefined
-              : Job.fromJSON(bull, data as never, id)
-            if (write.status === "fulfilled") return next
-            if (next !== undefined) await next.moveToWait(token).catch(() => undefined)
-            return new Unwritten(write.reason)
-          }
-          /**
-           * `acknowledge` as one effect, which goes on with `then` of the next job (if one came);
-           * `then` runs in the fiber, so whatever it throws is a defect there.
+           *
+           * The two outcomes are joined by hand rather than with `Promise.allSettled` in an async
+           * function: this runs for every task, and the joins cost more than the rest of it.
            */
           const answer = <A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) =>
             Effect.async<A, TransportError>((resume) => {
-              acknowledge(reply, fetchNext).then(
-                (outcome) =>
-                  resume(
-                    outcome instanceof Unwritten
-                      ? Effect.map(
-                        rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, outcome.reason),
-                        () => then(undefined)
-                      )
-                      : Effect.sync(() => then(outcome))
-                  ),
-                (cause) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
-              )
+              const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
+              let pending = 2
+              let unwritten: Unwritten | undefined
+              let acked: unknown
+              let ackFailure: { readonly cause: unknown } | undefined
+              const settle = () => {
+                if (--pending > 0) return
+                if (ackFailure !== undefined) return failed(ackFailure.cause)
+                const [data, id] = (acked ?? []) as Array<unknown>
+                let next: Job | undefined
+                try {
+                  next = data === null || data === undefined || typeof id !== "string"
+                    ? undefined
+                    : Job.fromJSON(bull, data as never, id)
+                } catch (cause) {
+                  return failed(cause)
+                }
+                if (unwritten === undefined) return resume(Effect.sync(() => then(next)))
+                const { reason } = unwritten
+                const rewrite = Effect.map(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, reason), () => then(undefined))
+                if (next === undefined) return resume(rewrite)
+                next.moveToWait(token).catch(() => undefined).then(() => resume(rewrite))
+              }
+              const acknowledge = () =>
+                job.moveToCompleted(undefined, token, fetchNext).then(
+                  (value) => {
+                    acked = value
+                    settle()
+                  },
+                  (cause) => {
+                    ackFailure = { cause }
+                    settle()
+                  }
+                )
+              const target = replyBroker(home, job.data)
+              if (target === home) {
+                home.addNestReply(reply).then(settle, (reason) => {
+                  unwritten = new Unwritten(reason)
+                  settle()
+                })
+                acknowledge()
+              } else {
+                target.addNestReply(reply).then(() => {
+                  pending = 1
+                  acknowledge()
+                }, failed)
+              }
             })
           return {
             id: `${queueName}#${job.id}`,

@@ -16,14 +16,16 @@ const ignore = () => {}
 /** @internal */
 export const makeCancellations = (remember = 10_000): Cancellations => {
   const cancelled = new Set<string>()
-  const watchers = new Map<string, Set<() => void>>()
+  // a run's lone running task (the usual case) is kept as its callback, several in a set
+  const watchers = new Map<string, (() => void) | Set<() => void>>()
   return {
     cancel: (runId) => {
       cancelled.add(runId)
       if (cancelled.size > remember) cancelled.delete(cancelled.values().next().value!)
       const waiting = watchers.get(runId)
       watchers.delete(runId)
-      waiting?.forEach((callback) => callback())
+      if (typeof waiting === "function") waiting()
+      else waiting?.forEach((callback) => callback())
     },
     watch: (runId) => (callback) => {
       if (runId === undefined) return ignore
@@ -31,12 +33,17 @@ export const makeCancellations = (remember = 10_000): Cancellations => {
         callback()
         return ignore
       }
-      let set = watchers.get(runId)
-      if (set === undefined) watchers.set(runId, set = new Set())
-      set.add(callback)
+      const present = watchers.get(runId)
+      if (present === undefined) watchers.set(runId, callback)
+      else if (typeof present === "function") watchers.set(runId, new Set([present, callback]))
+      else present.add(callback)
       return () => {
-        set.delete(callback)
-        if (set.size === 0 && watchers.get(runId) === set) watchers.delete(runId)
+        const current = watchers.get(runId)
+        if (current === callback) watchers.delete(runId)
+        else if (typeof current === "object") {
+          current.delete(callback)
+          if (current.size === 0) watchers.delete(runId)
+        }
       }
     }
   }
