@@ -6,8 +6,12 @@
  * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios as a
  * markdown table.
  *
- * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 3) rounds, BENCH_CONCURRENCY
- * (default "1,16,64"), REDIS_HOST / REDIS_PORT.
+ * Before the rounds of each concurrency, every peer serves an uncounted warm-up run, so no peer's
+ * first round pays for compiling code the others already warmed (they share the process).
+ *
+ * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 3) rounds, BENCH_WARMUP (default
+ * 2000; 0 for none) tasks per warm-up run, BENCH_CONCURRENCY (default "1,16,64"), REDIS_HOST /
+ * REDIS_PORT.
  */
 import { randomUUID } from "node:crypto"
 import * as ceiling from "./peers/clientCeiling.js"
@@ -31,6 +35,7 @@ const peers: ReadonlyArray<Peer> = [
 
 const n = Number(process.env.BENCH_N ?? 10_000)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const warmup = Number(process.env.BENCH_WARMUP ?? 2000)
 const levels = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number)
 const stepName = "bench.noop"
 
@@ -39,12 +44,12 @@ const median = (values: ReadonlyArray<number>) => {
   return sorted[Math.floor(sorted.length / 2)]!
 }
 
-const once = async (peer: Peer, concurrency: number) => {
+const once = async (peer: Peer, concurrency: number, tasks: number) => {
   const prefix = `bench-${randomUUID().slice(0, 8)}`
   const running = await peer.start({ prefix, concurrency, stepName })
   try {
-    const result = await runLoad({ prefix, stepName, n })
-    if (result.results !== n) throw new Error(`${peer.name}: ${result.results} results for ${n} tasks`)
+    const result = await runLoad({ prefix, stepName, n: tasks })
+    if (result.results !== tasks) throw new Error(`${peer.name}: ${result.results} results for ${tasks} tasks`)
     return result.stepsPerSec
   } finally {
     await running.stop()
@@ -53,15 +58,18 @@ const once = async (peer: Peer, concurrency: number) => {
 }
 
 export const main = async () => {
-  console.log(`no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds, median steps/s\n`)
+  console.log(
+    `no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds after a ${warmup}-task warm-up, median steps/s\n`
+  )
   const rows: Array<string> = []
   for (const concurrency of levels) {
     const samples = new Map<string, Array<number>>(peers.map((p) => [p.name, []]))
+    if (warmup > 0) for (const peer of peers) await once(peer, concurrency, warmup)
     for (let round = 0; round < rounds; round++) {
       // alternate the order so no peer always runs on a warmer Redis
       const order = round % 2 === 0 ? peers : [...peers].reverse()
       for (const peer of order) {
-        const stepsPerSec = await once(peer, concurrency)
+        const stepsPerSec = await once(peer, concurrency, n)
         samples.get(peer.name)!.push(stepsPerSec)
         console.log(`  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(stepsPerSec)} steps/s`)
       }

@@ -1,6 +1,6 @@
 /**
- * The transports' shared write batcher (`internal/batcher`: BullMQ replies, SQL completions, SQS
- * batch calls), on its own, under a `TestClock` that is never moved: a lone item is written at
+ * The transports' shared write batcher (`internal/batcher`: SQL completions, SQS batch calls), on
+ * its own, under a `TestClock` that is never moved: a lone item is written at
  * once, whatever queued up during a write goes in the next one (cut to the item and size bounds),
  * each caller gets its own outcome, a batch that fails as a whole is retried one item at a time, a
  * value written for a caller that stopped waiting is handed back, and several writers can be in
