@@ -3,13 +3,13 @@
  * plain `bullmq` Worker that adds one result job per task, and against the upstream TS worker
  * `@dudousxd/durable-worker@0.8.0` — on the same Redis, in alternating runs, each on a fresh prefix.
  * A fourth run, the client ceiling (this worker's BullMQ calls in a bare loop), shows how much of the
- * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios as a
- * markdown table.
+ * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios (the
+ * median over the rounds of each round's ratio) as a markdown table.
  *
  * Before the rounds of each concurrency, every peer serves an uncounted warm-up run, so no peer's
  * first round pays for compiling code the others already warmed (they share the process).
  *
- * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 3) rounds, BENCH_WARMUP (default
+ * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 5) rounds, BENCH_WARMUP (default
  * 2000; 0 for none) tasks per warm-up run, BENCH_CONCURRENCY (default "1,16,64"), REDIS_HOST /
  * REDIS_PORT.
  */
@@ -34,7 +34,7 @@ const peers: ReadonlyArray<Peer> = [
 ]
 
 const n = Number(process.env.BENCH_N ?? 10_000)
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
 const warmup = Number(process.env.BENCH_WARMUP ?? 2000)
 const levels = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number)
 const stepName = "bench.noop"
@@ -59,7 +59,7 @@ const once = async (peer: Peer, concurrency: number, tasks: number) => {
 
 export const main = async () => {
   console.log(
-    `no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds after a ${warmup}-task warm-up, median steps/s\n`
+    `no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds after a ${warmup}-task warm-up; median steps/s, and ratios as the median of each round's ratio\n`
   )
   const rows: Array<string> = []
   for (const concurrency of levels) {
@@ -74,12 +74,16 @@ export const main = async () => {
         console.log(`  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(stepsPerSec)} steps/s`)
       }
     }
-    const [mine, bull, up, best] = peers.map((p) => median(samples.get(p.name)!))
-    const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`
+    const [mine, bull, up, best] = peers.map((p) => samples.get(p.name)!)
+    // a ratio compares the runs of one round (seconds apart), then takes the median over the rounds:
+    // the host's speed drifts between rounds far more than within one
+    const ratio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
+      `${median(a.map((x, round) => x / b[round]!)).toFixed(2)}x`
+    const steps = (a: ReadonlyArray<number>) => Math.round(median(a))
     rows.push(
-      `| ${concurrency} | ${Math.round(mine!)} | ${Math.round(bull!)} | ${Math.round(up!)} | ${Math.round(best!)} | ${
-        ratio(mine!, bull!)
-      } | ${ratio(mine!, up!)} | ${ratio(best!, up!)} | ${ratio(mine!, best!)} |`
+      `| ${concurrency} | ${steps(mine!)} | ${steps(bull!)} | ${steps(up!)} | ${steps(best!)} | ${ratio(mine!, bull!)} | ${
+        ratio(mine!, up!)
+      } | ${ratio(best!, up!)} | ${ratio(mine!, best!)} |`
     )
   }
   console.log(
