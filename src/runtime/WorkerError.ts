@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { messageOf } from "../core/internal/errors.js"
 
 /**
  * A worker instance runs once: a second `run`, or a `run` after `stop`, fails with this.
@@ -57,8 +58,7 @@ export class WorkerLoopError extends Schema.TaggedError<WorkerLoopError>()("Work
   cause: Schema.optional(Schema.Defect)
 }) {
   override get message(): string {
-    const reason = this.reason instanceof Error ? this.reason.message : String(this.reason)
-    return `worker loop ${this.poller} failed: ${reason}`
+    return `worker loop ${this.poller} failed: ${messageOf(this.reason)}`
   }
 }
 

@@ -44,6 +44,7 @@ import {
   type WorkerDescription,
   type WorkerStatus
 } from "./Transport.js"
+import { messageOf } from "../core/internal/errors.js"
 
 /**
  * Options of the BullMQ transport.
@@ -101,8 +102,6 @@ const describeTarget = (options: BrokerTarget) =>
   options.connection === undefined
     ? (options.url ?? "redis://127.0.0.1:6379").replace(/\/\/[^@/]*@/, "//***@")
     : `${options.connection.host ?? "127.0.0.1"}:${options.connection.port ?? 6379}`
-
-const messageOf = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })

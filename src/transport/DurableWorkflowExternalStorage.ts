@@ -25,6 +25,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
+import { messageOf } from "../core/internal/errors.js"
 
 export type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
 
@@ -115,8 +116,6 @@ export interface PromiseExternalStorageDriver {
   readonly put: (data: Uint8Array, metadata: PayloadMetadata, signal: AbortSignal) => Promise<StoredPayload>
   readonly get: (reference: ExternalPayloadReference, signal: AbortSignal) => Promise<Uint8Array>
 }
-
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** A driver could not read the object a reference points to. */
 const readFailed = (uri: string, cause: unknown) =>

@@ -73,6 +73,7 @@ import {
   TransportError,
   type WorkerDescription
 } from "./Transport.js"
+import { messageOf } from "../core/internal/errors.js"
 
 /**
  * How the transport uses the engine's tables.
@@ -177,18 +178,18 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.resetAfter(Duration.minutes(1))
 )
 
-const messageOf = (error: unknown): string => {
+/** The message of an SQL error with its driver's cause (the SQL client's own message says little). */
+const sqlMessageOf = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
-    const cause = (error as { cause: unknown }).cause
-    const inner = cause instanceof Error ? cause.message : String(cause)
+    const inner = messageOf((error as { cause: unknown }).cause)
     const outer = error instanceof Error ? error.message : ""
     return outer === "" || outer === inner ? inner : `${outer}: ${inner}`
   }
-  return error instanceof Error ? error.message : String(error)
+  return messageOf(error)
 }
 
 const transportError = (operation: string) => (cause: unknown) =>
-  new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+  new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
 
 const dialectLabel = (dialect: Dialect) => (dialect === "postgres" ? "PostgreSQL" : "MySQL/MariaDB")
 
@@ -248,7 +249,7 @@ const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: 
   new RegistrationError({
     transport: NAME,
     message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
-      messageOf(cause)
+      sqlMessageOf(cause)
     }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
     cause
   })
@@ -756,7 +757,7 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
       new RegistrationError({
         transport: NAME,
         message: `could not create ${names.tasks} / ${names.results} (${
-          messageOf(cause)
+          sqlMessageOf(cause)
         }); grant the worker CREATE on the database, or create the tables with the engine and set autoCreate: false`,
         cause
       })
@@ -773,7 +774,7 @@ const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {
     Effect.mapError((cause) =>
       new RegistrationError({
         transport: NAME,
-        message: `could not read ${names.tasks}'s triggers (${messageOf(cause)}); check the worker's access to the database`,
+        message: `could not read ${names.tasks}'s triggers (${sqlMessageOf(cause)}); check the worker's access to the database`,
         cause
       })
     )
@@ -835,7 +836,7 @@ const startListening = (
       Effect.tapError((error) =>
         Effect.zipRight(
           Deferred.succeed(first, undefined),
-          Effect.logWarning(`LISTEN ${channel} is down (${messageOf(error)}); idle subscriptions poll until it is back`)
+          Effect.logWarning(`LISTEN ${channel} is down (${sqlMessageOf(error)}); idle subscriptions poll until it is back`)
         )
       ),
       // a lost connection is worth another try; a live one that delivers nothing (a pooler in

@@ -62,6 +62,7 @@ import {
   TransportError,
   type WorkerDescription
 } from "./Transport.js"
+import { messageOf } from "../core/internal/errors.js"
 
 /**
  * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
@@ -112,7 +113,6 @@ const NAME = "sqs"
 /** How long shutdown waits for receives left running by interrupted polls before aborting them. */
 const DETACHED_RECEIVE_GRACE = Duration.seconds(1)
 
-const messageOf = (error: unknown): string => error instanceof Error ? error.message : String(error)
 
 const errorName = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && typeof (error as { name?: unknown }).name === "string"

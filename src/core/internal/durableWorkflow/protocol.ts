@@ -13,7 +13,8 @@ import type { Handlers, Outcome, Protocol } from "../protocol.js"
 import { ActivityCancelled, type QueryFailed, UpdateRejected } from "./errors.js"
 import type { Command } from "./replay.js"
 import { decodeArgs } from "./replay.js"
-import { applyUpdate, errorClass, messageOf, query, replay, ReplayFailure, type ReplayInput, typeOf, validateUpdate } from "./run.js"
+import { messageOf } from "../errors.js"
+import { applyUpdate, errorClass, query, replay, ReplayFailure, type ReplayInput, typeOf, validateUpdate } from "./run.js"
 
 /** The kinds of task of the Durable Workflow worker plane (`update_validation` comes from multiplexed workflow polls). @internal */
 export type TaskKind = "workflow" | "activity" | "query" | "update_validation"

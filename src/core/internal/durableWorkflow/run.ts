@@ -21,6 +21,7 @@ import {
   readHistory,
   Turn
 } from "./replay.js"
+import { messageOf } from "../errors.js"
 
 /** What a workflow returns to continue as a new run. @internal */
 export class ContinueAsNew {
@@ -155,13 +156,6 @@ const errorName = (error: unknown): string =>
 /** A stable, language-neutral class string for an error. @internal */
 export const errorClass = (error: unknown): string => `effect-durable-worker.${errorName(error)}`
 
-/** A readable message for anything thrown. @internal */
-export const messageOf = (error: unknown): string =>
-  error instanceof Error
-    ? error.message
-    : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
-    ? (error as { message: string }).message
-    : String(error)
 
 /** The type name sent as `type`/`exception_type`. @internal */
 export const typeOf = errorName

@@ -11,6 +11,7 @@ import {
   fromHttpAnswer
 } from "./errors.js"
 import * as Metrics from "./metrics.js"
+import { messageOf } from "../../../core/internal/errors.js"
 
 /** Which plane a request belongs to: its headers and token. @internal */
 export type Plane = "worker" | "control" | "discovery"
@@ -142,7 +143,7 @@ export const make = (settings: ClientSettings): Effect.Effect<Client, never, Htt
             method: options.method,
             path: options.path,
             timeout: false,
-            message: `${options.method} ${options.path} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+            message: `${options.method} ${options.path} failed: ${messageOf(cause)}`,
             cause
           })
         const answered = yield* http.execute(request).pipe(

@@ -8,6 +8,7 @@
  */
 import type { StepResult } from "../../../protocol/StepProtocol.js"
 import type { ResultRow } from "./statements.js"
+import { messageOf } from "../../../core/internal/errors.js"
 
 /** A claimed task row as a driver returns it (PostgreSQL bigints come back as strings). */
 export interface TaskRow {
@@ -51,7 +52,7 @@ export const toPayload = (row: TaskRow): RowPayload => {
       return {
         _tag: "Unreadable",
         identity: { runId: base.runId, seq: base.seq, stepId: base.stepId },
-        detail: `the input column of task ${row.step_id} is not JSON (${error instanceof Error ? error.message : String(error)})`
+        detail: `the input column of task ${row.step_id} is not JSON (${messageOf(error)})`
       }
     }
   }
