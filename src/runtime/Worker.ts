@@ -52,6 +52,7 @@ import {
   type WorkerStatus
 } from "../transport/Transport.js"
 import { type Limiter, makeLimiter } from "./internal/limiter.js"
+import { replyRetry } from "./internal/replyRetry.js"
 import {
   RunUntilTimeoutError,
   ShutdownTimeoutError,
@@ -243,8 +244,6 @@ interface TaskLabel {
 /** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
-/** The transport-level retries of a reply: a few quick attempts before the task is left to the broker. */
-const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
 
 /**
  * Builds a worker. Fails on invalid options (naming the option) or duplicate step names.

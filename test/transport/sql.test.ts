@@ -22,10 +22,10 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
+import { replyRetry } from "../../src/runtime/internal/replyRetry.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import { byCreatedAt, toPayload, toResultRow } from "../../src/transport/sql/internal/rows.js"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
@@ -36,8 +36,6 @@ import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, u
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
 
-/** How the runtime retries a reply that failed (the worker's `replyRetry`): 100 ms, doubling, 4 times. */
-const replyRetry = Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
 
 /** Waits on the wall clock for database I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
 const until = (what: string, check: Effect.Effect<boolean>) =>
