@@ -451,6 +451,8 @@ export interface RedisOptions {
   readonly brokers?: BullMQTransport.BullMQOptions["brokers"]
   /** The engine's pool id of the main broker. Default `"default"`. */
   readonly brokerId?: string
+  /** Commands of one event-loop turn that may share a socket write. Default 8; 1 turns this off. */
+  readonly commandsPerWrite?: number
 }
 
 /**
@@ -473,7 +475,8 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
       ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
       ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
       ...(options.brokers === undefined ? {} : { brokers: options.brokers }),
-      ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId })
+      ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId }),
+      ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite })
     })
   }
 }

@@ -6,7 +6,8 @@
  *   prefix, `:` sanitised, `@partition` suffixed), with the permit taken before a job is moved to
  *   active, so unstarted jobs stay in Redis for other workers;
  * - results go to `<P>-results` as job `result`, in the same round trip as the acknowledgement of
- *   their task (sent back to back on one connection, the result first);
+ *   their task (sent back to back on one connection, the result first); the commands of one turn
+ *   of the event loop share socket writes;
  * - registration is the descriptor and liveness keys (`EX 35`, refreshed every 10 s), removed once
  *   at deregistration;
  * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
@@ -30,6 +31,7 @@ import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { type NestReply, nestDurable, stepIdentity, turnIdentity } from "../core/internal/nestDurable.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
+import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/coalesce.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
@@ -82,6 +84,12 @@ export interface BullMQOptions {
    * Default 30 seconds (BullMQ's default).
    */
   readonly stalledInterval?: Duration.DurationInput
+  /**
+   * How many of the commands written in one turn of the event loop may share one socket write
+   * (the first two of a turn, one task's answer, always go out at once). Default 8; 1 writes every
+   * command on its own, as ioredis does.
+   */
+  readonly commandsPerWrite?: number
 }
 
 /**
@@ -106,7 +114,7 @@ const describeTarget = (options: BrokerTarget) =>
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
 
-const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
+const connect = (options: BrokerTarget, connectTimeout: Duration.Duration, commandsPerWrite: number) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
       const settings = { maxRetriesPerRequest: null, lazyConnect: true } as const
@@ -116,6 +124,7 @@ const connect = (options: BrokerTarget, connectTimeout: Duration.Duration) =>
       client.on("error", () => {
         // connection errors surface through the commands that fail; ioredis reconnects by itself
       })
+      coalesceWrites(client, commandsPerWrite)
       yield* Effect.tryPromise(() => client.connect()).pipe(
         Effect.timeoutFail({ duration: connectTimeout, onTimeout: () => new Error("timed out") }),
         Effect.mapError((cause) =>
@@ -204,6 +213,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
   const renewEvery = Duration.min(Duration.divide(lockDuration, 2).pipe(Option.getOrElse(() => lockDuration)), stepBeat ?? Duration.infinity)
   const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
   const stalledInterval = Duration.toMillis(Duration.decode(options.stalledInterval ?? "30 seconds"))
+  const commandsPerWrite = options.commandsPerWrite ?? DEFAULT_COMMANDS_PER_WRITE
   const name = `bullmq ${describeTarget(options)} prefix ${prefix}`
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
@@ -215,6 +225,12 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             "the engine never dispatches tenant (@) tokens on a namespaced transport, so this worker would consume nothing"
         })
       }
+      if (!Number.isInteger(commandsPerWrite) || commandsPerWrite < 1) {
+        return yield* new RegistrationError({
+          transport: NAME,
+          message: `commandsPerWrite must be a whole number of at least 1 (1 turns write coalescing off), got ${commandsPerWrite}`
+        })
+      }
       const runtime = yield* Effect.runtime<never>()
       const protocol = nestDurable({ partition: options.partition })
       const cancellations = makeCancellations()
@@ -222,7 +238,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       /** One broker of the pool: its connection, its reply writers, its control subscription. */
       const openBroker = (id: string, target: BrokerTarget) =>
         Effect.gen(function*() {
-          const client = yield* connect(target, connectTimeout)
+          const client = yield* connect(target, connectTimeout, commandsPerWrite)
           const replyQueue = (queueName: string) =>
             Effect.acquireRelease(
               Effect.sync(() => new Queue(queueName, { connection: client })),
