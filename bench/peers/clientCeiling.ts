@@ -3,11 +3,12 @@
  * in a bare promise loop with no runtime around them. Each loop takes a job without blocking, adds
  * its `result` job and acknowledges the task back to back (the reply first), and takes the next job
  * with the acknowledgement; with no job waiting, the loops share one blocking wait on the queue's
- * marker. What it reaches is the ceiling of the worker's call pattern on this machine: the part of a
+ * marker. Its command connection coalesces writes as the worker's does. What it reaches is the ceiling of the worker's call pattern on this machine: the part of a
  * ratio that no runtime work can change.
  */
 import { Job, Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
+import { coalesceWrites } from "../../src/transport/bullmq/internal/coalesce.js"
 import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../../src/transport/bullmq/internal/naming.js"
 import { completedResult, type PeerOptions, type RunningPeer, type TaskData, workerConnection } from "./peer.js"
 
@@ -15,6 +16,7 @@ import { completedResult, type PeerOptions, type RunningPeer, type TaskData, wor
 export const start = async (options: PeerOptions): Promise<RunningPeer> => {
   const connection = workerConnection(options)
   const client = new Redis(connection)
+  coalesceWrites(client)
   const blocking = new Redis(connection)
   const results = new Queue(resultsQueue(options.prefix), { connection: client })
   const tasks = new Worker(tasksQueue(options.prefix, routingToken(options.stepName)), undefined, {
