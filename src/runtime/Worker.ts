@@ -350,13 +350,12 @@ export const make = <R = never>(
     ): Effect.Effect<Option.Option<Delivery>> => {
       // built only where the next task is not taken with the answer
       const answered = () => Effect.as(answer(delivery, outcome), Option.none<Delivery>())
-      const takeNext = delivery.completeAndTakeNext
-      if (outcome._tag === "Reject" || takeNext === undefined) return answered()
+      if (outcome._tag === "Reject" || delivery.completeAndTakeNext === undefined) return answered()
       return Effect.flatMap(Deferred.isDone(stopRequested), (stopping) =>
         stopping
           ? answered()
           : Effect.catchAll(
-            takeNext(outcome.reply),
+            delivery.completeAndTakeNext!(outcome.reply),
             (error) => Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), answered())
           ))
     }
@@ -366,12 +365,12 @@ export const make = <R = never>(
      * sleeps until the earliest lease is due (woken when a sooner one is added) and renews each
      * lease once its interval has passed since it was taken or last renewed.
      */
-    const leases = new Map<Delivery, { due: number; readonly interval: number; readonly renew: Effect.Effect<void, TransportError> }>()
+    const leases = new Map<Delivery, { due: number; readonly interval: number; readonly keepAlive: KeepAlive }>()
     let keeperWakesAt = Number.POSITIVE_INFINITY
     let wakeKeeper = Deferred.unsafeMake<void>(FiberId.none)
     const addLease = (delivery: Delivery, keepAlive: KeepAlive, now: number) => {
       const interval = Duration.toMillis(keepAlive.interval)
-      leases.set(delivery, { due: now + interval, interval, renew: keepAlive.renew })
+      leases.set(delivery, { due: now + interval, interval, keepAlive })
       if (now + interval < keeperWakesAt) {
         keeperWakesAt = now + interval
         Deferred.unsafeDone(wakeKeeper, Exit.void)
@@ -387,7 +386,7 @@ export const make = <R = never>(
       for (const [delivery, lease] of leases) {
         if (lease.due <= now) {
           lease.due = now + lease.interval
-          yield* lease.renew.pipe(
+          yield* lease.keepAlive.renew.pipe(
             Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
             Effect.annotateLogs({ delivery: delivery.id }),
             Effect.forkDaemon

@@ -35,9 +35,11 @@ import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/co
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
+import type { Protocol } from "../core/internal/protocol.js"
 import {
   type Delivery,
   DeregistrationError,
+  type KeepAlive,
   type Poller,
   type Registration,
   RegistrationError,
@@ -181,6 +183,206 @@ const rewriteReply = (what: string, add: (reply: NestReply) => Promise<unknown>,
     Effect.onInterrupt(() => Effect.logError(`the reply of ${what} was never written: the worker stopped first`))
   )
 
+/** One broker of the engine's pool: its command connection and how replies and beats reach it. */
+interface Broker {
+  readonly id: string
+  readonly client: Redis
+  /**
+   * Adds the reply job. Called just before the acknowledgement, its command reaches Redis first
+   * (the transport's tests watch the order with MONITOR).
+   */
+  readonly addNestReply: (reply: NestReply) => Promise<unknown>
+  readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
+  readonly publishBeat: (message: string) => Effect.Effect<unknown, TransportError>
+}
+
+/** What the deliveries of one task queue share. */
+interface TaskQueue {
+  readonly name: string
+  /** The routing token the queue serves (the `group` of beats whose task names none). */
+  readonly group: string
+  readonly bull: BullWorker
+  /** The broker the queue is on. */
+  readonly home: Broker
+  /** The broker a task's reply goes to: the one its `transport` names, else `home`. */
+  readonly replyBroker: (data: unknown) => Broker
+  readonly protocol: Protocol<NestReply>
+  readonly cancellations: Cancellations
+  readonly lockMillis: number
+  /** How often a running job's lock is renewed. */
+  readonly renewEvery: Duration.Duration
+  /** When set, running steps beat on the heartbeat channel this often. */
+  readonly stepBeat: Duration.Duration | undefined
+  readonly heartbeatChannel: string
+}
+
+/**
+ * A job just moved to active, locked with `token`, as a delivery; a workflow turn beats for its run
+ * at once. A class rather than an object of closures: one is made for every task.
+ */
+class JobDelivery implements Delivery<NestReply> {
+  readonly payload: unknown
+  readonly keepAlive: Option.Option<KeepAlive>
+  readonly onCancel: (cancel: () => void) => () => void
+
+  constructor(readonly queue: TaskQueue, readonly job: Job, readonly token: string) {
+    this.payload = job.data
+    const turn = turnIdentity(job.data)
+    const identity = turn === undefined ? stepIdentity(job.data) : undefined
+    // workflow turns beat for their run at once and every 5 s; steps optionally every stepBeatInterval
+    const beat = turn !== undefined
+      ? JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? queue.group })
+      : identity !== undefined && queue.stepBeat !== undefined
+      ? JSON.stringify({ runId: identity.runId, seq: identity.seq, stepId: identity.stepId, group: identity.group ?? queue.group })
+      : undefined
+    if (turn !== undefined && beat !== undefined) {
+      void queue.home.client.publish(queue.heartbeatChannel, beat).catch(() => undefined)
+    }
+    this.keepAlive = Option.some(
+      new JobLease(this, turn === undefined ? queue.renewEvery : Duration.min(queue.renewEvery, RUN_BEAT_INTERVAL), beat)
+    )
+    this.onCancel = queue.cancellations.watch(turn?.runId ?? identity?.runId)
+  }
+
+  get id(): string {
+    return `${this.queue.name}#${this.job.id}`
+  }
+
+  get protocol(): Protocol<NestReply> {
+    return this.queue.protocol
+  }
+
+  complete(reply: NestReply): Effect.Effect<void, TransportError> {
+    return this.answer(reply, false, () => undefined)
+  }
+
+  /**
+   * BullMQ's own fast path: acknowledging a job can move the next one to active, locked with the
+   * same token, in the same script call.
+   */
+  completeAndTakeNext(reply: NestReply): Effect.Effect<Option.Option<Delivery<NestReply>>, TransportError> {
+    return this.answer(
+      reply,
+      true,
+      (next) => next === undefined ? Option.none() : Option.some(new JobDelivery(this.queue, next, this.token))
+    )
+  }
+
+  reject(reason: string): Effect.Effect<void, TransportError> {
+    return Effect.tryPromise(() => this.job.moveToFailed(new Error(reason), this.token)).pipe(
+      Effect.mapError(transportError(`rejecting job ${this.job.id}`))
+    )
+  }
+
+  get abandon(): Effect.Effect<void, TransportError> {
+    return Effect.tryPromise(() => this.job.moveToWait(this.token)).pipe(
+      Effect.asVoid,
+      Effect.mapError(transportError(`giving job ${this.job.id} back`))
+    )
+  }
+
+  /** Extends the job's lock; fails when the lock was lost. */
+  renewLock(): Effect.Effect<void, TransportError> {
+    const { job, queue } = this
+    return Effect.tryPromise(() => job.extendLock(this.token, queue.lockMillis)).pipe(
+      Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
+      Effect.flatMap((renewed) =>
+        renewed === 1 ? Effect.void : Effect.fail(
+          new TransportError({
+            transport: NAME,
+            operation: "extend lock",
+            message: `the lock of job ${job.id} on ${queue.name} was lost`
+          })
+        )
+      )
+    )
+  }
+
+  /**
+   * Writes the reply and acknowledges the job (moving the next one to active with it when
+   * `fetchNext`) in one round trip, then goes on in the fiber with `then` of the next job (if one
+   * came), so whatever `then` throws is a defect there. On the job's own broker both commands go out
+   * back to back on one connection, the reply first, and Redis runs them in that order; a reply for
+   * another broker is written there before the job is acknowledged.
+   *
+   * Redis runs the acknowledgement even when the reply before it failed (a script error on the
+   * results queue alone). The reply then lives only here: a next job that came with the
+   * acknowledgement is given back, and the reply is written again until it is.
+   *
+   * The two outcomes are joined by hand rather than with `Promise.allSettled` in an async function:
+   * this runs for every task, and the joins cost more than the rest of it.
+   */
+  private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) {
+    const { job, queue, token } = this
+    return Effect.async<A, TransportError>((resume) => {
+      const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
+      let pending = 2
+      let unwritten: Unwritten | undefined
+      let acked: unknown
+      let ackFailure: { readonly cause: unknown } | undefined
+      const settle = () => {
+        if (--pending > 0) return
+        if (ackFailure !== undefined) return failed(ackFailure.cause)
+        const [data, id] = (acked ?? []) as Array<unknown>
+        let next: Job | undefined
+        try {
+          next = data === null || data === undefined || typeof id !== "string"
+            ? undefined
+            : Job.fromJSON(queue.bull, data as never, id)
+        } catch (cause) {
+          return failed(cause)
+        }
+        if (unwritten === undefined) return resume(Effect.sync(() => then(next)))
+        const { reason } = unwritten
+        const rewrite = Effect.map(
+          rewriteReply(`job ${job.id} on ${queue.name}`, queue.home.addNestReply, reply, reason),
+          () => then(undefined)
+        )
+        if (next === undefined) return resume(rewrite)
+        next.moveToWait(token).catch(() => undefined).then(() => resume(rewrite))
+      }
+      const acknowledge = () =>
+        job.moveToCompleted(undefined, token, fetchNext).then(
+          (value) => {
+            acked = value
+            settle()
+          },
+          (cause) => {
+            ackFailure = { cause }
+            settle()
+          }
+        )
+      const target = queue.replyBroker(job.data)
+      if (target === queue.home) {
+        target.addNestReply(reply).then(settle, (reason) => {
+          unwritten = new Unwritten(reason)
+          settle()
+        })
+        acknowledge()
+      } else {
+        target.addNestReply(reply).then(() => {
+          pending = 1
+          acknowledge()
+        }, failed)
+      }
+    })
+  }
+}
+
+/** A running job's lease: its lock renewed (and its run's beat published, when it beats) every `interval`. */
+class JobLease implements KeepAlive {
+  constructor(readonly delivery: JobDelivery, readonly interval: Duration.Duration, readonly beat: string | undefined) {}
+
+  /** Built when due: most tasks end long before their lock is. */
+  get renew(): Effect.Effect<void, TransportError> {
+    const renewLock = this.delivery.renewLock()
+    const beat = this.beat
+    return beat === undefined
+      ? renewLock
+      : Effect.zipRight(renewLock, Effect.ignore(this.delivery.queue.home.publishBeat(beat)))
+  }
+}
+
 /** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
 const subscribeCancellations = (client: Redis, channel: string, cancellations: Cancellations) =>
   Effect.gen(function*() {
@@ -255,7 +457,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             reply._tag === "StepResult"
               ? addReply(results, Naming.JobName.result, reply.result)
               : addReply(decisions, Naming.JobName.decision, reply.decision)
-          return {
+          const broker: Broker = {
             id,
             client,
             addNestReply,
@@ -269,6 +471,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 Effect.mapError(transportError("publishing a beat"))
               )
           }
+          return broker
         })
       const brokers = [
         yield* openBroker(options.brokerId ?? "default", { ...(options.url === undefined ? {} : { url: options.url }), ...(options.connection === undefined ? {} : { connection: options.connection }) }),
@@ -276,7 +479,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       ]
       const brokerById = new Map(brokers.map((broker) => [broker.id, broker]))
       /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
-      const replyBroker = (home: (typeof brokers)[number], data: unknown) => {
+      const replyBroker = (home: Broker, data: unknown) => {
         const named = (data as { transport?: unknown } | null)?.transport
         return (typeof named === "string" ? brokerById.get(named) : undefined) ?? home
       }
@@ -314,7 +517,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       let tokenCounter = 0
       const pollers: Array<Poller> = []
       for (const [home, token] of brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const))) {
-        const { client, publish, publishBeat } = home
+        const { client, publish } = home
         const subscription = token
         const queueName = Naming.tasksQueue(prefix, token)
         const bull = yield* Effect.acquireRelease(
@@ -337,127 +540,18 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
         let maybeMore = true
 
-        /** A job just moved to active, as a delivery; a workflow turn beats for its run at once. */
-        const started = (job: Job, token: string): Delivery<NestReply> => {
-          // built when first used: most tasks end long before their lock is due
-          const renewLock = Effect.suspend(() =>
-            Effect.tryPromise(() => job.extendLock(token, Duration.toMillis(lockDuration))).pipe(
-              Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
-              Effect.flatMap((renewed) =>
-                renewed === 1 ? Effect.void : Effect.fail(
-                  new TransportError({
-                    transport: NAME,
-                    operation: "extend lock",
-                    message: `the lock of job ${job.id} on ${queueName} was lost`
-                  })
-                )
-              )
-            )
-          )
-          const turn = turnIdentity(job.data)
-          const identity = turn === undefined ? stepIdentity(job.data) : undefined
-          // workflow turns beat for their run at once and every 5 s; steps optionally every stepBeatInterval
-          const beat = turn !== undefined
-            ? JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? subscription })
-            : identity !== undefined && stepBeat !== undefined
-            ? JSON.stringify({ runId: identity.runId, seq: identity.seq, stepId: identity.stepId, group: identity.group ?? subscription })
-            : undefined
-          if (turn !== undefined && beat !== undefined) {
-            void client.publish(Naming.heartbeatChannel(prefix), beat).catch(() => undefined)
-          }
-          const interval = turn === undefined ? renewEvery : Duration.min(renewEvery, RUN_BEAT_INTERVAL)
-          const runId = turn?.runId ?? identity?.runId
-          /**
-           * Writes the reply and acknowledges the job (moving the next one to active with it when
-           * `fetchNext`) in one round trip, then goes on in the fiber with `then` of the next job (if
-           * one came), so whatever `then` throws is a defect there. On the job's own broker both
-           * commands go out back to back on one connection, the reply first, and Redis runs them in
-           * that order; a reply for another broker is written there before the job is acknowledged.
-           *
-           * Redis runs the acknowledgement even when the reply before it failed (a script error on
-           * the results queue alone). The reply then lives only here: a next job that came with the
-           * acknowledgement is given back, and the reply is written again until it is.
-           *
-           * The two outcomes are joined by hand rather than with `Promise.allSettled` in an async
-           * function: this runs for every task, and the joins cost more than the rest of it.
-           */
-          const answer = <A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) =>
-            Effect.async<A, TransportError>((resume) => {
-              const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
-              let pending = 2
-              let unwritten: Unwritten | undefined
-              let acked: unknown
-              let ackFailure: { readonly cause: unknown } | undefined
-              const settle = () => {
-                if (--pending > 0) return
-                if (ackFailure !== undefined) return failed(ackFailure.cause)
-                const [data, id] = (acked ?? []) as Array<unknown>
-                let next: Job | undefined
-                try {
-                  next = data === null || data === undefined || typeof id !== "string"
-                    ? undefined
-                    : Job.fromJSON(bull, data as never, id)
-                } catch (cause) {
-                  return failed(cause)
-                }
-                if (unwritten === undefined) return resume(Effect.sync(() => then(next)))
-                const { reason } = unwritten
-                const rewrite = Effect.map(rewriteReply(`job ${job.id} on ${queueName}`, home.addNestReply, reply, reason), () => then(undefined))
-                if (next === undefined) return resume(rewrite)
-                next.moveToWait(token).catch(() => undefined).then(() => resume(rewrite))
-              }
-              const acknowledge = () =>
-                job.moveToCompleted(undefined, token, fetchNext).then(
-                  (value) => {
-                    acked = value
-                    settle()
-                  },
-                  (cause) => {
-                    ackFailure = { cause }
-                    settle()
-                  }
-                )
-              const target = replyBroker(home, job.data)
-              if (target === home) {
-                home.addNestReply(reply).then(settle, (reason) => {
-                  unwritten = new Unwritten(reason)
-                  settle()
-                })
-                acknowledge()
-              } else {
-                target.addNestReply(reply).then(() => {
-                  pending = 1
-                  acknowledge()
-                }, failed)
-              }
-            })
-          return {
-            id: `${queueName}#${job.id}`,
-            payload: job.data,
-            protocol,
-            keepAlive: Option.some({
-              interval,
-              renew: beat === undefined
-                ? renewLock
-                : Effect.suspend(() => Effect.zipRight(renewLock, Effect.ignore(publishBeat(beat))))
-            }),
-            onCancel: cancellations.watch(runId),
-            complete: (reply) => answer(reply, false, () => undefined),
-            // BullMQ's own fast path: acknowledging a job can move the next one to active, locked
-            // with the same token, in the same script call
-            completeAndTakeNext: (reply) =>
-              answer(reply, true, (next) => next === undefined ? Option.none() : Option.some(started(next, token))),
-            reject: (reason) =>
-              Effect.tryPromise(() => job.moveToFailed(new Error(reason), token)).pipe(
-                Effect.mapError(transportError(`rejecting job ${job.id}`))
-              ),
-            abandon: Effect.suspend(() =>
-              Effect.tryPromise(() => job.moveToWait(token)).pipe(
-                Effect.asVoid,
-                Effect.mapError(transportError(`giving job ${job.id} back`))
-              )
-            )
-          }
+        const queue: TaskQueue = {
+          name: queueName,
+          group: subscription,
+          bull,
+          home,
+          replyBroker: (data) => replyBroker(home, data),
+          protocol,
+          cancellations,
+          lockMillis: Duration.toMillis(lockDuration),
+          renewEvery,
+          stepBeat,
+          heartbeatChannel: Naming.heartbeatChannel(prefix)
         }
 
         /**
@@ -473,7 +567,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
                 const job = await bull.getNextJob(jobToken, { block: false })
-                return job === undefined ? undefined : started(job, jobToken)
+                return job === undefined ? undefined : new JobDelivery(queue, job, jobToken)
               }))
               for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
               if (fetched.some((d) => d === undefined)) break

@@ -84,12 +84,14 @@ export interface WorkerStatus {
  */
 export interface KeepAlive {
   readonly interval: Duration.Duration
+  /** Renews the lease. The runtime reads it each time the lease is due, so it may be built then. */
   readonly renew: Effect.Effect<void, TransportError>
 }
 
 /**
  * One task taken from the broker. A task taken is a task started: the runtime holds a concurrency
- * permit for it before it is polled. `Reply` is what the delivery's protocol answers with.
+ * permit for it before it is polled. `Reply` is what the delivery's protocol answers with. The
+ * runtime calls its functions as methods (`delivery.complete(reply)`), so a class may implement it.
  *
  * @since 0.1.0
  * @category models
