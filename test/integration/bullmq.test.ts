@@ -10,12 +10,15 @@ import { freePort, startRedisServer } from "../support/local.js"
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
 /** Starts an engine on its own prefix and a worker on the same Redis and prefix. */
-const setup = async (options: { namespace?: string; partition?: string; concurrency?: number } = {}) => {
+const setup = async (
+  options: { namespace?: string; partition?: string; concurrency?: number; stepBeatIntervalMs?: number } = {}
+) => {
   const engine = await startEngine(options.namespace === undefined ? {} : { namespace: options.namespace })
   const worker = new Worker({ ...quiet, concurrency: options.concurrency ?? 8, shutdownTimeoutMs: 10_000 })
   const transport = redis({
     prefix: engine.prefix,
     ...(options.partition === undefined ? {} : { partition: options.partition }),
+    ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatIntervalMs: options.stepBeatIntervalMs }),
     stalledIntervalMs: 60_000
   })
   return { engine, worker, transport }
@@ -118,6 +121,28 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.notStrictEqual(checkpoint?.status, "completed")
     await worker.stop()
     await run
+  })
+
+  it("step beats keep a step alive past the engine's timeoutMs; without them the engine times it out", async () => {
+    /** A step of 2.5 s under an engine-side `timeoutMs` of 1 s, with no retries. */
+    const slowStep = async (options: { stepBeatIntervalMs?: number }) => {
+      const { engine, worker, transport } = track(await setup(options))
+      worker.step("slow", async () => {
+        await new Promise((resolve) => setTimeout(resolve, 2_500))
+        return { done: true }
+      })
+      engine.register("wf", async (ctx) => ctx.step("slow", {}, { timeoutMs: 1_000, retries: 0 }))
+      const running = worker.run(transport)
+      const result = await engine.run("wf", {})
+      await worker.stop()
+      await running
+      return result
+    }
+    const [beating, silent] = await Promise.all([slowStep({ stepBeatIntervalMs: 300 }), slowStep({})])
+    assert.strictEqual(beating.status, "completed")
+    assert.deepStrictEqual(beating.output, { done: true })
+    assert.strictEqual(silent.status, "failed")
+    assert.match(JSON.stringify(silent.error), /within 1000ms/)
   })
 
   it("a fan-out of 500 steps completes with exactly 500 results and no duplicate execution", async () => {
