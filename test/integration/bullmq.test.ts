@@ -11,7 +11,14 @@ const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "
 
 /** Starts an engine on its own prefix and a worker on the same Redis and prefix. */
 const setup = async (
-  options: { namespace?: string; partition?: string; concurrency?: number; stepBeatIntervalMs?: number } = {}
+  options: {
+    namespace?: string
+    partition?: string
+    concurrency?: number
+    stepBeatIntervalMs?: number
+    lockDurationMs?: number
+    stalledIntervalMs?: number
+  } = {}
 ) => {
   const engine = await startEngine(options.namespace === undefined ? {} : { namespace: options.namespace })
   const worker = new Worker({ ...quiet, concurrency: options.concurrency ?? 8, shutdownTimeoutMs: 10_000 })
@@ -19,7 +26,8 @@ const setup = async (
     prefix: engine.prefix,
     ...(options.partition === undefined ? {} : { partition: options.partition }),
     ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatIntervalMs: options.stepBeatIntervalMs }),
-    stalledIntervalMs: 60_000
+    ...(options.lockDurationMs === undefined ? {} : { lockDurationMs: options.lockDurationMs }),
+    stalledIntervalMs: options.stalledIntervalMs ?? 60_000
   })
   return { engine, worker, transport }
 }
@@ -121,6 +129,31 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.notStrictEqual(checkpoint?.status, "completed")
     await worker.stop()
     await run
+  })
+
+  it("a step that outlives its BullMQ lock three times over keeps it: it runs once and completes", async () => {
+    // the stalled checker looks every 300 ms and takes back any job whose 1 s lock expired
+    const { engine, worker, transport } = track(await setup({ lockDurationMs: 1_000, stalledIntervalMs: 300 }))
+    let calls = 0
+    worker.step("long", async () => {
+      calls++
+      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      return "done"
+    })
+    engine.register("wf", async (ctx) => ctx.step("long", {}))
+    const running = worker.run(transport)
+    const result = await engine.run("wf", {})
+    await worker.stop()
+    await running
+    assert.strictEqual(result.status, "completed")
+    assert.strictEqual(result.output, "done")
+    assert.strictEqual(calls, 1)
+    const failed = new Queue(`${engine.prefix}-tasks-long`, { connection: engine.connection })
+    try {
+      assert.strictEqual(await failed.getFailedCount(), 0)
+    } finally {
+      await failed.close()
+    }
   })
 
   it("step beats keep a step alive past the engine's timeoutMs; without them the engine times it out", async () => {
