@@ -790,6 +790,18 @@ describe("ConcurrencyController", () => {
         assert.strictEqual(memory.idleUsageBytes, 100)
       }).pipe(withController(fixture)))
 
+    it.scoped("throughput and p95 cover the last 100 step completions only", () =>
+      Effect.gen(function*() {
+        const { ctl } = yield* env
+        // 150 steps, one after another, the i-th taking i ms: the window keeps steps 51-150
+        for (let i = 1; i <= 150; i++) yield* ctl.run("step", TestClock.adjust(i))
+        const snapshot = yield* ctl.snapshot
+        // the 95th of the 100 durations 51..150
+        assert.strictEqual(snapshot.p95Ms, 145)
+        // 100 completions from step 51's end (51·52/2 ms) to step 150's (150·151/2 ms): 9,999 ms
+        assert.closeTo(snapshot.throughputPerMin!, (100 / 9_999) * 60_000, 1e-9)
+      }).pipe(withController(4)))
+
     it.scoped("a fixed worker still reports memory, throughput and p95, without gate fields", () =>
       Effect.gen(function*() {
         const { ctl, mem } = yield* env

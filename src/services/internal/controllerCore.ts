@@ -41,10 +41,46 @@ interface InFlight {
   solo: boolean
 }
 
-interface Completion {
-  readonly at: number
-  readonly durationMs: number
-  readonly ok: boolean
+/**
+ * The last {@link WINDOW_SIZE} step completions, oldest first, in fixed arrays: one is recorded for
+ * every task, so recording allocates nothing and drops the oldest in place.
+ */
+class CompletionWindow {
+  private readonly at = new Float64Array(WINDOW_SIZE)
+  private readonly durationMs = new Float64Array(WINDOW_SIZE)
+  private readonly ok = new Uint8Array(WINDOW_SIZE)
+  /** Where the next completion goes (the oldest one once the window is full). */
+  private next = 0
+  size = 0
+
+  push(at: number, durationMs: number, ok: boolean): void {
+    this.at[this.next] = at
+    this.durationMs[this.next] = durationMs
+    this.ok[this.next] = ok ? 1 : 0
+    this.next = (this.next + 1) % WINDOW_SIZE
+    if (this.size < WINDOW_SIZE) this.size += 1
+  }
+
+  /** The index of the i-th oldest completion. */
+  private slot(i: number): number {
+    return (this.next - this.size + i + WINDOW_SIZE) % WINDOW_SIZE
+  }
+
+  /** The durations, ascending. */
+  sortedDurations(): Array<number> {
+    return Array.from({ length: this.size }, (_, i) => this.durationMs[this.slot(i)]!).sort((a, b) => a - b)
+  }
+
+  failures(): number {
+    let failed = 0
+    for (let i = 0; i < this.size; i++) failed += 1 - this.ok[this.slot(i)]!
+    return failed
+  }
+
+  /** Milliseconds from the oldest completion to the newest. */
+  spanMs(): number {
+    return this.at[this.slot(this.size - 1)]! - this.at[this.slot(0)]!
+  }
 }
 
 const median = (sorted: ReadonlyArray<number>): number => {
@@ -71,7 +107,7 @@ export class ControllerCore {
    * reclaimed. A solo run's cost is at least its highest reading above this floor (see `learn`).
    */
   usageFloor: number | undefined = undefined
-  private readonly window: Array<Completion> = []
+  private readonly window = new CompletionWindow()
   private readonly inflight = new Map<number, InFlight>()
   private readonly stepCosts = new Map<string, Array<number>>()
   private completionsThisTick = 0
@@ -175,8 +211,7 @@ export class ControllerCore {
     if (this.inflight.size === 0 && r.usage !== undefined) this.idleUsage = r.usage
     this.completionsThisTick += 1
     if (record.kind !== "step") return
-    this.window.push({ at: now, durationMs, ok })
-    if (this.window.length > WINDOW_SIZE) this.window.shift()
+    this.window.push(now, durationMs, ok)
   }
 
   /** Forgets a started task without any sample (it never ran). */
@@ -281,8 +316,8 @@ export class ControllerCore {
 
   /** The latency gradient `min(1, rttLong / median)`; updates the long-term baseline. `undefined` with no data. */
   gradient(): number | undefined {
-    if (this.window.length === 0) return undefined
-    const durations = this.window.map((c) => c.durationMs).sort((a, b) => a - b)
+    if (this.window.size === 0) return undefined
+    const durations = this.window.sortedDurations()
     const currentMin = durations[0]!
     this.rttLong = this.rttLong === undefined
       ? currentMin
@@ -293,22 +328,22 @@ export class ControllerCore {
 
   /** Fraction of the window that failed. */
   errorRate(): number {
-    if (this.window.length === 0) return 0
-    return this.window.filter((c) => !c.ok).length / this.window.length
+    if (this.window.size === 0) return 0
+    return this.window.failures() / this.window.size
   }
 
   /** Step completions per minute over the window's span; `undefined` with fewer than two or no span. */
   throughputPerMin(): number | undefined {
-    if (this.window.length < 2) return undefined
-    const spanMs = this.window[this.window.length - 1]!.at - this.window[0]!.at
-    return spanMs <= 0 ? undefined : (this.window.length / spanMs) * 60_000
+    if (this.window.size < 2) return undefined
+    const spanMs = this.window.spanMs()
+    return spanMs <= 0 ? undefined : (this.window.size / spanMs) * 60_000
   }
 
   /** The 95th-percentile step duration; `undefined` with no completions. */
   p95Ms(): number | undefined {
-    const n = this.window.length
+    const n = this.window.size
     if (n === 0) return undefined
-    const sorted = this.window.map((c) => c.durationMs).sort((a, b) => a - b)
+    const sorted = this.window.sortedDurations()
     return sorted[Math.min(n - 1, Math.max(0, Math.ceil(0.95 * n) - 1))]
   }
 
