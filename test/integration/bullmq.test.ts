@@ -260,6 +260,19 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.match(error.message, /REDIS_URL/)
   })
 
+  it("a commandsPerWrite that is not a whole number of at least 1 fails run with the reason", async () => {
+    for (const commandsPerWrite of [0, 2.5, Number.NaN]) {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      const error = await worker.run(redis({ prefix: `cpw-${Date.now()}`, commandsPerWrite })).then(
+        () => assert.fail("run should fail"),
+        (e: Error) => e
+      )
+      assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
+      assert.match(error.message, /commandsPerWrite must be a whole number of at least 1/)
+    }
+  })
+
   it("a workflow-shaped task on a step queue is recognised, not crashed on, and the worker goes on", async () => {
     const { engine, worker, transport } = track(await setup())
     worker.step("shared", async () => "step-ok")
