@@ -29,13 +29,14 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
+import { messageOf } from "../core/internal/errors.js"
 import { type NestReply, nestDurable, stepIdentity, turnIdentity } from "../core/internal/nestDurable.js"
+import type { Protocol } from "../core/internal/protocol.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
 import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/coalesce.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
-import type { Protocol } from "../core/internal/protocol.js"
 import {
   type Delivery,
   DeregistrationError,
@@ -48,7 +49,6 @@ import {
   type WorkerDescription,
   type WorkerStatus
 } from "./Transport.js"
-import { messageOf } from "../core/internal/errors.js"
 
 /**
  * Options of the BullMQ transport.
@@ -193,7 +193,8 @@ interface Broker {
    */
   readonly addNestReply: (reply: NestReply) => Promise<unknown>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
-  readonly publishBeat: (message: string) => Effect.Effect<unknown, TransportError>
+  /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
+  readonly publishBeat: (message: string) => Promise<unknown>
 }
 
 /** What the deliveries of one task queue share. */
@@ -213,7 +214,6 @@ interface TaskQueue {
   readonly renewEvery: Duration.Duration
   /** When set, running steps beat on the heartbeat channel this often. */
   readonly stepBeat: Duration.Duration | undefined
-  readonly heartbeatChannel: string
 }
 
 /**
@@ -236,7 +236,7 @@ class JobDelivery implements Delivery<NestReply> {
       ? JSON.stringify({ runId: identity.runId, seq: identity.seq, stepId: identity.stepId, group: identity.group ?? queue.group })
       : undefined
     if (turn !== undefined && beat !== undefined) {
-      void queue.home.client.publish(queue.heartbeatChannel, beat).catch(() => undefined)
+      void queue.home.publishBeat(beat).catch(() => undefined)
     }
     this.keepAlive = Option.some(
       new JobLease(this, turn === undefined ? queue.renewEvery : Duration.min(queue.renewEvery, RUN_BEAT_INTERVAL), beat)
@@ -379,7 +379,7 @@ class JobLease implements KeepAlive {
     const beat = this.beat
     return beat === undefined
       ? renewLock
-      : Effect.zipRight(renewLock, Effect.ignore(this.delivery.queue.home.publishBeat(beat)))
+      : Effect.zipRight(renewLock, Effect.ignore(Effect.tryPromise(() => this.delivery.queue.home.publishBeat(beat))))
   }
 }
 
@@ -466,10 +466,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
                 Effect.asVoid,
                 Effect.mapError(transportError(`publishing to ${results.name}`))
               ),
-            publishBeat: (message: string) =>
-              Effect.tryPromise(() => client.publish(Naming.heartbeatChannel(prefix), message)).pipe(
-                Effect.mapError(transportError("publishing a beat"))
-              )
+            publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message)
           }
           return broker
         })
@@ -550,8 +547,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           cancellations,
           lockMillis: Duration.toMillis(lockDuration),
           renewEvery,
-          stepBeat,
-          heartbeatChannel: Naming.heartbeatChannel(prefix)
+          stepBeat
         }
 
         /**
