@@ -244,7 +244,6 @@ interface TaskLabel {
 /** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
-
 /**
  * Builds a worker. Fails on invalid options (naming the option) or duplicate step names.
  *

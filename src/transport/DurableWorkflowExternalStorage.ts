@@ -24,8 +24,8 @@ import { createHash } from "node:crypto"
 import { mkdir, readFile, writeFile } from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
 import { messageOf } from "../core/internal/errors.js"
+import type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
 
 export type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
 

@@ -57,6 +57,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { messageOf } from "../core/internal/errors.js"
 import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
 import type { Protocol } from "../core/internal/protocol.js"
 import { routingToken } from "./bullmq/internal/naming.js"
@@ -73,7 +74,6 @@ import {
   TransportError,
   type WorkerDescription
 } from "./Transport.js"
-import { messageOf } from "../core/internal/errors.js"
 
 /**
  * How the transport uses the engine's tables.

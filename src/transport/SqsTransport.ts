@@ -48,6 +48,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
+import { messageOf } from "../core/internal/errors.js"
 import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as Inflight from "./sqs/internal/inflight.js"
@@ -62,7 +63,6 @@ import {
   TransportError,
   type WorkerDescription
 } from "./Transport.js"
-import { messageOf } from "../core/internal/errors.js"
 
 /**
  * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or

@@ -49,17 +49,20 @@ const tenInOneTurn = (client: Redis) => {
 
 const oneToTen = Array.from({ length: 10 }, (_, i) => i + 1)
 
+/** With a bound of 4: ten commands of one turn go as 1, 1, 4, 4 (the key's DEL, a later turn, alone). */
+const tenGoInWritesOfFour = async (client: Redis) => {
+  const writes = recordWrites(client.stream)
+  assert.deepStrictEqual(await tenInOneTurn(client), oneToTen)
+  assert.deepStrictEqual(writes, [1, 1, 4, 4, 1])
+}
+
 afterEach(() => {
   for (const client of clients.splice(0)) client.disconnect()
 })
 
 describe("BullMQ write coalescing", () => {
   it("the first two commands of a turn go out at once, the rest in writes of at most the bound; replies keep their order", async () => {
-    const client = await connected(4)
-    const writes = recordWrites(client.stream)
-    assert.deepStrictEqual(await tenInOneTurn(client), oneToTen)
-    // the ten INCRs, then the DEL of the key in a later turn
-    assert.deepStrictEqual(writes, [1, 1, 4, 4, 1])
+    await tenGoInWritesOfFour(await connected(4))
   })
 
   it("with a bound of 1 every command is its own write, as ioredis writes them", async () => {
@@ -83,9 +86,7 @@ describe("BullMQ write coalescing", () => {
     client.disconnect(true)
     await ready
     assert.notStrictEqual(client.stream, first)
-    const writes = recordWrites(client.stream)
-    assert.deepStrictEqual(await tenInOneTurn(client), oneToTen)
-    assert.deepStrictEqual(writes, [1, 1, 4, 4, 1])
+    await tenGoInWritesOfFour(client)
   })
 
   it("what is held when the turn ends is written then, not in a later turn", async () => {

@@ -8,12 +8,12 @@ import * as Predicate from "effect/Predicate"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import type { StepEvent } from "../../../protocol/StepProtocol.js"
 import type { StepContext } from "../../Step.js"
+import { messageOf } from "../errors.js"
 import { makeStepLogger } from "../stepLogger.js"
 import type { Handlers, Outcome, Protocol } from "../protocol.js"
 import { ActivityCancelled, type QueryFailed, UpdateRejected } from "./errors.js"
 import type { Command } from "./replay.js"
 import { decodeArgs } from "./replay.js"
-import { messageOf } from "../errors.js"
 import { applyUpdate, errorClass, query, replay, ReplayFailure, type ReplayInput, typeOf, validateUpdate } from "./run.js"
 
 /** The kinds of task of the Durable Workflow worker plane (`update_validation` comes from multiplexed workflow polls). @internal */

@@ -8,6 +8,7 @@ import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
 import { FatalError } from "../../FatalError.js"
+import { messageOf } from "../errors.js"
 import { type ArgumentsMismatch, emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
 import { ActivityFailed, type ChildWorkflowFailed, QueryFailed, UpdateRejected, UpdateValidationFailed } from "./errors.js"
 import {
@@ -21,7 +22,6 @@ import {
   readHistory,
   Turn
 } from "./replay.js"
-import { messageOf } from "../errors.js"
 
 /** What a workflow returns to continue as a new run. @internal */
 export class ContinueAsNew {
@@ -155,7 +155,6 @@ const errorName = (error: unknown): string =>
 
 /** A stable, language-neutral class string for an error. @internal */
 export const errorClass = (error: unknown): string => `effect-durable-worker.${errorName(error)}`
-
 
 /** The type name sent as `type`/`exception_type`. @internal */
 export const typeOf = errorName

@@ -4,6 +4,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import { messageOf } from "../../../core/internal/errors.js"
 import {
   type DurableWorkflowError,
   DurableWorkflowConfigError,
@@ -11,7 +12,6 @@ import {
   fromHttpAnswer
 } from "./errors.js"
 import * as Metrics from "./metrics.js"
-import { messageOf } from "../../../core/internal/errors.js"
 
 /** Which plane a request belongs to: its headers and token. @internal */
 export type Plane = "worker" | "control" | "discovery"

@@ -6,9 +6,9 @@
  * @since 0.1.0
  * @internal
  */
+import { messageOf } from "../../../core/internal/errors.js"
 import type { StepResult } from "../../../protocol/StepProtocol.js"
 import type { ResultRow } from "./statements.js"
-import { messageOf } from "../../../core/internal/errors.js"
 
 /** A claimed task row as a driver returns it (PostgreSQL bigints come back as strings). */
 export interface TaskRow {
