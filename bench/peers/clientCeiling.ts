@@ -3,12 +3,15 @@
  * in a bare promise loop with no runtime around them. Each loop takes a job without blocking, adds
  * its `result` job and acknowledges the task back to back (the reply first), and takes the next job
  * with the acknowledgement; with no job waiting, the loops share one blocking wait on the queue's
- * marker. Its command connection coalesces writes as the worker's does. What it reaches is the ceiling of the worker's call pattern on this machine: the part of a
- * ratio that no runtime work can change.
+ * marker. It writes and acknowledges through the same calls as the worker (`bullmq/internal/jobs`),
+ * reads a handed-over job as the worker does, and its command connection coalesces writes as the
+ * worker's does. What it reaches is the ceiling of the worker's call pattern on this machine: the
+ * part of a ratio that no runtime work can change.
  */
-import { Job, Queue, Worker } from "bullmq"
+import { Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
 import { coalesceWrites } from "../../src/transport/bullmq/internal/coalesce.js"
+import { completeJob, decodeData, decodeOptions, jobWriter, type NextJob } from "../../src/transport/bullmq/internal/jobs.js"
 import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../../src/transport/bullmq/internal/naming.js"
 import { completedResult, type PeerOptions, type RunningPeer, type TaskData, workerConnection } from "./peer.js"
 
@@ -24,6 +27,7 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
     autorun: false
   })
   await tasks.waitUntilReady()
+  const addResult = await jobWriter(results, JobName.result, resultJobOptions)
   let stopped = false
   let tokens = 0
   // one blocking read on the marker at a time, shared by every loop that found the queue empty
@@ -33,18 +37,22 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
       waiting = undefined
     })
 
+  /** A job as the worker reads it: id, data and options. */
+  const read = (next: NextJob | undefined) =>
+    next === undefined ? undefined : { id: next.id, data: decodeData(next.fields) as TaskData, opts: decodeOptions(next.fields.opts) }
+
   const serve = async () => {
     while (!stopped) {
       const token = `ceiling:${++tokens}`
-      let job: Job<TaskData> | undefined = await tasks.getNextJob(token, { block: false })
+      const first = await tasks.getNextJob(token, { block: false })
+      let job = first === undefined ? undefined : { id: first.id!, data: first.data as TaskData, opts: first.opts }
       if (job === undefined) await nothingWaiting()
       while (job !== undefined) {
         const [, next] = await Promise.all([
-          results.add(JobName.result, completedResult(job.data), resultJobOptions),
-          job.moveToCompleted(undefined, token, !stopped)
+          addResult(completedResult(job.data)),
+          completeJob(tasks, job.id, job.opts, token, !stopped)
         ])
-        const [data, id] = (next ?? []) as [unknown, unknown]
-        job = data !== undefined && data !== null && typeof id === "string" ? Job.fromJSON(tasks, data as never, id) : undefined
+        job = read(next)
       }
     }
   }

@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Job, Queue, Worker as BullWorker } from "bullmq"
+import { Job, type JobJsonRaw, type JobsOptions, Queue, Worker as BullWorker } from "bullmq"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -35,6 +35,7 @@ import type { Protocol } from "../core/internal/protocol.js"
 import type { StepResult } from "../protocol/StepProtocol.js"
 import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/coalesce.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
+import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
@@ -156,9 +157,6 @@ const duplicate = (client: Redis) =>
     (copy) => Effect.sync(() => copy.disconnect())
   )
 
-/** Adds one reply job (a step result or a workflow decision) to its queue. */
-const addReply = (queue: Queue, jobName: string, data: unknown) => queue.add(jobName, data, Naming.resultJobOptions)
-
 /** Why a reply was not written although its job was acknowledged. */
 class Unwritten {
   constructor(readonly reason: unknown) {}
@@ -218,17 +216,34 @@ interface TaskQueue {
 
 /**
  * A job just moved to active, locked with `token`, as a delivery; a workflow turn beats for its run
- * at once. A class rather than an object of closures: one is made for every task.
+ * at once. A class rather than an object of closures: one is made for every task. It holds what the
+ * task path reads of the job; BullMQ's `Job` is made only for the rare calls that need one.
  */
 class JobDelivery implements Delivery<NestReply> {
-  readonly payload: unknown
   readonly keepAlive: Option.Option<KeepAlive>
   readonly onCancel: (cancel: () => void) => () => void
 
-  constructor(readonly queue: TaskQueue, readonly job: Job, readonly token: string) {
-    this.payload = job.data
-    const turn = turnIdentity(job.data)
-    const identity = turn === undefined ? stepIdentity(job.data) : undefined
+  /** A job BullMQ handed over as a `Job` (the first of a serving chain). */
+  static ofJob(queue: TaskQueue, job: Job, token: string): JobDelivery {
+    return new JobDelivery(queue, job.id!, job.data, job.opts, job, token)
+  }
+
+  /** The job an acknowledgement moved to active; throws when its data is not JSON. */
+  static ofNext(queue: TaskQueue, next: Jobs.NextJob, token: string): JobDelivery {
+    const { fields, id } = next
+    return new JobDelivery(queue, id, Jobs.decodeData(fields), Jobs.decodeOptions(fields.opts), fields, token)
+  }
+
+  private constructor(
+    readonly queue: TaskQueue,
+    readonly jobId: string,
+    readonly payload: unknown,
+    readonly jobOptions: JobsOptions,
+    private source: Job | JobJsonRaw,
+    readonly token: string
+  ) {
+    const turn = turnIdentity(payload)
+    const identity = turn === undefined ? stepIdentity(payload) : undefined
     // workflow turns beat for their run at once and every 5 s; steps optionally every stepBeatInterval
     const beat = turn !== undefined
       ? JSON.stringify({ runId: turn.runId, seq: 0, group: turn.group ?? queue.group })
@@ -245,11 +260,20 @@ class JobDelivery implements Delivery<NestReply> {
   }
 
   get id(): string {
-    return `${this.queue.name}#${this.job.id}`
+    return `${this.queue.name}#${this.jobId}`
   }
 
   get protocol(): Protocol<NestReply> {
     return this.queue.protocol
+  }
+
+  /** BullMQ's `Job`, made from the stored fields the first time a call needs it. */
+  private get job(): Job {
+    const { source } = this
+    if (source instanceof Job) return source
+    const job = Job.fromJSON(this.queue.bull, source, this.jobId)
+    this.source = job
+    return job
   }
 
   complete(reply: NestReply): Effect.Effect<void, TransportError> {
@@ -261,37 +285,41 @@ class JobDelivery implements Delivery<NestReply> {
    * same token, in the same script call.
    */
   completeAndTakeNext(reply: NestReply): Effect.Effect<Option.Option<Delivery<NestReply>>, TransportError> {
-    return this.answer(
-      reply,
-      true,
-      (next) => next === undefined ? Option.none() : Option.some(new JobDelivery(this.queue, next, this.token))
-    )
+    return this.answer(reply, true, (next) => next === undefined ? Option.none() : Option.some(next))
   }
 
   reject(reason: string): Effect.Effect<void, TransportError> {
     return Effect.tryPromise(() => this.job.moveToFailed(new Error(reason), this.token)).pipe(
-      Effect.mapError(transportError(`rejecting job ${this.job.id}`))
+      Effect.mapError(transportError(`rejecting job ${this.jobId}`))
     )
   }
 
   get abandon(): Effect.Effect<void, TransportError> {
-    return Effect.tryPromise(() => this.job.moveToWait(this.token)).pipe(
-      Effect.asVoid,
-      Effect.mapError(transportError(`giving job ${this.job.id} back`))
+    return Effect.tryPromise(() => this.giveBack()).pipe(
+      Effect.mapError(transportError(`giving job ${this.jobId} back`))
     )
+  }
+
+  /** Moves the job back to waiting. */
+  private giveBack(): Promise<unknown> {
+    try {
+      return this.job.moveToWait(this.token)
+    } catch (cause) {
+      return Promise.reject(cause)
+    }
   }
 
   /** Extends the job's lock; fails when the lock was lost. */
   renewLock(): Effect.Effect<void, TransportError> {
-    const { job, queue } = this
-    return Effect.tryPromise(() => job.extendLock(this.token, queue.lockMillis)).pipe(
-      Effect.mapError(transportError(`extending the lock of job ${job.id}`)),
+    const { jobId, queue } = this
+    return Effect.tryPromise(() => this.job.extendLock(this.token, queue.lockMillis)).pipe(
+      Effect.mapError(transportError(`extending the lock of job ${jobId}`)),
       Effect.flatMap((renewed) =>
         renewed === 1 ? Effect.void : Effect.fail(
           new TransportError({
             transport: NAME,
             operation: "extend lock",
-            message: `the lock of job ${job.id} on ${queue.name} was lost`
+            message: `the lock of job ${jobId} on ${queue.name} was lost`
           })
         )
       )
@@ -312,37 +340,34 @@ class JobDelivery implements Delivery<NestReply> {
    * The two outcomes are joined by hand rather than with `Promise.allSettled` in an async function:
    * this runs for every task, and the joins cost more than the rest of it.
    */
-  private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: Job | undefined) => A) {
-    const { job, queue, token } = this
+  private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
+    const { jobId, queue, token } = this
     return Effect.async<A, TransportError>((resume) => {
-      const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${job.id}`)(cause)))
+      const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
       let pending = 2
       let unwritten: Unwritten | undefined
-      let acked: unknown
+      let acked: Jobs.NextJob | undefined
       let ackFailure: { readonly cause: unknown } | undefined
       const settle = () => {
         if (--pending > 0) return
         if (ackFailure !== undefined) return failed(ackFailure.cause)
-        const [data, id] = (acked ?? []) as Array<unknown>
-        let next: Job | undefined
+        let next: JobDelivery | undefined
         try {
-          next = data === null || data === undefined || typeof id !== "string"
-            ? undefined
-            : Job.fromJSON(queue.bull, data as never, id)
+          next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
         } catch (cause) {
           return failed(cause)
         }
         if (unwritten === undefined) return resume(Effect.sync(() => then(next)))
         const { reason } = unwritten
         const rewrite = Effect.map(
-          rewriteReply(`job ${job.id} on ${queue.name}`, queue.home.addNestReply, reply, reason),
+          rewriteReply(`job ${jobId} on ${queue.name}`, queue.home.addNestReply, reply, reason),
           () => then(undefined)
         )
         if (next === undefined) return resume(rewrite)
-        next.moveToWait(token).catch(() => undefined).then(() => resume(rewrite))
+        next.giveBack().catch(() => undefined).then(() => resume(rewrite))
       }
       const acknowledge = () =>
-        job.moveToCompleted(undefined, token, fetchNext).then(
+        Jobs.completeJob(queue.bull, jobId, this.jobOptions, token, fetchNext).then(
           (value) => {
             acked = value
             settle()
@@ -352,7 +377,7 @@ class JobDelivery implements Delivery<NestReply> {
             settle()
           }
         )
-      const target = queue.replyBroker(job.data)
+      const target = queue.replyBroker(this.payload)
       if (target === queue.home) {
         target.addNestReply(reply).then(settle, (reason) => {
           unwritten = new Unwritten(reason)
@@ -441,22 +466,29 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       const openBroker = (id: string, target: BrokerTarget) =>
         Effect.gen(function*() {
           const client = yield* connect(target, connectTimeout, commandsPerWrite)
-          const replyQueue = (queueName: string) =>
-            Effect.acquireRelease(
-              Effect.sync(() => new Queue(queueName, { connection: client })),
-              (queue) => Effect.promise(() => queue.close())
-            )
-          const results = yield* replyQueue(Naming.resultsQueue(prefix))
-          const decisions = yield* replyQueue(Naming.decisionsQueue(prefix))
+          /** A reply queue, and a writer of its jobs (one name, the engine's reply job options). */
+          const replyQueue = (queueName: string, jobName: string) =>
+            Effect.gen(function*() {
+              const queue = yield* Effect.acquireRelease(
+                Effect.sync(() => new Queue(queueName, { connection: client })),
+                (queue) => Effect.promise(() => queue.close())
+              )
+              const write = yield* Effect.tryPromise({
+                try: () => Jobs.jobWriter(queue, jobName, Naming.resultJobOptions),
+                catch: (cause) =>
+                  new RegistrationError({ transport: NAME, message: `could not prepare ${queueName}: ${messageOf(cause)}`, cause })
+              })
+              return { name: queueName, write }
+            })
+          const results = yield* replyQueue(Naming.resultsQueue(prefix), Naming.JobName.result)
+          const decisions = yield* replyQueue(Naming.decisionsQueue(prefix), Naming.JobName.decision)
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
           /**
            * Adds the reply job. Called just before the acknowledgement, its command reaches Redis first
            * (the transport's tests watch the order with MONITOR).
            */
           const addNestReply = (reply: NestReply) =>
-            reply._tag === "StepResult"
-              ? addReply(results, Naming.JobName.result, reply.result)
-              : addReply(decisions, Naming.JobName.decision, reply.decision)
+            reply._tag === "StepResult" ? results.write(reply.result) : decisions.write(reply.decision)
           const broker: Broker = {
             id,
             client,
@@ -563,7 +595,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
                 const job = await bull.getNextJob(jobToken, { block: false })
-                return job === undefined ? undefined : new JobDelivery(queue, job, jobToken)
+                return job === undefined ? undefined : JobDelivery.ofJob(queue, job, jobToken)
               }))
               for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
               if (fetched.some((d) => d === undefined)) break

@@ -1,0 +1,159 @@
+/**
+ * The BullMQ transport's task-path calls (`bullmq/internal/jobs`), against the real Redis: a reply
+ * job and an acknowledgement must leave Redis as BullMQ's own `Queue.add` and `Job.moveToCompleted`
+ * leave it, and the job handed over with an acknowledgement must read as `getNextJob` reads it.
+ */
+import { afterEach, assert, describe, it } from "@effect/vitest"
+import { Job, Queue, Worker } from "bullmq"
+import { Redis } from "ioredis"
+import { randomUUID } from "node:crypto"
+import { completeJob, decodeData, decodeOptions, jobWriter } from "../../src/transport/bullmq/internal/jobs.js"
+import { JobName, resultJobOptions, taskJobOptions } from "../../src/transport/bullmq/internal/naming.js"
+import { redisConnection } from "../support/engine.js"
+
+const opened: Array<{ close: () => Promise<unknown> }> = []
+const prefixes: Array<string> = []
+
+const open = <A extends { close: () => Promise<unknown> }>(a: A) => {
+  opened.push(a)
+  return a
+}
+
+const connection = () => ({ ...redisConnection(), maxRetriesPerRequest: null })
+
+/** A Redis client closed after the test. */
+const redisClient = () => {
+  const redis = new Redis(connection())
+  open({ close: async () => redis.disconnect() })
+  return redis
+}
+
+const freshName = () => {
+  const name = `jobs-test-${randomUUID().slice(0, 8)}`
+  prefixes.push(name)
+  return name
+}
+
+/** A job's stored hash without the fields that differ between any two adds (time, id). */
+const storedJob = async (redis: Redis, queue: Queue, id: string) => {
+  const { timestamp, ...rest } = await redis.hgetall(`${queue.keys[""]}${id}`)
+  assert.match(timestamp!, /^\d+$/)
+  return rest
+}
+
+/** The events of a queue's stream, without their ids, job ids and times. */
+const events = async (redis: Redis, queue: Queue) =>
+  (await redis.xrange(queue.keys.events!, "-", "+")).map(([, fields]) => {
+    const event: Record<string, string> = {}
+    for (let i = 0; i < fields.length; i += 2) {
+      if (fields[i] !== "jobId" && fields[i] !== "prev") event[fields[i]!] = fields[i + 1]!
+    }
+    return event
+  })
+
+afterEach(async () => {
+  for (const a of opened.splice(0).reverse()) await a.close().catch(() => undefined)
+  const redis = new Redis(redisConnection())
+  for (const name of prefixes.splice(0)) {
+    const keys = await redis.keys(`bull:${name}*`)
+    if (keys.length > 0) await redis.del(...keys)
+  }
+  redis.disconnect()
+})
+
+describe("BullMQ task-path calls", () => {
+  it("a reply job is stored as Queue.add stores it: same fields, list and events", async () => {
+    const redis = redisClient()
+    const viaAdd = open(new Queue(freshName(), { connection: redis }))
+    const viaWriter = open(new Queue(freshName(), { connection: redis }))
+    const write = await jobWriter(viaWriter, JobName.result, resultJobOptions)
+    const data = { runId: "r-1", seq: 3, stepId: "r-1:3", status: "completed", output: { n: [1, "two"] }, startedAt: 17 }
+
+    const added = await viaAdd.add(JobName.result, data, resultJobOptions)
+    const written = await write(data)
+
+    assert.strictEqual(written, added.id)
+    assert.deepStrictEqual(await storedJob(redis, viaWriter, written), await storedJob(redis, viaAdd, added.id!))
+    assert.deepStrictEqual(await redis.lrange(viaWriter.keys.wait!, 0, -1), [written])
+    assert.deepStrictEqual(await events(redis, viaWriter), await events(redis, viaAdd))
+    const read = await Job.fromId(viaWriter, written)
+    assert.deepStrictEqual(read?.data, data)
+    assert.strictEqual(read?.name, JobName.result)
+    // undefined data is stored as Queue.add stores it too
+    assert.deepStrictEqual(
+      await storedJob(redis, viaWriter, await write(undefined)),
+      await storedJob(redis, viaAdd, (await viaAdd.add(JobName.result, undefined, resultJobOptions)).id!)
+    )
+  })
+
+  it("a writer refuses options that take another of BullMQ's add scripts", async () => {
+    const queue = open(new Queue(freshName(), { connection: connection() }))
+    for (const options of [{ delay: 10 }, { priority: 2 }, { jobId: "fixed" }, { deduplication: { id: "d" } }]) {
+      const refused = await jobWriter(queue, JobName.result, options).then(() => undefined, (error: Error) => error.message)
+      assert.match(refused ?? "accepted", /need Queue\.add/)
+    }
+  })
+
+  it("completeJob leaves the job and the queue as Job.moveToCompleted does, and hands over the next job as getNextJob reads it", async () => {
+    const redis = redisClient()
+    const task = (i: number) => ({ runId: `run-${i}`, seq: 0, stepId: `run-${i}:0`, name: "s", input: { i }, attempt: 1 })
+    /** A task queue with two jobs, the first taken under `token`. */
+    const queueWithTwo = async (keepCompleted: boolean) => {
+      const name = freshName()
+      const producer = open(new Queue(name, { connection: redis }))
+      await producer.add(JobName.task, task(1), { ...taskJobOptions(), removeOnComplete: !keepCompleted })
+      await producer.add(JobName.task, task(2), taskJobOptions(4))
+      const worker = open(new Worker(name, undefined, { connection: redis, autorun: false }))
+      const first = (await worker.getNextJob("token-1", { block: false }))!
+      return { producer, worker, first }
+    }
+
+    for (const keepCompleted of [false, true]) {
+      const bull = await queueWithTwo(keepCompleted)
+      const ours = await queueWithTwo(keepCompleted)
+      const theirs = await bull.first.moveToCompleted(undefined, "token-1", true) as [unknown, string]
+      const next = await completeJob(ours.worker, ours.first.id!, ours.first.opts, "token-1", true)
+
+      assert.strictEqual(next?.id, theirs[1])
+      const viaBull = Job.fromJSON(bull.worker, theirs[0] as never, theirs[1])
+      assert.deepStrictEqual(decodeData(next!.fields), viaBull.data)
+      assert.deepStrictEqual(next!.fields.opts, (theirs[0] as { opts: string }).opts)
+      // a Job also normalises its (absent) backoff; the task path never reads it
+      const { backoff, ...options } = viaBull.opts
+      assert.isUndefined(backoff)
+      assert.deepStrictEqual(decodeOptions(next!.fields.opts), options)
+      assert.deepStrictEqual(decodeData(next!.fields), task(2))
+      // the first job is gone (or kept as completed) alike; the next one is active under the token
+      assert.strictEqual(await redis.exists(`${ours.producer.keys[""]}${ours.first.id}`), keepCompleted ? 1 : 0)
+      assert.deepStrictEqual(await ours.producer.getJobCounts(), await bull.producer.getJobCounts())
+      assert.strictEqual(await redis.get(`${ours.producer.keys[""]}${next!.id}:lock`), "token-1")
+      assert.deepStrictEqual(await events(redis, ours.producer), await events(redis, bull.producer))
+
+      // without fetching, nothing more comes, and a job no longer locked by the token fails as BullMQ's does
+      const last = await completeJob(ours.worker, next!.id, decodeOptions(next!.fields.opts), "token-1", false)
+      assert.strictEqual(last, undefined)
+      const again = await completeJob(ours.worker, next!.id, decodeOptions(next!.fields.opts), "token-1", false).then(
+        () => "acknowledged twice",
+        (error: Error) => error.message
+      )
+      assert.match(again, /Missing key for job/)
+    }
+  })
+
+  it("decodeOptions decodes as Job.optsFromJSON and reuses the last result for the same text", () => {
+    const a = JSON.stringify({ rmoc: true, rmof: { age: 3600 }, attempts: 0 })
+    const b = JSON.stringify({ rmoc: true, attempts: 2, priority: 5 })
+    assert.deepStrictEqual(decodeOptions(a), Job.optsFromJSON(a))
+    assert.strictEqual(decodeOptions(a), decodeOptions(a))
+    assert.deepStrictEqual(decodeOptions(b), Job.optsFromJSON(b))
+    assert.deepStrictEqual(decodeOptions(undefined), Job.optsFromJSON(undefined))
+    assert.deepStrictEqual(decodeOptions(a), Job.optsFromJSON(a))
+  })
+
+  it("decodeData parses as Job.fromJSON and throws on data that is not JSON", () => {
+    const fields = { data: JSON.stringify({ a: 1 }) } as Parameters<typeof decodeData>[0]
+    assert.deepStrictEqual(decodeData(fields), { a: 1 })
+    assert.deepStrictEqual(decodeData({ ...fields, data: "" }), {})
+    assert.throws(() => decodeData({ ...fields, data: "{not json" }))
+  })
+})
