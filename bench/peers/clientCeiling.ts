@@ -1,17 +1,17 @@
 /**
  * Benchmark reference, not a competitor: the BullMQ client calls this library's worker makes per task,
  * in a bare promise loop with no runtime around them. Each loop takes a job without blocking, adds
- * its `result` job and acknowledges the task back to back (the reply first), and takes the next job
- * with the acknowledgement; with no job waiting, the loops share one blocking wait on the queue's
- * marker. It writes and acknowledges through the same calls as the worker (`bullmq/internal/jobs`),
- * reads a handed-over job as the worker does, and its command connection coalesces writes as the
+ * its `result` job and acknowledges the task in one script call (the reply first), as the worker
+ * does (`bullmq/internal/jobs`), and takes the next job with the acknowledgement; with no job
+ * waiting, the loops share one blocking wait on the queue's marker. It reads a handed-over job as the
+ * worker does, and its command connection coalesces writes as the
  * worker's does. What it reaches is the ceiling of the worker's call pattern on this machine: the
  * part of a ratio that no runtime work can change.
  */
 import { Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
 import { coalesceWrites } from "../../src/transport/bullmq/internal/coalesce.js"
-import { completeJob, decodeData, decodeOptions, jobWriter, type NextJob } from "../../src/transport/bullmq/internal/jobs.js"
+import { decodeData, decodeOptions, jobAnswerer, jobWriter, type NextJob } from "../../src/transport/bullmq/internal/jobs.js"
 import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../../src/transport/bullmq/internal/naming.js"
 import { completedResult, type PeerOptions, type RunningPeer, type TaskData, workerConnection } from "./peer.js"
 
@@ -21,13 +21,14 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
   const client = new Redis(connection)
   coalesceWrites(client)
   const blocking = new Redis(connection)
-  const results = new Queue(resultsQueue(options.prefix), { connection: client })
+  const resultQueue = new Queue(resultsQueue(options.prefix), { connection: client })
   const tasks = new Worker(tasksQueue(options.prefix, routingToken(options.stepName)), undefined, {
     connection: client,
     autorun: false
   })
   await tasks.waitUntilReady()
-  const addResult = await jobWriter(results, JobName.result, resultJobOptions)
+  const results = await jobWriter(resultQueue, JobName.result, resultJobOptions)
+  const answer = jobAnswerer(client)
   let stopped = false
   let tokens = 0
   // one blocking read on the marker at a time, shared by every loop that found the queue empty
@@ -48,11 +49,7 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
       let job = first === undefined ? undefined : { id: first.id!, data: first.data as TaskData, opts: first.opts }
       if (job === undefined) await nothingWaiting()
       while (job !== undefined) {
-        const [, next] = await Promise.all([
-          addResult(completedResult(job.data)),
-          completeJob(tasks, job.id, job.opts, token, !stopped)
-        ])
-        job = read(next)
+        job = read(await answer(results, completedResult(job.data), tasks, { id: job.id, options: job.opts }, token, !stopped))
       }
     }
   }
@@ -62,7 +59,7 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
       stopped = true
       await Promise.all(loops)
       await tasks.close()
-      await results.close()
+      await resultQueue.close()
       blocking.disconnect()
       await client.quit()
     }

@@ -157,39 +157,23 @@ const duplicate = (client: Redis) =>
     (copy) => Effect.sync(() => copy.disconnect())
   )
 
-/** Why a reply was not written although its job was acknowledged. */
-class Unwritten {
-  constructor(readonly reason: unknown) {}
-}
-
-/**
- * How often a reply whose job is already acknowledged is written again, after a first retry at once:
- * from 100 ms, doubling, to every 5 s.
- */
-const REWRITE_SCHEDULE = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
-
-/**
- * Writes again a reply whose job Redis already acknowledged, until it is written: no other copy of it
- * is left. Only stopping the worker ends it (interruptible, though the task path is not), and then
- * says the reply was lost.
- */
-const rewriteReply = (what: string, add: (reply: NestReply) => Promise<unknown>, reply: NestReply, reason: unknown) =>
-  Effect.logWarning(`${what} was acknowledged, but its reply was not written (${messageOf(reason)}); writing it again`).pipe(
-    Effect.zipRight(Effect.retry(Effect.tryPromise(() => add(reply)), REWRITE_SCHEDULE)),
-    Effect.orDie,
-    Effect.interruptible,
-    Effect.onInterrupt(() => Effect.logError(`the reply of ${what} was never written: the worker stopped first`))
-  )
-
 /** One broker of the engine's pool: its command connection and how replies and beats reach it. */
 interface Broker {
   readonly id: string
   readonly client: Redis
-  /**
-   * Adds the reply job. Called just before the acknowledgement, its command reaches Redis first
-   * (the transport's tests watch the order with MONITOR).
-   */
+  /** Adds the reply job on its own (a reply for a task of another broker, a synthetic result). */
   readonly addNestReply: (reply: NestReply) => Promise<unknown>
+  /**
+   * Adds the reply job and acknowledges the task job of `tasks` (a queue of this broker) in one
+   * script call, the reply first (the transport's tests watch the order with MONITOR).
+   */
+  readonly answer: (
+    reply: NestReply,
+    tasks: BullWorker,
+    job: { readonly id: string; readonly options: JobsOptions },
+    token: string,
+    fetchNext: boolean
+  ) => Promise<Jobs.NextJob | undefined>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
@@ -328,68 +312,30 @@ class JobDelivery implements Delivery<NestReply> {
 
   /**
    * Writes the reply and acknowledges the job (moving the next one to active with it when
-   * `fetchNext`) in one round trip, then goes on in the fiber with `then` of the next job (if one
-   * came), so whatever `then` throws is a defect there. On the job's own broker both commands go out
-   * back to back on one connection, the reply first, and Redis runs them in that order; a reply for
-   * another broker is written there before the job is acknowledged.
-   *
-   * Redis runs the acknowledgement even when the reply before it failed (a script error on the
-   * results queue alone). The reply then lives only here: a next job that came with the
-   * acknowledgement is given back, and the reply is written again until it is.
-   *
-   * The two outcomes are joined by hand rather than with `Promise.allSettled` in an async function:
-   * this runs for every task, and the joins cost more than the rest of it.
+   * `fetchNext`), then goes on in the fiber with `then` of the next job (if one came), so whatever
+   * `then` throws is a defect there. On the job's own broker both are one script call, so Redis runs
+   * both or (refusing the reply) neither: a refused answer leaves the job active under its lock, to
+   * be answered again. A reply for another broker is written there before the job is acknowledged.
    */
   private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
     const { jobId, queue, token } = this
+    const target = queue.replyBroker(this.payload)
+    const job = { id: jobId, options: this.jobOptions }
     return Effect.async<A, TransportError>((resume) => {
       const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
-      let pending = 2
-      let unwritten: Unwritten | undefined
-      let acked: Jobs.NextJob | undefined
-      let ackFailure: { readonly cause: unknown } | undefined
-      const settle = () => {
-        if (--pending > 0) return
-        if (ackFailure !== undefined) return failed(ackFailure.cause)
+      const acknowledged = (acked: Jobs.NextJob | undefined) => {
         let next: JobDelivery | undefined
         try {
           next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
         } catch (cause) {
           return failed(cause)
         }
-        if (unwritten === undefined) return resume(Effect.sync(() => then(next)))
-        const { reason } = unwritten
-        const rewrite = Effect.map(
-          rewriteReply(`job ${jobId} on ${queue.name}`, queue.home.addNestReply, reply, reason),
-          () => then(undefined)
-        )
-        if (next === undefined) return resume(rewrite)
-        next.giveBack().catch(() => undefined).then(() => resume(rewrite))
+        resume(Effect.sync(() => then(next)))
       }
-      const acknowledge = () =>
-        Jobs.completeJob(queue.bull, jobId, this.jobOptions, token, fetchNext).then(
-          (value) => {
-            acked = value
-            settle()
-          },
-          (cause) => {
-            ackFailure = { cause }
-            settle()
-          }
-        )
-      const target = queue.replyBroker(this.payload)
-      if (target === queue.home) {
-        target.addNestReply(reply).then(settle, (reason) => {
-          unwritten = new Unwritten(reason)
-          settle()
-        })
-        acknowledge()
-      } else {
-        target.addNestReply(reply).then(() => {
-          pending = 1
-          acknowledge()
-        }, failed)
-      }
+      const answered = target === queue.home
+        ? target.answer(reply, queue.bull, job, token, fetchNext)
+        : target.addNestReply(reply).then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
+      answered.then(acknowledged, failed)
     })
   }
 }
@@ -466,37 +412,40 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       const openBroker = (id: string, target: BrokerTarget) =>
         Effect.gen(function*() {
           const client = yield* connect(target, connectTimeout, commandsPerWrite)
-          /** A reply queue, and a writer of its jobs (one name, the engine's reply job options). */
+          /** A reply queue, with a writer of its jobs (one name, the engine's reply job options). */
           const replyQueue = (queueName: string, jobName: string) =>
             Effect.gen(function*() {
               const queue = yield* Effect.acquireRelease(
                 Effect.sync(() => new Queue(queueName, { connection: client })),
                 (queue) => Effect.promise(() => queue.close())
               )
-              const write = yield* Effect.tryPromise({
+              return yield* Effect.tryPromise({
                 try: () => Jobs.jobWriter(queue, jobName, Naming.resultJobOptions),
                 catch: (cause) =>
                   new RegistrationError({ transport: NAME, message: `could not prepare ${queueName}: ${messageOf(cause)}`, cause })
               })
-              return { name: queueName, write }
             })
           const results = yield* replyQueue(Naming.resultsQueue(prefix), Naming.JobName.result)
           const decisions = yield* replyQueue(Naming.decisionsQueue(prefix), Naming.JobName.decision)
+          const answerJob = yield* Effect.try({
+            try: () => Jobs.jobAnswerer(client),
+            catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
+          })
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
-          /**
-           * Adds the reply job. Called just before the acknowledgement, its command reaches Redis first
-           * (the transport's tests watch the order with MONITOR).
-           */
           const addNestReply = (reply: NestReply) =>
             reply._tag === "StepResult" ? results.write(reply.result) : decisions.write(reply.decision)
           const broker: Broker = {
             id,
             client,
             addNestReply,
+            answer: (reply, tasks, job, token, fetchNext) =>
+              reply._tag === "StepResult"
+                ? answerJob(results, reply.result, tasks, job, token, fetchNext)
+                : answerJob(decisions, reply.decision, tasks, job, token, fetchNext),
             publish: (result: StepResult) =>
               Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
                 Effect.asVoid,
-                Effect.mapError(transportError(`publishing to ${results.name}`))
+                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
             publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message)
           }

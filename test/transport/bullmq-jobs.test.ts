@@ -7,7 +7,7 @@ import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Job, Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
-import { completeJob, decodeData, decodeOptions, jobWriter } from "../../src/transport/bullmq/internal/jobs.js"
+import { completeJob, decodeData, decodeOptions, jobAnswerer, jobWriter } from "../../src/transport/bullmq/internal/jobs.js"
 import { JobName, resultJobOptions, taskJobOptions } from "../../src/transport/bullmq/internal/naming.js"
 import { redisConnection } from "../support/engine.js"
 
@@ -51,6 +51,9 @@ const events = async (redis: Redis, queue: Queue) =>
     return event
   })
 
+/** A step task as the engine dispatches it. */
+const task = (i: number) => ({ runId: `run-${i}`, seq: 0, stepId: `run-${i}:0`, name: "s", input: { i }, attempt: 1 })
+
 afterEach(async () => {
   for (const a of opened.splice(0).reverse()) await a.close().catch(() => undefined)
   const redis = new Redis(redisConnection())
@@ -66,11 +69,11 @@ describe("BullMQ task-path calls", () => {
     const redis = redisClient()
     const viaAdd = open(new Queue(freshName(), { connection: redis }))
     const viaWriter = open(new Queue(freshName(), { connection: redis }))
-    const write = await jobWriter(viaWriter, JobName.result, resultJobOptions)
+    const writer = await jobWriter(viaWriter, JobName.result, resultJobOptions)
     const data = { runId: "r-1", seq: 3, stepId: "r-1:3", status: "completed", output: { n: [1, "two"] }, startedAt: 17 }
 
     const added = await viaAdd.add(JobName.result, data, resultJobOptions)
-    const written = await write(data)
+    const written = await writer.write(data)
 
     assert.strictEqual(written, added.id)
     assert.deepStrictEqual(await storedJob(redis, viaWriter, written), await storedJob(redis, viaAdd, added.id!))
@@ -81,7 +84,7 @@ describe("BullMQ task-path calls", () => {
     assert.strictEqual(read?.name, JobName.result)
     // undefined data is stored as Queue.add stores it too
     assert.deepStrictEqual(
-      await storedJob(redis, viaWriter, await write(undefined)),
+      await storedJob(redis, viaWriter, await writer.write(undefined)),
       await storedJob(redis, viaAdd, (await viaAdd.add(JobName.result, undefined, resultJobOptions)).id!)
     )
   })
@@ -96,7 +99,6 @@ describe("BullMQ task-path calls", () => {
 
   it("completeJob leaves the job and the queue as Job.moveToCompleted does, and hands over the next job as getNextJob reads it", async () => {
     const redis = redisClient()
-    const task = (i: number) => ({ runId: `run-${i}`, seq: 0, stepId: `run-${i}:0`, name: "s", input: { i }, attempt: 1 })
     /** A task queue with two jobs, the first taken under `token`. */
     const queueWithTwo = async (keepCompleted: boolean) => {
       const name = freshName()
@@ -138,6 +140,70 @@ describe("BullMQ task-path calls", () => {
       )
       assert.match(again, /Missing key for job/)
     }
+  })
+
+  it("an answer leaves Redis as Queue.add of the reply then Job.moveToCompleted of the job do, in one command", async () => {
+    const redis = redisClient()
+    // the answers' own connection, whose commands the monitor picks out by its address
+    const answering = redisClient()
+    await answering.ping()
+    const source = `${answering.stream.localAddress}:${answering.stream.localPort}`
+    const commands: Array<string> = []
+    const monitor = await redis.duplicate().monitor()
+    open({ close: async () => monitor.disconnect() })
+    monitor.on("monitor", (_time: string, args: Array<string>, from: string) => {
+      if (from === source) commands.push(args[0]!.toLowerCase())
+    })
+    /** The commands `answering` sent while `f` ran (seen once a marker after them reached the monitor). */
+    const sentDuring = async <A>(f: () => Promise<A>) => {
+      const before = commands.length
+      const result = await f()
+      await answering.echo("marker")
+      for (let i = 0; i < 500 && !commands.slice(before).includes("echo"); i++) await new Promise((r) => setTimeout(r, 10))
+      return { result, sent: commands.slice(before, commands.lastIndexOf("echo")) }
+    }
+    /** A task queue with two jobs, the first taken under `token`, and its results queue. */
+    const pair = async () => {
+      const name = freshName()
+      const producer = open(new Queue(`${name}-tasks`, { connection: redis }))
+      await producer.add(JobName.task, task(1), taskJobOptions())
+      await producer.add(JobName.task, task(2), taskJobOptions())
+      const worker = open(new Worker(`${name}-tasks`, undefined, { connection: redis, autorun: false }))
+      const results = open(new Queue(`${name}-results`, { connection: redis }))
+      const first = (await worker.getNextJob("token-1", { block: false }))!
+      return { producer, worker, results, first }
+    }
+    const output = { runId: "run-1", seq: 0, stepId: "run-1:0", status: "completed", output: [1, { a: "b" }] }
+    const bull = await pair()
+    const ours = await pair()
+    const answer = jobAnswerer(answering)
+    const writer = await jobWriter(ours.results, JobName.result, resultJobOptions)
+
+    const added = await bull.results.add(JobName.result, output, resultJobOptions)
+    const theirs = await bull.first.moveToCompleted(undefined, "token-1", true) as [unknown, string]
+    const next = await answer(writer, output, ours.worker, { id: ours.first.id!, options: ours.first.opts }, "token-1", true)
+
+    const [reply] = await redis.lrange(ours.results.keys.wait!, 0, -1)
+    assert.deepStrictEqual(await storedJob(redis, ours.results, reply!), await storedJob(redis, bull.results, added.id!))
+    assert.deepStrictEqual(await events(redis, ours.results), await events(redis, bull.results))
+    assert.deepStrictEqual(await events(redis, ours.producer), await events(redis, bull.producer))
+    assert.deepStrictEqual(await ours.producer.getJobCounts(), await bull.producer.getJobCounts())
+    assert.strictEqual(next?.id, theirs[1])
+    assert.deepStrictEqual(decodeData(next!.fields), task(2))
+    assert.strictEqual(await redis.get(`${ours.producer.keys[""]}${next!.id}:lock`), "token-1")
+
+    // the last job (the script loaded by now): one command, no next job; then a job this worker no
+    // longer holds fails as BullMQ's does, its reply written
+    const nextOptions = { id: next!.id, options: decodeOptions(next!.fields.opts) }
+    const last = await sentDuring(() => answer(writer, output, ours.worker, nextOptions, "token-1", true))
+    assert.strictEqual(last.result, undefined)
+    assert.deepStrictEqual(last.sent, ["evalsha"])
+    const again = await answer(writer, output, ours.worker, nextOptions, "token-1", true).then(
+      () => "acknowledged twice",
+      (error: Error) => error.message
+    )
+    assert.match(again, /Missing key for job 2/)
+    assert.strictEqual(await redis.llen(ours.results.keys.wait!), 3)
   })
 
   it("decodeOptions decodes as Job.optsFromJSON and reuses the last result for the same text", () => {

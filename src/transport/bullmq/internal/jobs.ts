@@ -1,29 +1,43 @@
 /**
- * The two BullMQ calls on a worker's task path, made through BullMQ's own scripts without a `Job`
- * object around each of them.
+ * The BullMQ calls on a worker's task path, made through BullMQ's own scripts without a `Job` object
+ * around each of them, and a task's reply and acknowledgement made in one script call.
  *
  * `Queue.add` builds a `Job` (defaults, backoff, parent, deduplication), serialises it, validates it
  * and wraps the call in telemetry and three async functions; `Job.moveToCompleted` adds its own
  * telemetry wrapper and a readiness check; and every job BullMQ hands back with an acknowledgement
- * becomes a full `Job`. On a no-op step that is a sixth of the worker's main thread. Here:
+ * becomes a full `Job`. Here:
  *
  * - a reply queue's jobs all share one name and one set of options, so the `Job` is built once, as a
  *   template, and each reply goes to `Scripts.addJob` with its own data and timestamp;
- * - the acknowledgement goes to `Scripts.moveToFinished` with the arguments BullMQ's
+ * - an acknowledgement goes to `Scripts.moveToFinished` with the arguments BullMQ's
  *   `moveToCompletedArgs` builds, as `Job.moveToCompleted` does;
  * - the job that comes with it is read for its id, data and options only; a `Job` is made from the
- *   same fields when a rare call needs one (failing it, giving it back, extending its lock).
+ *   same fields when a rare call needs one (failing it, giving it back, extending its lock);
+ * - a reply and the acknowledgement of its job, on one Redis, are one call of one Lua script that
+ *   runs BullMQ's own `addStandardJob` and `moveToFinished` scripts (as the installed BullMQ ships
+ *   them) one after the other, each on its own keys and arguments as BullMQ builds them. Redis runs a
+ *   script whole: a job is never acknowledged without its reply, and a reply Redis refuses leaves its
+ *   job unacknowledged, to be answered again. It is also one command per task instead of two.
  *
- * Every step stays on BullMQ's public `Scripts` API, so the keys and arguments of its Lua scripts are
- * BullMQ's own; the transport's tests compare what lands in Redis with what `Queue.add` and
- * `Job.moveToCompleted` leave there.
+ * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
+ * what lands in Redis with what `Queue.add` and `Job.moveToCompleted` leave there.
  *
  * @internal
  */
-import { Job, type JobJsonRaw, type JobsOptions, type MinimalJob, type Queue, type Worker } from "bullmq"
+import { Job, type JobJson, type JobJsonRaw, type JobsOptions, type MinimalJob, type Queue, type RedisJobOptions, type Worker } from "bullmq"
+import type { Redis } from "ioredis"
+import { createRequire } from "node:module"
 
-/** Adds one job of the writer's name and options, with `data` (JSON-serialised); resolves to its id. @internal */
-export type JobWriter = (data: unknown) => Promise<string>
+/** A reply queue's jobs: one name, one set of options. @internal */
+export interface JobWriter {
+  readonly queue: Queue
+  /** The job BullMQ's add script takes for `data` (JSON-serialised). */
+  readonly job: (data: unknown) => JobJson
+  /** The jobs' options, encoded as BullMQ's add script takes them. */
+  readonly options: RedisJobOptions
+  /** Adds one job with `data`; resolves to its id. */
+  readonly write: (data: unknown) => Promise<string>
+}
 
 /**
  * A writer of `name` jobs with `options` on `queue`, stored as `Queue.add(name, data, options)`
@@ -43,8 +57,12 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
   }
   const client = await queue.client
   const template = new Job(queue, name, undefined, merged).asJSON()
-  return (data) =>
-    queue.scripts.addJob(client, { ...template, data: JSON.stringify(data === undefined ? {} : data), timestamp: Date.now() }, template.opts, "")
+  const job = (data: unknown): JobJson => ({
+    ...template,
+    data: JSON.stringify(data === undefined ? {} : data),
+    timestamp: Date.now()
+  })
+  return { queue, job, options: template.opts, write: (data) => queue.scripts.addJob(client, job(data), template.opts, "") }
 }
 
 /** The raw job fields BullMQ returns with an acknowledgement that moved the next job to active. @internal */
@@ -73,6 +91,116 @@ export const completeJob = async (
   const args = worker.scripts.moveToCompletedArgs(job, undefined, options.removeOnComplete!, token, fetchNext)
   const [fields, next] = (await worker.scripts.moveToFinished(id, args)) ?? []
   return fields !== null && fields !== undefined && typeof next === "string" ? { id: next, fields: fields as JobJsonRaw } : undefined
+}
+
+/** A Lua script as BullMQ ships it: its source and how many of its arguments are keys. */
+interface LuaScript {
+  readonly content: string
+  readonly keys: number
+}
+
+/** The installed BullMQ's version and its add and acknowledge scripts; throws when they are not where expected. */
+const bullmqScripts = () => {
+  const require = createRequire(import.meta.url)
+  const { version } = require("bullmq/package.json") as { readonly version: string }
+  const scripts = require("bullmq/dist/cjs/scripts/index.js") as Record<string, LuaScript | undefined>
+  const add = scripts.addStandardJob
+  const finish = scripts.moveToFinished
+  for (const [name, script] of [["addStandardJob", add], ["moveToFinished", finish]] as const) {
+    if (typeof script?.content !== "string" || !Number.isInteger(script.keys)) {
+      throw new Error(`BullMQ ${version} does not ship its ${name} script where this worker reads it (bullmq/dist/cjs/scripts)`)
+    }
+  }
+  return { version, add: add!, finish: finish! }
+}
+
+/**
+ * BullMQ's add script, then (unless the add returned an error code) its acknowledge script, each on
+ * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's.
+ */
+const answerLua = (add: LuaScript, finish: LuaScript) =>
+  `local function addStandardJob(KEYS, ARGV)
+${add.content}
+end
+local function moveToFinished(KEYS, ARGV)
+${finish.content}
+end
+local addArgs = tonumber(ARGV[1])
+local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 2, 1 + addArgs)})
+if type(added) == "number" and added < 0 then return {added, 0} end
+return {added, moveToFinished({unpack(KEYS, ${add.keys + 1}, ${add.keys + finish.keys})}, {unpack(ARGV, 2 + addArgs, #ARGV)})}
+`
+
+/** Answers a task job: adds the reply job and acknowledges the task job in one script call. @internal */
+export type JobAnswerer = (
+  replies: JobWriter,
+  reply: unknown,
+  tasks: Worker,
+  job: { readonly id: string; readonly options: JobsOptions },
+  token: string,
+  fetchNext: boolean
+) => Promise<NextJob | undefined>
+
+/**
+ * Defines the answer command on `client` (the connection BullMQ's queues of both jobs use) and
+ * returns how to call it. Resolves once the reply job is added and the task job acknowledged (with
+ * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply;
+ * fails as `Job.moveToCompleted` does (the reply written) when the job is not this worker's any more.
+ * Throws when the installed BullMQ's scripts cannot be read.
+ *
+ * @internal
+ */
+export const jobAnswerer = (client: Redis): JobAnswerer => {
+  const { add, finish, version } = bullmqScripts()
+  const command = `durableWorkerAnswer:${version}`
+  client.defineCommand(command, { numberOfKeys: add.keys + finish.keys, lua: answerLua(add, finish) })
+  const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown]>>)[command]!
+  const addScript = `addStandardJob:${version}`
+  return (replies, reply, tasks, job, token, fetchNext) => {
+    const finishArgs = tasks.scripts.moveToCompletedArgs(
+      { id: job.id, opts: job.options } as MinimalJob,
+      undefined,
+      job.options.removeOnComplete!,
+      token,
+      fetchNext
+    )
+    let both: Promise<[unknown, unknown]> | undefined
+    // BullMQ's addJob builds the add script's keys and arguments and hands them to its client's
+    // runCommand; this client sends them with the acknowledgement's, and gives addJob the add's result
+    // (addJob then turns an error code into BullMQ's error)
+    const collector = {
+      runCommand: (name: string, addArgs: ReadonlyArray<unknown>) => {
+        if (name !== addScript) throw new Error(`a reply job would need BullMQ's ${name} script, not ${addScript}`)
+        both = send.call(client, [
+          ...addArgs.slice(0, add.keys),
+          ...finishArgs.slice(0, finish.keys),
+          addArgs.length - add.keys,
+          ...addArgs.slice(add.keys),
+          ...finishArgs.slice(finish.keys)
+        ])
+        return both.then(([added]) => added)
+      }
+    }
+    // the acknowledgement's outcome is read only once the add's is known, so a refused call is
+    // handled (and reported) once, through addJob
+    return replies.queue.scripts.addJob(collector as never, replies.job(reply), replies.options, "").then(() =>
+      both!.then(([, finished]) => {
+        if (typeof finished === "number" && finished < 0) {
+          throw tasks.scripts.finishedErrors({ code: finished, jobId: job.id, command: "moveToFinished", state: "active" })
+        }
+        return nextJob(finished)
+      })
+    )
+  }
+}
+
+/** The next job in an acknowledgement's raw result (`[fields, id, ...]`, or 0 when none came). */
+const nextJob = (raw: unknown): NextJob | undefined => {
+  if (!Array.isArray(raw) || !Array.isArray(raw[0]) || typeof raw[1] !== "string") return undefined
+  const list = raw[0] as ReadonlyArray<string>
+  const fields: Record<string, string> = {}
+  for (let i = 0; i + 1 < list.length; i += 2) fields[list[i]!] = list[i + 1]!
+  return { id: raw[1], fields: fields as unknown as JobJsonRaw }
 }
 
 /** The last encoded options decoded: every task of an engine's queue carries the same. */
