@@ -110,6 +110,8 @@ const bullmqScripts = () => {
     if (typeof script?.content !== "string" || !Number.isInteger(script.keys)) {
       throw new Error(`BullMQ ${version} does not ship its ${name} script where this worker reads it (bullmq/dist/cjs/scripts)`)
     }
+    // a script with flags must start with them, so it cannot be wrapped in a function
+    if (script.content.startsWith("#!")) throw new Error(`BullMQ ${version}'s ${name} script declares flags; it cannot be combined`)
   }
   return { version, add: add!, finish: finish! }
 }
