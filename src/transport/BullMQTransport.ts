@@ -5,9 +5,10 @@
  * - one subscription per registered step name on `<P>-tasks-<token>` (namespace folded into the
  *   prefix, `:` sanitised, `@partition` suffixed), with the permit taken before a job is moved to
  *   active, so unstarted jobs stay in Redis for other workers;
- * - results go to `<P>-results` as job `result`, in the same round trip as the acknowledgement of
- *   their task (sent back to back on one connection, the result first); the commands of one turn
- *   of the event loop share socket writes;
+ * - results go to `<P>-results` as job `result` in the same script call as the acknowledgement of
+ *   their task (BullMQ's own add script, then its acknowledge script, run by Redis as one script:
+ *   a job is never acknowledged without its result); the commands of one turn of the event loop
+ *   share socket writes;
  * - registration is the descriptor and liveness keys (`EX 35`, refreshed every 10 s), removed once
  *   at deregistration;
  * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
@@ -89,7 +90,7 @@ export interface BullMQOptions {
   readonly stalledInterval?: Duration.DurationInput
   /**
    * How many of the commands written in one turn of the event loop may share one socket write
-   * (the first two of a turn, one task's answer, always go out at once). Default 8; 1 writes every
+   * (the first two of a turn always go out at once). Default 8; 1 writes every
    * command on its own, as ioredis does.
    */
   readonly commandsPerWrite?: number

@@ -2,12 +2,13 @@
  * Write coalescing for the worker's Redis command connection.
  *
  * ioredis writes every command to its socket at once, one system call each. A busy worker writes
- * two per task (the reply, then the acknowledgement that also takes the next job), and at
+ * one per task (the answer: the reply, and the acknowledgement that also takes the next job), and at
  * concurrency those calls are the largest single cost of its main thread. Here the commands written
  * within one turn of the event loop share socket writes instead:
  *
- * - the turn's first two commands (one task's answer) go out at once, so Redis starts on them
- *   while the rest is prepared, and a worker answering one task at a time writes as before;
+ * - the turn's first two commands (the answers of its first two tasks) go out at once, so Redis
+ *   starts on them while the rest is prepared, and a worker answering a task or two at a time
+ *   writes as before;
  * - the commands after them are held and written together, at most `maxPerWrite` at a time, so
  *   Redis is never left idle until the whole turn is done (one write per turn would run the worker
  *   and Redis in lockstep);
@@ -24,7 +25,7 @@ import type { Redis } from "ioredis"
 /** The commands of one turn that may share a socket write, by default. @internal */
 export const DEFAULT_COMMANDS_PER_WRITE = 8
 
-/** The commands at the start of a turn that are written at once: one task's reply and acknowledgement. */
+/** The commands at the start of a turn that are written at once: the answers of its first two tasks. */
 const IMMEDIATE_PER_TURN = 2
 
 type Socket = Redis["stream"]
