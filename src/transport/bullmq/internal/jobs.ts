@@ -72,6 +72,15 @@ export interface NextJob {
 }
 
 /**
+ * The keys and arguments of BullMQ's acknowledge script for job `id` (with its decoded `options`),
+ * completed with no return value, as `Job.moveToCompleted` has BullMQ build them.
+ */
+const completionArgs = (worker: Worker, id: string, options: JobsOptions, token: string, fetchNext: boolean) =>
+  // BullMQ's builder reads only the job's id and options; a job without removeOnComplete of its own
+  // takes the worker's, as with Job.moveToCompleted (hence undefined passed through)
+  worker.scripts.moveToCompletedArgs({ id, opts: options } as MinimalJob, undefined, options.removeOnComplete!, token, fetchNext)
+
+/**
  * Acknowledges job `id` (with its decoded `options`) as completed, with no return value, its lock
  * held with `token`; with `fetchNext`, the same script call moves the next job to active under the
  * same token. Fails as `Job.moveToCompleted` does when the job is not this worker's any more.
@@ -85,10 +94,7 @@ export const completeJob = async (
   token: string,
   fetchNext: boolean
 ): Promise<NextJob | undefined> => {
-  // BullMQ's argument builder reads only the job's id and options; a job without removeOnComplete
-  // of its own takes the worker's, as with Job.moveToCompleted (hence undefined passed through)
-  const job = { id, opts: options } as MinimalJob
-  const args = worker.scripts.moveToCompletedArgs(job, undefined, options.removeOnComplete!, token, fetchNext)
+  const args = completionArgs(worker, id, options, token, fetchNext)
   const [fields, next] = (await worker.scripts.moveToFinished(id, args)) ?? []
   return fields !== null && fields !== undefined && typeof next === "string" ? { id: next, fields: fields as JobJsonRaw } : undefined
 }
@@ -159,13 +165,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer => {
   const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown]>>)[command]!
   const addScript = `addStandardJob:${version}`
   return (replies, reply, tasks, job, token, fetchNext) => {
-    const finishArgs = tasks.scripts.moveToCompletedArgs(
-      { id: job.id, opts: job.options } as MinimalJob,
-      undefined,
-      job.options.removeOnComplete!,
-      token,
-      fetchNext
-    )
+    const finishArgs = completionArgs(tasks, job.id, job.options, token, fetchNext)
     let both: Promise<[unknown, unknown]> | undefined
     // BullMQ's addJob builds the add script's keys and arguments and hands them to its client's
     // runCommand; this client sends them with the acknowledgement's, and gives addJob the add's result
