@@ -329,7 +329,8 @@ class JobDelivery implements Delivery<NestReply> {
         try {
           next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
         } catch (cause) {
-          return failed(cause)
+          // the answer went through; the job handed over with it cannot be read
+          return resume(Effect.map(failUnreadable(queue, acked!, token, cause), () => then(undefined)))
         }
         resume(Effect.sync(() => then(next)))
       }
@@ -339,6 +340,21 @@ class JobDelivery implements Delivery<NestReply> {
       answered.then(acknowledged, failed)
     })
   }
+}
+
+/**
+ * Fails at once a job whose data is not JSON, which came (active, locked with `token`) with an
+ * acknowledgement, rather than leaving it active until it stalls. Nothing in it can be answered: it
+ * names no run.
+ */
+const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string, cause: unknown) => {
+  const reason = `job ${next.id} on ${queue.name} cannot be read, its data is not JSON (${messageOf(cause)})`
+  return Effect.logError(`${reason}; failing it`).pipe(
+    Effect.zipRight(Effect.tryPromise(() =>
+      Job.fromJSON(queue.bull, { ...next.fields, data: "{}" }, next.id).moveToFailed(new Error(reason), token)
+    )),
+    Effect.catchAll((error) => Effect.logWarning(`could not fail job ${next.id} on ${queue.name}`, error))
+  )
 }
 
 /** A running job's lease: its lock renewed (and its run's beat published, when it beats) every `interval`. */

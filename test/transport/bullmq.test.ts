@@ -1,6 +1,7 @@
 /**
  * The BullMQ transport's answers, on the real Redis: a reply goes out with the acknowledgement of its
- * job in one script call, the reply first, and a reply Redis refuses leaves its job unacknowledged.
+ * job in one script call, the reply first; a reply Redis refuses leaves its job unacknowledged; and a
+ * job handed over with an answer whose data cannot be read is failed at once.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Queue } from "bullmq"
@@ -129,5 +130,21 @@ describe("BullMQ transport answers", () => {
       yield* until("both answers to reach the monitor", async () => order.length === 4 && resultAdds.length === 2)
       assert.deepStrictEqual(order, ["reply", "ack", "reply", "ack"])
       assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 2)
+    }))
+
+  it.scoped("a job handed over with an answer whose data is not JSON is failed at once; the answer stands", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      const transport = BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix })
+      const poller = (yield* transport.register(description)).pollers[0]!
+      const [first] = yield* poller.poll(1)
+      yield* Effect.promise(() => redis.hset(`bull:${prefix}-tasks-work:2`, "data", "{not json"))
+
+      assert.isTrue(Option.isNone(yield* first!.completeAndTakeNext!(reply(first!))))
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 1)
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-tasks-work:active`)), 0)
+      assert.deepStrictEqual(yield* Effect.promise(() => redis.zrange(`bull:${prefix}-tasks-work:failed`, 0, -1)), ["2"])
+      const reason = yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:2`, "failedReason"))
+      assert.match(reason!, /job 2 on .* cannot be read, its data is not JSON/)
     }))
 })
