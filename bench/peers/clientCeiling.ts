@@ -40,16 +40,16 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
 
   /** A job as the worker reads it: id, data and options. */
   const read = (next: NextJob | undefined) =>
-    next === undefined ? undefined : { id: next.id, data: decodeData(next.fields) as TaskData, opts: decodeOptions(next.fields.opts) }
+    next === undefined ? undefined : { id: next.id, data: decodeData(next.fields) as TaskData, options: decodeOptions(next.fields.opts) }
 
   const serve = async () => {
     while (!stopped) {
       const token = `ceiling:${++tokens}`
       const first = await tasks.getNextJob(token, { block: false })
-      let job = first === undefined ? undefined : { id: first.id!, data: first.data as TaskData, opts: first.opts }
+      let job = first === undefined ? undefined : { id: first.id!, data: first.data as TaskData, options: first.opts }
       if (job === undefined) await nothingWaiting()
       while (job !== undefined) {
-        job = read(await answer(results, completedResult(job.data), tasks, { id: job.id, options: job.opts }, token, !stopped))
+        job = read(await answer(results, completedResult(job.data), tasks, job, token, !stopped))
       }
     }
   }

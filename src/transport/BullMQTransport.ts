@@ -449,16 +449,21 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
           })
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
-          const addNestReply = (reply: NestReply) =>
-            reply._tag === "StepResult" ? results.write(reply.result) : decisions.write(reply.decision)
+          /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
+          const route = (reply: NestReply) =>
+            reply._tag === "StepResult" ? { to: results, data: reply.result } : { to: decisions, data: reply.decision }
+          const addNestReply = (reply: NestReply) => {
+            const { data, to } = route(reply)
+            return to.write(data)
+          }
           const broker: Broker = {
             id,
             client,
             addNestReply,
-            answer: (reply, tasks, job, token, fetchNext) =>
-              reply._tag === "StepResult"
-                ? answerJob(results, reply.result, tasks, job, token, fetchNext)
-                : answerJob(decisions, reply.decision, tasks, job, token, fetchNext),
+            answer: (reply, tasks, job, token, fetchNext) => {
+              const { data, to } = route(reply)
+              return answerJob(to, data, tasks, job, token, fetchNext)
+            },
             publish: (result: StepResult) =>
               Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
                 Effect.asVoid,

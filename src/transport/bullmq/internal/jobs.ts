@@ -24,7 +24,17 @@
  *
  * @internal
  */
-import { Job, type JobJson, type JobJsonRaw, type JobsOptions, type MinimalJob, type Queue, type RedisJobOptions, type Worker } from "bullmq"
+import {
+  Job,
+  type JobJson,
+  type JobJsonRaw,
+  type JobsOptions,
+  type MinimalJob,
+  type Queue,
+  raw2NextJobData,
+  type RedisJobOptions,
+  type Worker
+} from "bullmq"
 import type { Redis } from "ioredis"
 import { createRequire } from "node:module"
 
@@ -71,6 +81,10 @@ export interface NextJob {
   readonly fields: JobJsonRaw
 }
 
+/** The job in an acknowledgement's result as BullMQ reads it (`raw2NextJobData`), if one came. */
+const nextJobOf = ([fields, id]: ReadonlyArray<unknown> = []): NextJob | undefined =>
+  fields !== null && fields !== undefined && typeof id === "string" ? { id, fields: fields as JobJsonRaw } : undefined
+
 /**
  * The keys and arguments of BullMQ's acknowledge script for job `id` (with its decoded `options`),
  * completed with no return value, as `Job.moveToCompleted` has BullMQ build them.
@@ -94,9 +108,7 @@ export const completeJob = async (
   token: string,
   fetchNext: boolean
 ): Promise<NextJob | undefined> => {
-  const args = completionArgs(worker, id, options, token, fetchNext)
-  const [fields, next] = (await worker.scripts.moveToFinished(id, args)) ?? []
-  return fields !== null && fields !== undefined && typeof next === "string" ? { id: next, fields: fields as JobJsonRaw } : undefined
+  return nextJobOf(await worker.scripts.moveToFinished(id, completionArgs(worker, id, options, token, fetchNext)))
 }
 
 /** A Lua script as BullMQ ships it: its source and how many of its arguments are keys. */
@@ -190,19 +202,10 @@ export const jobAnswerer = (client: Redis): JobAnswerer => {
         if (typeof finished === "number" && finished < 0) {
           throw tasks.scripts.finishedErrors({ code: finished, jobId: job.id, command: "moveToFinished", state: "active" })
         }
-        return nextJob(finished)
+        return nextJobOf(raw2NextJobData(finished as Array<unknown>))
       })
     )
   }
-}
-
-/** The next job in an acknowledgement's raw result (`[fields, id, ...]`, or 0 when none came). */
-const nextJob = (raw: unknown): NextJob | undefined => {
-  if (!Array.isArray(raw) || !Array.isArray(raw[0]) || typeof raw[1] !== "string") return undefined
-  const list = raw[0] as ReadonlyArray<string>
-  const fields: Record<string, string> = {}
-  for (let i = 0; i + 1 < list.length; i += 2) fields[list[i]!] = list[i + 1]!
-  return { id: raw[1], fields: fields as unknown as JobJsonRaw }
 }
 
 /** The last encoded options decoded: every task of an engine's queue carries the same. */
