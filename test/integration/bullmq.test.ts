@@ -4,7 +4,7 @@ import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
 import { redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
-import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { freePort, startRedisServer } from "../support/local.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
@@ -50,10 +50,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     }))
     engine.register("checkout", async (ctx, input) =>
       (await ctx.step("payments.charge-card", input)) as unknown)
-    const running = worker.run(transport)
-    const result = await engine.run("checkout", { amount: 99 })
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("checkout", { amount: 99 }))
     assert.strictEqual(result.status, "completed")
     assert.deepStrictEqual(result.output, { chargeId: "ch_99", attempt: 1 })
   })
@@ -95,10 +92,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     const { engine, worker, transport } = track(await setup({ namespace: "acme", partition: "acme" }))
     worker.step("billing:charge", async (_input: unknown, ctx) => ctx.group)
     engine.register("wf", async (ctx) => ctx.step("billing:charge", {}))
-    const running = worker.run(transport)
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("wf", {}))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, "billing-charge@acme")
   })
@@ -141,10 +135,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
       return "done"
     })
     engine.register("wf", async (ctx) => ctx.step("long", {}))
-    const running = worker.run(transport)
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("wf", {}))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, "done")
     assert.strictEqual(calls, 1)
@@ -165,10 +156,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
         return { done: true }
       })
       engine.register("wf", async (ctx) => ctx.step("slow", {}, { timeoutMs: 1_000, retries: 0 }))
-      const running = worker.run(transport)
-      const result = await engine.run("wf", {})
-      await worker.stop()
-      await running
+      const result = await whileServing(worker, transport, () => engine.run("wf", {}))
       return result
     }
     const [beating, silent] = await Promise.all([slowStep({ stepBeatIntervalMs: 300 }), slowStep({})])
@@ -189,10 +177,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
       const outputs = await Promise.all(Array.from({ length: 500 }, (_, i) => ctx.step("item", { i })))
       return (outputs as Array<number>).reduce((a, b) => a + b, 0)
     })
-    const running = worker.run(transport)
-    const result = await engine.run("fanout", {}, { timeoutMs: 60_000 })
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("fanout", {}, { timeoutMs: 60_000 }))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, 2 * (499 * 500) / 2)
     assert.strictEqual(seen.size, 500)

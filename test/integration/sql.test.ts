@@ -10,7 +10,7 @@ import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
 import { freePort } from "../support/local.js"
-import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
@@ -53,10 +53,7 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
       group: ctx.group
     }))
     engine.register("checkout", async (ctx, input) => ctx.step("payments.charge-card", input))
-    const running = worker.run(handle(engine))
-    const result = await engine.run("checkout", { amount: 99 })
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, handle(engine), () => engine.run("checkout", { amount: 99 }))
     assert.strictEqual(result.status, "completed")
     assert.deepStrictEqual(result.output, { chargeId: "ch_99", attempt: 1, group: "payments.charge-card" })
     assert.deepStrictEqual(await taskRows(engine), [])
@@ -136,10 +133,7 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
       runs.push({ stepId: ctx.stepId, attempt: ctx.attempt })
       return "done"
     })
-    const running = worker.run(handle(engine, { lease: 1_500 }))
-    const result = await engine.waitForRun(runId)
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, handle(engine, { lease: 1_500 }), () => engine.waitForRun(runId))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, "done")
     // the duplicate run is the same task: same stepId, same attempt
@@ -176,10 +170,7 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
     const worker = new Worker(quiet)
     worker.step("billing:charge", async (_input: unknown, ctx) => ctx.group)
     engine.register("wf", async (ctx) => ctx.step("billing:charge", {}))
-    const running = worker.run(handle(engine, { partition: "acme" }))
-    const result = await engine.run("wf", {})
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, handle(engine, { partition: "acme" }), () => engine.run("wf", {}))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, "billing-charge@acme")
   })

@@ -6,7 +6,7 @@ import { afterAll, assert, describe, it } from "vitest"
 import { Worker } from "../../src/promise.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { fatalErrorFailsOnce, retryableErrorRecovers } from "../support/interop.js"
+import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { type SqsEngine, type SqsEngineOptions, startSqsEngine } from "../support/sqsEngine.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
@@ -42,10 +42,7 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
       group: ctx.group
     }))
     engine.register("checkout", async (ctx, input) => ctx.step("payments-charge-card", input))
-    const running = worker.run(transport)
-    const result = await engine.run("checkout", { amount: 99 })
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("checkout", { amount: 99 }))
     assert.strictEqual(result.status, "completed")
     assert.deepStrictEqual(result.output, { chargeId: "ch_99", attempt: 1, group: "payments-charge-card" })
     // the task was deleted once its result was sent: nothing is left on either queue
@@ -80,10 +77,7 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
       const outputs = await Promise.all(Array.from({ length: 200 }, (_, i) => ctx.step("item", { i })))
       return (outputs as Array<number>).reduce((a, b) => a + b, 0)
     })
-    const running = worker.run(transport)
-    const result = await engine.run("fanout", {}, 60_000)
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("fanout", {}, 60_000))
     recorder.client.destroy()
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, 2 * (199 * 200) / 2)
@@ -122,10 +116,7 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
         runs.push({ stepId: ctx.stepId, attempt: ctx.attempt })
         return input.n * 6
       })
-      const running = worker.run(transport)
-      const result = await engine.waitForRun(runId, 30_000)
-      await worker.stop()
-      await running
+      const result = await whileServing(worker, transport, () => engine.waitForRun(runId, 30_000))
       assert.strictEqual(result.status, "completed")
       assert.strictEqual(result.output, 42)
       // the same task, redelivered by SQS: same stepId, same attempt — the duplicate run shows only there
@@ -163,10 +154,7 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
     })
     worker.step("payments.charge-card", async (input: { amount: number }, ctx) => `${ctx.group}:${input.amount}`)
     engine.register("checkout", async (ctx, input) => ctx.step("payments.charge-card", input))
-    const running = worker.run(transport)
-    const result = await engine.run("checkout", { amount: 5 })
-    await worker.stop()
-    await running
+    const result = await whileServing(worker, transport, () => engine.run("checkout", { amount: 5 }))
     assert.strictEqual(result.status, "completed")
     assert.strictEqual(result.output, "payments.charge-card:5")
   })

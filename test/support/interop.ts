@@ -16,6 +16,18 @@ export interface InteropEngine {
   readonly checkpoint: (runId: string, seq: number) => Promise<StepCheckpoint | null>
 }
 
+/**
+ * Runs `worker` on `transport` while `body` runs, then stops it and waits until its run has ended;
+ * resolves with what `body` resolved with.
+ */
+export const whileServing = async <A>(worker: Worker, transport: TransportHandle, body: () => Promise<A>): Promise<A> => {
+  const running = worker.run(transport)
+  const result = await body()
+  await worker.stop()
+  await running
+  return result
+}
+
 /** A `FatalError` fails the run after exactly one attempt and keeps its code on the checkpoint. */
 export const fatalErrorFailsOnce = async (
   engine: InteropEngine,
@@ -29,11 +41,10 @@ export const fatalErrorFailsOnce = async (
     throw new FatalError("card declined", "card_declined")
   })
   engine.register("checkout", async (ctx) => ctx.step(stepName, {}, { retries: 3 }))
-  const running = worker.run(transport)
-  const runId = await engine.start("checkout", {})
-  const result = await engine.waitForRun(runId)
-  await worker.stop()
-  await running
+  const { runId, result } = await whileServing(worker, transport, async () => {
+    const runId = await engine.start("checkout", {})
+    return { runId, result: await engine.waitForRun(runId) }
+  })
   assert.strictEqual(result.status, "failed")
   assert.strictEqual(calls, 1)
   const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
@@ -55,10 +66,7 @@ export const retryableErrorRecovers = async (
     return "ok"
   })
   engine.register("wf", async (ctx) => ctx.step("flaky", {}, { retries: 3 }))
-  const running = worker.run(transport)
-  const result = await engine.run("wf", {})
-  await worker.stop()
-  await running
+  const result = await whileServing(worker, transport, () => engine.run("wf", {}))
   assert.strictEqual(result.status, "completed")
   assert.strictEqual(result.output, "ok")
   assert.deepStrictEqual(attempts, [1, 2, 3])
