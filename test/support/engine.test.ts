@@ -271,7 +271,13 @@ describe("engine harness (real engine on Redis)", () => {
       const runId = `r-keys-${prefix}`
       await harness.start("waits", {}, { runId })
       await harness.waitForCheckpoint(runId, 0, { status: "pending" })
-      const before = await harness.keys()
+      // the engine records the pending checkpoint before it dispatches the task: give the dispatch
+      // up to 5 s to reach Redis
+      let before = await harness.keys()
+      for (let i = 0; i < 500 && !before.includes(`bull:${prefix}-tasks-left.pending:meta`); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10))
+        before = await harness.keys()
+      }
       assert.include(before, `bull:${prefix}-tasks-left.pending:meta`)
       assert.isTrue(before.some((key) => key.startsWith(`bull:${prefix}-results:`)))
       await harness.close()
