@@ -70,6 +70,13 @@ const fixture = (tasks: number) =>
       })
   )
 
+/** The poller of the `work` task queue of a transport registered on `prefix` (closed with the scope). */
+const workQueuePoller = (prefix: string) =>
+  Effect.map(
+    BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix }).register(description),
+    (registration) => registration.pollers[0]!
+  )
+
 const reply = (delivery: Delivery) => {
   const payload = delivery.payload as { runId: string; seq: number; stepId: string }
   return {
@@ -82,8 +89,7 @@ describe("BullMQ transport answers", () => {
   it.scoped("a reply Redis refuses leaves its job unacknowledged and nothing handed over; answered again, both go through", () =>
     Effect.gen(function*() {
       const { prefix, redis, resultAdds } = yield* fixture(2)
-      const transport = BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix })
-      const poller = (yield* transport.register(description)).pollers[0]!
+      const poller = yield* workQueuePoller(prefix)
       const [first] = yield* poller.poll(1)
       assert.isDefined(first)
       const lock = `bull:${prefix}-tasks-work:1:lock`
@@ -120,8 +126,7 @@ describe("BullMQ transport answers", () => {
   it.scoped("a reply goes out with its job's acknowledgement, the reply first, and the next job comes with it", () =>
     Effect.gen(function*() {
       const { order, prefix, redis, resultAdds } = yield* fixture(2)
-      const transport = BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix })
-      const poller = (yield* transport.register(description)).pollers[0]!
+      const poller = yield* workQueuePoller(prefix)
       const [first] = yield* poller.poll(1)
       const next = yield* first!.completeAndTakeNext!(reply(first!))
       assert.isTrue(Option.isSome(next))
@@ -135,8 +140,7 @@ describe("BullMQ transport answers", () => {
   it.scoped("a job handed over with an answer whose data is not JSON is failed at once; the answer stands", () =>
     Effect.gen(function*() {
       const { prefix, redis } = yield* fixture(2)
-      const transport = BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix })
-      const poller = (yield* transport.register(description)).pollers[0]!
+      const poller = yield* workQueuePoller(prefix)
       const [first] = yield* poller.poll(1)
       yield* Effect.promise(() => redis.hset(`bull:${prefix}-tasks-work:2`, "data", "{not json"))
 
