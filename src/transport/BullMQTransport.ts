@@ -19,7 +19,7 @@
  *
  * @since 0.1.0
  */
-import { Job, type JobJsonRaw, type JobsOptions, Queue, Worker as BullWorker } from "bullmq"
+import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type Worker as BullWorker } from "bullmq"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -328,9 +328,9 @@ class JobDelivery implements Delivery<NestReply> {
         let next: JobDelivery | undefined
         try {
           next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
-        } catch (cause) {
+        } catch {
           // the answer went through; the job handed over with it cannot be read
-          return resume(Effect.map(failUnreadable(queue, acked!, token, cause), () => then(undefined)))
+          return resume(Effect.map(failUnreadable(queue, acked!, token), () => then(undefined)))
         }
         resume(Effect.sync(() => then(next)))
       }
@@ -344,15 +344,14 @@ class JobDelivery implements Delivery<NestReply> {
 
 /**
  * Fails at once a job whose data is not JSON, which came (active, locked with `token`) with an
- * acknowledgement, rather than leaving it active until it stalls. Nothing in it can be answered: it
- * names no run.
+ * acknowledgement, rather than leaving it active until it stalls: as BullMQ's worker fails it when it
+ * takes such a job itself. Nothing in it can be answered: it names no run.
  */
-const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string, cause: unknown) => {
-  const reason = `job ${next.id} on ${queue.name} cannot be read, its data is not JSON (${messageOf(cause)})`
+const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => {
+  const job = Jobs.TaskJob.fromJSON(queue.bull, next.fields, next.id)
+  const reason = job.deferredFailure
   return Effect.logError(`${reason}; failing it`).pipe(
-    Effect.zipRight(Effect.tryPromise(() =>
-      Job.fromJSON(queue.bull, { ...next.fields, data: "{}" }, next.id).moveToFailed(new Error(reason), token)
-    )),
+    Effect.zipRight(Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token))),
     Effect.catchAll((error) => Effect.logWarning(`could not fail job ${next.id} on ${queue.name}`, error))
   )
 }
@@ -522,7 +521,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         const queueName = Naming.tasksQueue(prefix, token)
         const bull = yield* Effect.acquireRelease(
           Effect.sync(() =>
-            new BullWorker(queueName, undefined, {
+            new Jobs.TaskWorker(queueName, undefined, {
               connection: client,
               autorun: false,
               lockDuration: Duration.toMillis(lockDuration),
@@ -533,6 +532,8 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           (w) => Effect.promise(() => w.close(true).catch(() => undefined))
         )
         bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
+        // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
+        bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
         yield* Effect.promise(() => bull.startStalledCheckTimer())
         yield* bridgeFailures(client, queueName, Duration.millis(stalledInterval), publish)
         const blocking = yield* duplicate(client)
@@ -633,7 +634,7 @@ const bridgeFailures = (
     let since = yield* Clock.currentTimeMillis
     const bridge = (jobId: string) =>
       Effect.gen(function*() {
-        const job = yield* Effect.tryPromise(() => Job.fromId(queue, jobId))
+        const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(queue, jobId))
         const identity = stepIdentity(job?.data)
         if (job === undefined || identity === undefined) return
         yield* publish({

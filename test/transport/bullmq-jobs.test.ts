@@ -142,7 +142,7 @@ describe("BullMQ task-path calls", () => {
     }
   })
 
-  it("an answer leaves Redis as Queue.add of the reply then Job.moveToCompleted of the job do, in one command", async () => {
+  it("an answer leaves Redis as Queue.add of the reply then Job.moveToCompleted of the job do, in one command; a job not held gets no reply", async () => {
     const redis = redisClient()
     // the answers' own connection, whose commands the monitor picks out by its address
     const answering = redisClient()
@@ -193,7 +193,7 @@ describe("BullMQ task-path calls", () => {
     assert.strictEqual(await redis.get(`${ours.producer.keys[""]}${next!.id}:lock`), "token-1")
 
     // the last job (the script loaded by now): one command, no next job; then a job this worker no
-    // longer holds fails as BullMQ's does, its reply written
+    // longer holds fails as BullMQ's does, and gets no reply
     const nextOptions = { id: next!.id, options: decodeOptions(next!.fields.opts) }
     const last = await sentDuring(() => answer(writer, output, ours.worker, nextOptions, "token-1", true))
     assert.strictEqual(last.result, undefined)
@@ -203,7 +203,17 @@ describe("BullMQ task-path calls", () => {
       (error: Error) => error.message
     )
     assert.match(again, /Missing key for job 2/)
-    assert.strictEqual(await redis.llen(ours.results.keys.wait!), 3)
+    assert.strictEqual(await redis.llen(ours.results.keys.wait!), 2)
+
+    // a job whose lock another worker holds now: no reply, the job stays active under that lock
+    const taken = await pair()
+    await redis.set(`${taken.producer.keys[""]}${taken.first.id}:lock`, "token-2")
+    const stolen = await answer(writer, output, taken.worker, { id: taken.first.id!, options: taken.first.opts }, "token-1", true)
+      .then(() => "acknowledged", (error: Error) => error.message)
+    assert.match(stolen, /Lock mismatch for job 1/)
+    assert.strictEqual(await redis.llen(ours.results.keys.wait!), 2)
+    assert.deepStrictEqual(await redis.lrange(taken.producer.keys.active!, 0, -1), [taken.first.id])
+    assert.strictEqual(await redis.get(`${taken.producer.keys[""]}${taken.first.id}:lock`), "token-2")
   })
 
   it("decodeOptions decodes as Job.optsFromJSON and reuses the last result for the same text", () => {

@@ -1,7 +1,7 @@
 /**
  * The BullMQ transport's answers, on the real Redis: a reply goes out with the acknowledgement of its
  * job in one script call, the reply first; a reply Redis refuses leaves its job unacknowledged; and a
- * job handed over with an answer whose data cannot be read is failed at once.
+ * job whose data cannot be read, handed over with an answer or taken from the queue, is failed at once.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Queue } from "bullmq"
@@ -150,5 +150,19 @@ describe("BullMQ transport answers", () => {
       assert.deepStrictEqual(yield* Effect.promise(() => redis.zrange(`bull:${prefix}-tasks-work:failed`, 0, -1)), ["2"])
       const reason = yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:2`, "failedReason"))
       assert.match(reason!, /job 2 on .* cannot be read, its data is not JSON/)
+    }))
+
+  it.scoped("a job taken from the queue whose data is not JSON is failed at once; the next one is taken", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      yield* Effect.promise(() => redis.hset(`bull:${prefix}-tasks-work:1`, "data", "{not json"))
+      const poller = yield* workQueuePoller(prefix)
+
+      const taken = yield* poller.poll(2)
+      assert.deepStrictEqual(taken.map((delivery) => delivery.id), [`${prefix}-tasks-work#2`])
+      assert.deepStrictEqual(yield* Effect.promise(() => redis.zrange(`bull:${prefix}-tasks-work:failed`, 0, -1)), ["1"])
+      const reason = yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:1`, "failedReason"))
+      assert.match(reason!, /job 1 on .* cannot be read, its data is not JSON/)
+      assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["2"])
     }))
 })

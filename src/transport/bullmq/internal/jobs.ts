@@ -16,8 +16,9 @@
  * - a reply and the acknowledgement of its job, on one Redis, are one call of one Lua script that
  *   runs BullMQ's own `addStandardJob` and `moveToFinished` scripts (as the installed BullMQ ships
  *   them) one after the other, each on its own keys and arguments as BullMQ builds them. Redis runs a
- *   script whole: a job is never acknowledged without its reply, and a reply Redis refuses leaves its
- *   job unacknowledged, to be answered again. It is also one command per task instead of two.
+ *   script whole: a job is never acknowledged without its reply, a reply Redis refuses leaves its
+ *   job unacknowledged, to be answered again, and a job whose lock the worker no longer holds gets
+ *   no reply (so an answer retried never writes a second one). It is one command per task, not two.
  *
  * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
  * what lands in Redis with what `Queue.add` and `Job.moveToCompleted` leave there.
@@ -30,10 +31,11 @@ import {
   type JobJsonRaw,
   type JobsOptions,
   type MinimalJob,
+  type MinimalQueue,
   type Queue,
   raw2NextJobData,
   type RedisJobOptions,
-  type Worker
+  Worker
 } from "bullmq"
 import type { Redis } from "ioredis"
 import { createRequire } from "node:module"
@@ -136,7 +138,9 @@ const bullmqScripts = () => {
 
 /**
  * BullMQ's add script, then (unless the add returned an error code) its acknowledge script, each on
- * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's.
+ * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's. A job
+ * whose lock (the last key) does not hold this worker's token (`ARGV[2]`) gets no reply: its
+ * acknowledgement alone runs, and fails as BullMQ fails it, changing nothing.
  */
 const answerLua = (add: LuaScript, finish: LuaScript) =>
   `local function addStandardJob(KEYS, ARGV)
@@ -146,9 +150,12 @@ local function moveToFinished(KEYS, ARGV)
 ${finish.content}
 end
 local addArgs = tonumber(ARGV[1])
-local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 2, 1 + addArgs)})
+local finishKeys = {unpack(KEYS, ${add.keys + 1}, ${add.keys + finish.keys})}
+local finishArgs = {unpack(ARGV, 3 + addArgs, #ARGV)}
+if redis.call("GET", KEYS[${add.keys + finish.keys + 1}]) ~= ARGV[2] then return {0, moveToFinished(finishKeys, finishArgs)} end
+local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 3, 2 + addArgs)})
 if type(added) == "number" and added < 0 then return {added, 0} end
-return {added, moveToFinished({unpack(KEYS, ${add.keys + 1}, ${add.keys + finish.keys})}, {unpack(ARGV, 2 + addArgs, #ARGV)})}
+return {added, moveToFinished(finishKeys, finishArgs)}
 `
 
 /** Answers a task job: adds the reply job and acknowledges the task job in one script call. @internal */
@@ -173,7 +180,7 @@ export type JobAnswerer = (
 export const jobAnswerer = (client: Redis): JobAnswerer => {
   const { add, finish, version } = bullmqScripts()
   const command = `durableWorkerAnswer:${version}`
-  client.defineCommand(command, { numberOfKeys: add.keys + finish.keys, lua: answerLua(add, finish) })
+  client.defineCommand(command, { numberOfKeys: add.keys + finish.keys + 1, lua: answerLua(add, finish) })
   const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown]>>)[command]!
   const addScript = `addStandardJob:${version}`
   return (replies, reply, tasks, job, token, fetchNext) => {
@@ -188,7 +195,9 @@ export const jobAnswerer = (client: Redis): JobAnswerer => {
         both = send.call(client, [
           ...addArgs.slice(0, add.keys),
           ...finishArgs.slice(0, finish.keys),
+          `${tasks.toKey(job.id)}:lock`,
           addArgs.length - add.keys,
+          token,
           ...addArgs.slice(add.keys),
           ...finishArgs.slice(finish.keys)
         ])
@@ -224,3 +233,44 @@ export const decodeOptions = (raw: string | undefined): JobsOptions => {
 
 /** The job's data as `Job.fromJSON` parses it. Throws on data that is not JSON. @internal */
 export const decodeData = (fields: JobJsonRaw): unknown => JSON.parse(fields.data || "{}")
+
+/**
+ * BullMQ's `Job`, read so that a job whose data is not JSON does not throw: it is read with empty
+ * data and, as its deferred failure, the reason. BullMQ's worker fails a job with a deferred failure
+ * as unrecoverable as soon as it takes it (`getNextJob`), and takes the next one, so such a job
+ * neither stalls under its lock nor stops the queue.
+ *
+ * @internal
+ */
+export class TaskJob<DataType = any, ReturnType = any, NameType extends string = string> extends Job<DataType, ReturnType, NameType> {
+  static override fromJSON<T = any, R = any, N extends string = string>(
+    queue: MinimalQueue,
+    json: JobJsonRaw,
+    jobId?: string
+  ): Job<T, R, N> {
+    try {
+      return super.fromJSON<T, R, N>(queue, json, jobId)
+    } catch (cause) {
+      if (!(cause instanceof SyntaxError) || !isUnreadable(json)) throw cause
+      const job = super.fromJSON<T, R, N>(queue, { ...json, data: "{}" }, jobId)
+      job.deferredFailure = `job ${json.id || jobId} on ${queue.name} cannot be read, its data is not JSON (${cause.message})`
+      return job
+    }
+  }
+}
+
+const isUnreadable = (json: JobJsonRaw) => {
+  try {
+    decodeData(json)
+    return false
+  } catch {
+    return true
+  }
+}
+
+/** BullMQ's `Worker`, reading its jobs as {@link TaskJob}s. @internal */
+export class TaskWorker extends Worker {
+  protected override get Job(): typeof Job {
+    return TaskJob
+  }
+}
