@@ -567,7 +567,7 @@ export const make = <R = never>(
             const interval = yield* Ref.make(options.heartbeatInterval ?? heartbeat.interval)
             const beat = status.pipe(
               Effect.flatMap(heartbeat.beat),
-              Effect.flatMap((next) => Option.isOption(next) && Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void),
+              Effect.flatMap((next) => Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void),
               Effect.catchAll((error) => Effect.logWarning("worker heartbeat failed", error))
             )
             // `Effect.schedule` waits before each run, the first one included

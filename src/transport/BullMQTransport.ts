@@ -511,7 +511,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             }
             return multi.exec()
           }))
-        }).pipe(Effect.asVoid, Effect.mapError(transportError("writing the worker heartbeat")))
+        }).pipe(Effect.as(Option.none()), Effect.mapError(transportError("writing the worker heartbeat")))
 
       let tokenCounter = 0
       const pollers: Array<Poller> = []

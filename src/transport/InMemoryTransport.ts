@@ -186,7 +186,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
           }],
           heartbeat: Option.some({
             interval: heartbeatInterval,
-            beat: (status) => log({ op: "heartbeat", status })
+            beat: (status) => Effect.as(log({ op: "heartbeat", status }), Option.none())
           }),
           deregister: Effect.gen(function*() {
             yield* log({ op: "deregister" })

@@ -157,12 +157,13 @@ export interface Registration {
   readonly pollers: ReadonlyArray<Poller>
   /**
    * Worker heartbeats, when the transport has them: the first beat is sent one interval in. A beat
-   * may answer with the interval the orchestrator asks for from then on (Durable Workflow servers
-   * announce one in heartbeat replies); the runtime waits that long before the following beats.
+   * answers with the interval the orchestrator asks for from then on, if it asks for one (Durable
+   * Workflow servers announce one in heartbeat replies); the runtime waits that long before the
+   * following beats.
    */
   readonly heartbeat: Option.Option<{
     readonly interval: Duration.Duration
-    readonly beat: (status: WorkerStatus) => Effect.Effect<Option.Option<Duration.Duration> | void, TransportError>
+    readonly beat: (status: WorkerStatus) => Effect.Effect<Option.Option<Duration.Duration>, TransportError>
   }>
   /**
    * The worker-plane deregistration. The runtime calls it at most once, after a clean drain, and
