@@ -4,7 +4,9 @@
  * `@dudousxd/durable-worker@0.8.0` — on the same Redis, in alternating runs, each on a fresh prefix.
  * A fourth run, the client ceiling (this worker's BullMQ calls in a bare loop), shows how much of the
  * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios (the
- * median over the rounds of each round's ratio) as a markdown table.
+ * median over the rounds of each round's ratio) as a markdown table, then a second table of the CPU
+ * time each peer cost per task (medians): this process (the peer and the load producer, which is the
+ * same for every peer) and Redis (its server's own count, `INFO cpu`).
  *
  * Before the rounds of each concurrency, every peer serves an uncounted warm-up run, so no peer's
  * first round pays for compiling code the others already warmed (they share the process).
@@ -13,10 +15,11 @@
  * 2000; 0 for none) tasks per warm-up run, BENCH_CONCURRENCY (default "1,16,64"), REDIS_HOST /
  * REDIS_PORT.
  */
+import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import * as ceiling from "./peers/clientCeiling.js"
 import * as ours from "./peers/ours.js"
-import type { PeerOptions, RunningPeer } from "./peers/peer.js"
+import { benchConnection, type PeerOptions, type RunningPeer } from "./peers/peer.js"
 import * as plain from "./peers/plainBullmq.js"
 import * as upstream from "./peers/upstream.js"
 import { deletePrefixKeys, runLoad } from "./support/load.js"
@@ -44,13 +47,35 @@ const median = (values: ReadonlyArray<number>) => {
   return sorted[Math.floor(sorted.length / 2)]!
 }
 
-const once = async (peer: Peer, concurrency: number, tasks: number) => {
+/** What one run measured: its rate, and the CPU time per task of this process and of Redis (µs). */
+interface Sample {
+  readonly stepsPerSec: number
+  readonly nodeMicros: number
+  readonly redisMicros: number
+}
+
+/** The CPU seconds the Redis server has used so far, as it reports them. */
+const redisCpuSeconds = async (redis: Redis) => {
+  const info = await redis.info("cpu")
+  const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? NaN)
+  return field("used_cpu_user") + field("used_cpu_sys")
+}
+
+const once = async (peer: Peer, concurrency: number, tasks: number, redis: Redis): Promise<Sample> => {
   const prefix = `bench-${randomUUID().slice(0, 8)}`
   const running = await peer.start({ prefix, concurrency, stepName })
   try {
+    const redisBefore = await redisCpuSeconds(redis)
+    const nodeBefore = process.cpuUsage()
     const result = await runLoad({ prefix, stepName, n: tasks })
+    const node = process.cpuUsage(nodeBefore)
+    const redisSeconds = (await redisCpuSeconds(redis)) - redisBefore
     if (result.results !== tasks) throw new Error(`${peer.name}: ${result.results} results for ${tasks} tasks`)
-    return result.stepsPerSec
+    return {
+      stepsPerSec: result.stepsPerSec,
+      nodeMicros: (node.user + node.system) / tasks,
+      redisMicros: (redisSeconds * 1e6) / tasks
+    }
   } finally {
     await running.stop()
     await deletePrefixKeys(prefix)
@@ -62,19 +87,25 @@ export const main = async () => {
     `no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds after a ${warmup}-task warm-up; median steps/s, and ratios as the median of each round's ratio\n`
   )
   const rows: Array<string> = []
+  const cpuRows: Array<string> = []
+  const redis = new Redis(benchConnection())
   for (const concurrency of levels) {
-    const samples = new Map<string, Array<number>>(peers.map((p) => [p.name, []]))
-    if (warmup > 0) for (const peer of peers) await once(peer, concurrency, warmup)
+    const samples = new Map<string, Array<Sample>>(peers.map((p) => [p.name, []]))
+    if (warmup > 0) for (const peer of peers) await once(peer, concurrency, warmup, redis)
     for (let round = 0; round < rounds; round++) {
       // alternate the order so no peer always runs on a warmer Redis
       const order = round % 2 === 0 ? peers : [...peers].reverse()
       for (const peer of order) {
-        const stepsPerSec = await once(peer, concurrency, n)
-        samples.get(peer.name)!.push(stepsPerSec)
-        console.log(`  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(stepsPerSec)} steps/s`)
+        const sample = await once(peer, concurrency, n, redis)
+        samples.get(peer.name)!.push(sample)
+        console.log(
+          `  c=${concurrency} round ${round + 1} ${peer.name}: ${Math.round(sample.stepsPerSec)} steps/s, CPU per task ${
+            Math.round(sample.nodeMicros)
+          } µs here, ${Math.round(sample.redisMicros)} µs in Redis`
+        )
       }
     }
-    const [mine, bull, up, best] = peers.map((p) => samples.get(p.name)!)
+    const [mine, bull, up, best] = peers.map((p) => samples.get(p.name)!.map((s) => s.stepsPerSec))
     // a ratio compares the runs of one round (seconds apart), then takes the median over the rounds:
     // the host's speed drifts between rounds far more than within one
     const ratio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
@@ -85,12 +116,19 @@ export const main = async () => {
         ratio(mine!, up!)
       } | ${ratio(best!, up!)} | ${ratio(mine!, best!)} |`
     )
+    const cpu = (name: string, field: "nodeMicros" | "redisMicros") => Math.round(median(samples.get(name)!.map((s) => s[field])))
+    cpuRows.push(`| ${concurrency} | ${peers.map((p) => `${cpu(p.name, "nodeMicros")} / ${cpu(p.name, "redisMicros")}`).join(" | ")} |`)
   }
+  redis.disconnect()
   console.log(
     "\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | client ceiling | vs plain | vs upstream | ceiling vs upstream | share of ceiling |"
   )
   console.log("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for (const row of rows) console.log(row)
+  console.log(`\nCPU per task, µs (median): this process (peer and producer) / Redis\n`)
+  console.log(`| concurrency | ${peers.map((p) => p.name).join(" | ")} |`)
+  console.log(`| ---: | ${peers.map(() => "---:").join(" | ")} |`)
+  for (const row of cpuRows) console.log(row)
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
