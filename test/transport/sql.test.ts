@@ -379,7 +379,9 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       const { f, ids, statements, poller } = yield* spiedWorker(dialect, 4)
       const [blocker, d1, d2, d3] = yield* poll(poller, 4)
       const first = yield* lockRows(f, [ids[0]!])
-      const second = yield* lockRows(f, [ids[3]!])
+      // d1-d3 all locked: the batch waits on them, and so does each write of them again, so nothing of
+      // them can be written before the checks below (the batch is written again at once when it fails)
+      const second = yield* lockRows(f, ids.slice(1))
       const blocked = yield* Effect.fork(blocker!.complete(stepReply(blocker!, 0)))
       yield* until("the first write to wait on its lock", Effect.sync(() => resultWrites(statements).length === 1))
       const batch = yield* Effect.fork(
@@ -390,7 +392,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
         })
       )
       yield* settle
-      // the next write carries d1-d3 together and waits on d3's lock: its connection is killed there
+      // the next write carries d1-d3 together and waits on their locks: its connection is killed there
       yield* first.commit
       yield* Fiber.join(blocked)
       yield* until("the batch of three", Effect.sync(() => resultWrites(statements).length === 2))
@@ -399,7 +401,7 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       // nothing of the killed batch was written: d1-d3 are still claimed, without results
       assert.deepStrictEqual((yield* Effect.promise(f.results)).map((r) => r.step_id), [ids[0]])
       assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((r) => r.step_id), ids.slice(1))
-      // each completion is written again on its own (d3 once its lock is gone); the failures reach the
+      // each completion is written again on its own once the locks are gone; any failures reach the
       // retries in their own time, so the clock is moved on until every retry has run
       yield* second.commit
       yield* until(
