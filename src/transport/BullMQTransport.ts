@@ -315,8 +315,10 @@ class JobDelivery implements Delivery<NestReply> {
    * Writes the reply and acknowledges the job (moving the next one to active with it when
    * `fetchNext`), then goes on in the fiber with `then` of the next job (if one came), so whatever
    * `then` throws is a defect there. On the job's own broker both are one script call, so Redis runs
-   * both or (refusing the reply) neither: a refused answer leaves the job active under its lock, to
-   * be answered again. A reply for another broker is written there before the job is acknowledged.
+   * both or (refusing the reply, or the lock no longer this worker's) neither but the failing
+   * acknowledgement: a refused answer leaves the job active under its lock, to be answered again. A
+   * reply for another broker is written there before the job is acknowledged, whether or not the
+   * acknowledgement then goes through.
    */
   private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
     const { jobId, queue, token } = this

@@ -18,7 +18,8 @@
  *   them) one after the other, each on its own keys and arguments as BullMQ builds them. Redis runs a
  *   script whole: a job is never acknowledged without its reply, a reply Redis refuses leaves its
  *   job unacknowledged, to be answered again, and a job whose lock the worker no longer holds gets
- *   no reply (so an answer retried never writes a second one). It is one command per task, not two.
+ *   no reply (so an answer retried never writes a second one on the job's own Redis; a reply for
+ *   another broker is written there first, see the transport). It is one command per task, not two.
  *
  * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
  * what lands in Redis with what `Queue.add` and `Job.moveToCompleted` leave there.
@@ -171,8 +172,8 @@ export type JobAnswerer = (
 /**
  * Defines the answer command on `client` (the connection BullMQ's queues of both jobs use) and
  * returns how to call it. Resolves once the reply job is added and the task job acknowledged (with
- * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply;
- * fails as `Job.moveToCompleted` does (the reply written) when the job is not this worker's any more.
+ * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply,
+ * and as `Job.moveToCompleted` does (no reply written) when the job is not this worker's any more.
  * Throws when the installed BullMQ's scripts cannot be read.
  *
  * @internal
