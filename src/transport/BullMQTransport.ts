@@ -317,8 +317,8 @@ class JobDelivery implements Delivery<NestReply> {
    * `then` throws is a defect there. On the job's own broker both are one script call, so Redis runs
    * both or (refusing the reply, or the lock no longer this worker's) neither but the failing
    * acknowledgement: a refused answer leaves the job active under its lock, to be answered again. A
-   * reply for another broker is written there before the job is acknowledged, whether or not the
-   * acknowledgement then goes through.
+   * reply for another broker is written there before the job is acknowledged, and only while the job's
+   * lock is still this worker's (so a retried answer of a job it lost writes no reply either).
    */
   private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
     const { jobId, queue, token } = this
@@ -338,7 +338,9 @@ class JobDelivery implements Delivery<NestReply> {
       }
       const answered = target === queue.home
         ? target.answer(reply, queue.bull, job, token, fetchNext)
-        : target.addNestReply(reply).then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
+        : Jobs.holdsLock(queue.bull, jobId, token)
+          .then((held) => held ? target.addNestReply(reply) : undefined)
+          .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
       answered.then(acknowledged, failed)
     })
   }

@@ -1,7 +1,8 @@
 /**
  * The BullMQ transport's answers, on the real Redis: a reply goes out with the acknowledgement of its
  * job in one script call, the reply first; a reply Redis refuses leaves its job unacknowledged; and a
- * job whose data cannot be read, handed over with an answer or taken from the queue, is failed at once.
+ * job whose data cannot be read, handed over with an answer or taken from the queue, is failed at once;
+ * a job whose lock is another worker's gets no reply, on its own broker or on another.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Queue } from "bullmq"
@@ -164,5 +165,40 @@ describe("BullMQ transport answers", () => {
       const reason = yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:1`, "failedReason"))
       assert.match(reason!, /job 1 on .* cannot be read, its data is not JSON/)
       assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["2"])
+    }))
+
+  it.scoped("a reply for another broker is written there only while the job's lock is this worker's", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      // the other broker: the same server, another database
+      const other = { ...redisConnection(), db: 1 }
+      const otherRedis = yield* Effect.acquireRelease(
+        Effect.sync(() => new Redis(other)),
+        (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
+      )
+      const task = JSON.parse((yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:1`, "data")))!)
+      yield* Effect.promise(() => redis.hset(`bull:${prefix}-tasks-work:1`, "data", JSON.stringify({ ...task, transport: "b" })))
+      const registration = yield* BullMQTransport.make({
+        url: `redis://${redisConnection().host}:${redisConnection().port}`,
+        prefix,
+        brokerId: "a",
+        brokers: { b: { connection: other } }
+      }).register(description)
+      const [first] = yield* registration.pollers[0]!.poll(1)
+      const lock = `bull:${prefix}-tasks-work:1:lock`
+      const token = yield* Effect.promise(() => redis.get(lock))
+
+      // another worker holds the job now: the answer fails as BullMQ's acknowledgement does, no reply
+      yield* Effect.promise(() => redis.set(lock, "another-worker"))
+      const lost = yield* Effect.flip(first!.complete(reply(first!)))
+      assert.match(lost.message, /Lock mismatch for job 1/)
+      assert.strictEqual(yield* Effect.promise(() => otherRedis.llen(`bull:${prefix}-results:wait`)), 0)
+
+      // the lock this worker's again: the reply goes to the other broker, the job is acknowledged here
+      yield* Effect.promise(() => redis.set(lock, token!))
+      yield* first!.complete(reply(first!))
+      assert.strictEqual(yield* Effect.promise(() => otherRedis.llen(`bull:${prefix}-results:wait`)), 1)
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 0)
+      assert.strictEqual(yield* Effect.promise(() => redis.exists(`bull:${prefix}-tasks-work:1`)), 0)
     }))
 })

@@ -18,8 +18,7 @@
  *   them) one after the other, each on its own keys and arguments as BullMQ builds them. Redis runs a
  *   script whole: a job is never acknowledged without its reply, a reply Redis refuses leaves its
  *   job unacknowledged, to be answered again, and a job whose lock the worker no longer holds gets
- *   no reply (so an answer retried never writes a second one on the job's own Redis; a reply for
- *   another broker is written there first, see the transport). It is one command per task, not two.
+ *   no reply (so an answer retried never writes a second one). It is one command per task, not two.
  *
  * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
  * what lands in Redis with what `Queue.add` and `Job.moveToCompleted` leave there.
@@ -114,6 +113,18 @@ export const completeJob = async (
   return nextJobOf(await worker.scripts.moveToFinished(id, completionArgs(worker, id, options, token, fetchNext)))
 }
 
+/** The key of job `id`'s lock on `worker`'s queue (BullMQ's layout, as its scripts build it). */
+const lockKey = (worker: Worker, id: string) => `${worker.toKey(id)}:lock`
+
+/**
+ * Whether job `id`'s lock still holds `token`: the answer script's check, for a reply that must be
+ * written on another Redis before the job is acknowledged.
+ *
+ * @internal
+ */
+export const holdsLock = async (worker: Worker, id: string, token: string): Promise<boolean> =>
+  (await (await worker.client).get(lockKey(worker, id))) === token
+
 /** A Lua script as BullMQ ships it: its source and how many of its arguments are keys. */
 interface LuaScript {
   readonly content: string
@@ -196,7 +207,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer => {
         both = send.call(client, [
           ...addArgs.slice(0, add.keys),
           ...finishArgs.slice(0, finish.keys),
-          `${tasks.toKey(job.id)}:lock`,
+          lockKey(tasks, job.id),
           addArgs.length - add.keys,
           token,
           ...addArgs.slice(add.keys),
