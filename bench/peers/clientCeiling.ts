@@ -4,9 +4,9 @@
  * its `result` job and acknowledges the task in one script call (the reply first), as the worker
  * does (`bullmq/internal/jobs`), and takes the next job with the acknowledgement; with no job
  * waiting, the loops share one blocking wait on the queue's marker. It reads a handed-over job as the
- * worker does, and its command connection coalesces writes as the
- * worker's does. What it reaches is the ceiling of the worker's call pattern on this machine: the
- * part of a ratio that no runtime work can change.
+ * worker does, and its command connection coalesces writes as the worker's does. What it reaches is
+ * the ceiling of the worker's call pattern on this machine: the part of a ratio that no runtime work
+ * can change.
  */
 import { Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
