@@ -6,9 +6,9 @@
  *   prefix, `:` sanitised, `@partition` suffixed), with the permit taken before a job is moved to
  *   active, so unstarted jobs stay in Redis for other workers;
  * - results go to `<P>-results` as job `result` in the same script call as the acknowledgement of
- *   their task (BullMQ's own add script, then its acknowledge script, run by Redis as one script:
- *   a job is never acknowledged without its result); the commands of one turn of the event loop
- *   share socket writes;
+ *   their task (BullMQ's own add script, then its acknowledge script, run by Redis as one script, or
+ *   in the common case a fast path making the same writes: a job is never acknowledged without its
+ *   result); the commands of one turn of the event loop share socket writes;
  * - registration is the descriptor and liveness keys (`EX 35`, refreshed every 10 s), removed once
  *   at deregistration;
  * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
@@ -451,6 +451,12 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             try: () => Jobs.jobAnswerer(client),
             catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
           })
+          if (!answerJob.fastPath) {
+            yield* Effect.logWarning(
+              `BullMQ ${answerJob.version} is not the release (5.81.5) this worker's fast answer path was written from: ` +
+                "every task is answered through BullMQ's own scripts, which costs Redis more per task"
+            )
+          }
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
           /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
           const route = (reply: NestReply) =>

@@ -4,10 +4,19 @@
  * leave it, and the job handed over with an acknowledgement must read as `getNextJob` reads it.
  */
 import { afterEach, assert, describe, it } from "@effect/vitest"
-import { Job, Queue, Worker } from "bullmq"
+import { FlowProducer, Job, Queue, Worker } from "bullmq"
 import { Redis } from "ioredis"
-import { randomUUID } from "node:crypto"
-import { completeJob, decodeData, decodeOptions, jobAnswerer, jobWriter } from "../../src/transport/bullmq/internal/jobs.js"
+import { createRequire } from "node:module"
+import { createHash, randomUUID } from "node:crypto"
+import {
+  completeJob,
+  decodeData,
+  decodeOptions,
+  FAST_ANSWER_LUA,
+  FAST_PATH_SCRIPTS,
+  jobAnswerer,
+  jobWriter
+} from "../../src/transport/bullmq/internal/jobs.js"
 import { JobName, resultJobOptions, taskJobOptions } from "../../src/transport/bullmq/internal/naming.js"
 import { redisConnection } from "../support/engine.js"
 
@@ -232,4 +241,154 @@ describe("BullMQ task-path calls", () => {
     assert.deepStrictEqual(decodeData({ ...fields, data: "" }), {})
     assert.throws(() => decodeData({ ...fields, data: "{not json" }))
   })
+})
+
+/** A time in milliseconds since the epoch, as BullMQ stores one (in fields, event fields and scores). */
+const isTime = (value: string) => /^1\d{12}$/.test(value)
+
+/**
+ * Everything in Redis under `name`'s queues, with `name` replaced and times (which differ between
+ * two identical runs) replaced by `<time>`; stream entries without their ids, sorted sets without
+ * their scores but for the prioritised set (the scores of the others are times).
+ */
+const snapshot = async (redis: Redis, name: string) => {
+  const keys = (await redis.keys(`bull:${name}*`)).sort()
+  const out: Record<string, unknown> = {}
+  const times = (values: ReadonlyArray<string>) => values.map((value) => isTime(value) ? "<time>" : value)
+  for (const key of keys) {
+    const type = await redis.type(key)
+    out[key] = type === "hash"
+      ? Object.fromEntries(Object.entries(await redis.hgetall(key)).map(([field, value]) => [field, times([value])[0]]))
+      : type === "list"
+      ? await redis.lrange(key, 0, -1)
+      : type === "zset"
+      ? key.endsWith(":prioritized") ? await redis.zrange(key, 0, -1, "WITHSCORES") : await redis.zrange(key, 0, -1)
+      : type === "set"
+      ? (await redis.smembers(key)).sort()
+      : type === "stream"
+      ? (await redis.xrange(key, "-", "+")).map(([, fields]) => times(fields))
+      : type === "string"
+      ? await redis.get(key)
+      : type
+  }
+  return JSON.parse(JSON.stringify(out).replaceAll(name, "<name>")) as Record<string, unknown>
+}
+
+describe("the answer's fast path", () => {
+  /** A task queue and its results queue, set up by `arrange`, the first task job taken under `token-1`. */
+  const queues = async (redis: Redis, arrange: Arrange) => {
+    const name = freshName()
+    const producer = open(new Queue(`${name}-tasks`, { connection: redis }))
+    const results = open(new Queue(`${name}-results`, { connection: redis }))
+    await arrange.before?.({ producer, results, redis })
+    if (arrange.child === true) {
+      const flows = open(new FlowProducer({ connection: redis }))
+      await flows.add({
+        name: "parent",
+        queueName: `${name}-parents`,
+        opts: { jobId: "parent-1" },
+        children: [{ name: JobName.task, queueName: `${name}-tasks`, data: task(1), opts: { ...taskJobOptions(), jobId: "child-1" } }]
+      })
+    } else {
+      await producer.add(JobName.task, task(1), { ...taskJobOptions(), ...arrange.first })
+    }
+    for (const [i, options] of (arrange.more ?? [{}]).entries()) {
+      await producer.add(JobName.task, task(i + 2), { ...taskJobOptions(), ...options })
+    }
+    const worker = open(new Worker(`${name}-tasks`, undefined, { connection: redis, autorun: false }))
+    const first = (await worker.getNextJob("token-1", { block: false }))!
+    await arrange.after?.({ producer, results, redis, first })
+    return { name, producer, results, worker, first }
+  }
+  type Setup = { producer: Queue; results: Queue; redis: Redis; first?: Job }
+  interface Arrange {
+    /** Options of the first task job. */
+    readonly first?: Record<string, unknown>
+    /** The first task job is the child of a job on another queue (a flow). */
+    readonly child?: boolean
+    readonly more?: ReadonlyArray<Record<string, unknown>>
+    readonly before?: (setup: Setup) => Promise<unknown>
+    readonly after?: (setup: Setup & { first: Job }) => Promise<unknown>
+    readonly fetchNext?: boolean
+  }
+  const fastSha = createHash("sha1").update(FAST_ANSWER_LUA).digest("hex")
+  const fastLine = FAST_ANSWER_LUA.split("\n")[1]!
+  const output = { runId: "run-1", seq: 0, stepId: "run-1:0", status: "completed", output: [1, { a: "b" }] }
+  const cases: ReadonlyArray<readonly [string, Arrange, "fast" | "stepped aside" | "not tried"]> = [
+    ["a next job waiting", {}, "fast"],
+    ["no next job: drained", { more: [] }, "fast"],
+    ["no next job fetched, one waiting", { fetchNext: false }, "fast"],
+    ["no next job but a delayed one", { more: [{ delay: 60_000 }] }, "fast"],
+    ["the results queue paused", { before: ({ results }) => results.pause() }, "stepped aside"],
+    ["the results queue held to a global concurrency", { before: ({ results }) => results.setGlobalConcurrency(3) }, "stepped aside"],
+    ["the task queue paused", { after: ({ producer }) => producer.pause() }, "stepped aside"],
+    ["the task queue held to a global concurrency", { before: ({ producer }) => producer.setGlobalConcurrency(5) }, "stepped aside"],
+    ["the task queue rate-limited", { before: ({ producer }) => producer.setGlobalRateLimit(100, 1000) }, "stepped aside"],
+    ["a prioritised job waiting", { more: [{ priority: 3 }] }, "stepped aside"],
+    ["a delayed job due", {
+      more: [],
+      after: async ({ producer }) => {
+        await producer.add(JobName.task, task(2), { ...taskJobOptions(), delay: 1 })
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    }, "stepped aside"],
+    ["the task job locked by another worker", { after: ({ first, producer, redis }) => redis.set(`${producer.keys[""]}${first.id}:lock`, "token-2") }, "stepped aside"],
+    ["the task job is a child in a flow", { child: true }, "stepped aside"],
+    ["the task job has a deduplication id", { first: { deduplication: { id: "dedup-1" } } }, "stepped aside"],
+    ["the task job is kept on completion", { first: { removeOnComplete: false } }, "not tried"],
+    ["the task job is kept on completion up to a count", { first: { removeOnComplete: 10 } }, "not tried"]
+  ]
+
+  it("is written for the installed BullMQ's scripts", () => {
+    const scripts = createRequire(import.meta.url)("bullmq/dist/cjs/scripts/index.js") as Record<string, { content: string }>
+    const digest = createHash("sha256").update(scripts.addStandardJob!.content).update("\0").update(scripts.moveToFinished!.content).digest("hex")
+    assert.strictEqual(digest, FAST_PATH_SCRIPTS)
+  })
+
+  for (const [title, arrange, path] of cases) {
+    it(`${title}: Redis is left as BullMQ's Queue.add and Job.moveToCompleted leave it (${path})`, async () => {
+      const redis = redisClient()
+      const answering = redisClient()
+      await answering.ping()
+      const source = `${answering.stream.localAddress}:${answering.stream.localPort}`
+      const scripts: Array<string> = []
+      const monitor = await redis.duplicate().monitor()
+      open({ close: async () => monitor.disconnect() })
+      monitor.on("monitor", (_time: string, args: Array<string>, from: string) => {
+        if (from !== source) return
+        const command = args[0]!.toLowerCase()
+        // a script is sent in full the first time on a connection (MONITOR shows its text escaped)
+        if (command === "evalsha") scripts.push(args[1]!)
+        if (command === "eval") scripts.push(args[1]!.includes(fastLine) ? fastSha : "another script")
+      })
+      const fetchNext = arrange.fetchNext ?? true
+      const bull = await queues(redis, arrange)
+      const ours = await queues(redis, arrange)
+
+      const outcome = async <A>(f: () => Promise<A>) => f().then((value) => ({ value }), (error: Error) => ({ error: error.message }))
+      // BullMQ's own calls, as the answer makes them: the reply, then the acknowledgement (no reply for
+      // a job whose lock is not this worker's)
+      const theirs = await outcome(async () => {
+        if (await redis.get(`${bull.producer.keys[""]}${bull.first.id}:lock`) === "token-1") {
+          await bull.results.add(JobName.result, output, resultJobOptions)
+        }
+        const finished = await bull.first.moveToCompleted(undefined, "token-1", fetchNext) as [unknown, string] | undefined
+        return { id: await redis.get(bull.results.keys.id!), next: Array.isArray(finished) && finished[0] ? finished[1] : undefined }
+      })
+      const answer = jobAnswerer(answering)
+      const writer = await jobWriter(ours.results, JobName.result, resultJobOptions)
+      const mine = await outcome(async () => {
+        const next = await answer(writer, output, ours.worker, { id: ours.first.id!, options: ours.first.opts }, "token-1", fetchNext)
+        return { id: await redis.get(ours.results.keys.id!), next: next?.id }
+      })
+      await answering.echo("marker")
+      await new Promise((r) => setTimeout(r, 50))
+
+      assert.deepStrictEqual(mine, theirs)
+      assert.deepStrictEqual(await snapshot(redis, ours.name), await snapshot(redis, bull.name))
+      const fast = scripts.filter((sha) => sha === fastSha).length
+      const other = scripts.length - fast
+      assert.deepStrictEqual({ fast, other }, path === "fast" ? { fast: 1, other: 0 } : path === "stepped aside" ? { fast: 1, other: 1 } : { fast: 0, other: 1 })
+    })
+  }
 })

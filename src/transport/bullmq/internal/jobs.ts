@@ -18,10 +18,19 @@
  *   them) one after the other, each on its own keys and arguments as BullMQ builds them. Redis runs a
  *   script whole: a job is never acknowledged without its reply, a reply Redis refuses leaves its
  *   job unacknowledged, to be answered again, and a job whose lock the worker no longer holds gets
- *   no reply (so an answer retried never writes a second one). It is one command per task, not two.
+ *   no reply (so an answer retried never writes a second one). It is one command per task, not two;
+ * - in the common case (a plain job, neither queue paused, limited or holding prioritised or due
+ *   delayed jobs) that script call is a fast path instead ({@link FAST_ANSWER_LUA}): the same writes
+ *   in the same order, written out for that case. BullMQ's general scripts spend about as much Redis
+ *   time on what the case does not need (flows, deduplication, rate limits, metrics, decoding their
+ *   packed arguments) as on the writes, and Redis is what bounds a busy worker. It first reads
+ *   whether the case holds and, where it does not, steps aside having written nothing, and the
+ *   answer goes through BullMQ's scripts. It is taken only with the BullMQ release it was written
+ *   from ({@link FAST_PATH_SCRIPTS}).
  *
  * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
- * what lands in Redis with what `Queue.add` and `Job.moveToCompleted` leave there.
+ * what lands in Redis, on either path and in every queue state the fast path tells apart, with what
+ * `Queue.add` and `Job.moveToCompleted` leave there.
  *
  * @internal
  */
@@ -38,17 +47,25 @@ import {
   Worker
 } from "bullmq"
 import type { Redis } from "ioredis"
+import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 
 /** A reply queue's jobs: one name, one set of options. @internal */
 export interface JobWriter {
   readonly queue: Queue
+  /** The jobs' name. */
+  readonly name: string
   /** The job BullMQ's add script takes for `data` (JSON-serialised). */
   readonly job: (data: unknown) => JobJson
   /** The jobs' options, encoded as BullMQ's add script takes them. */
   readonly options: RedisJobOptions
   /** Adds one job with `data`; resolves to its id. */
   readonly write: (data: unknown) => Promise<string>
+  /**
+   * The jobs' options as BullMQ's add script stores them (its `opts` field), for the answer's fast
+   * path; undefined when these jobs cannot take it (options that change where a job is added).
+   */
+  readonly storedOptions: string | undefined
 }
 
 /**
@@ -74,7 +91,26 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     data: JSON.stringify(data === undefined ? {} : data),
     timestamp: Date.now()
   })
-  return { queue, job, options: template.opts, write: (data) => queue.scripts.addJob(client, job(data), template.opts, "") }
+  // the options as BullMQ's add script stores them: its encoding, decoded and re-encoded by Redis
+  let encoded: unknown
+  const capture = {
+    runCommand: (_name: string, args: ReadonlyArray<unknown>) => {
+      encoded = args[args.length - 1]
+      return Promise.resolve("0")
+    }
+  }
+  await queue.scripts.addJob(capture as never, job(undefined), template.opts, "")
+  const storedOptions = merged.lifo === true
+    ? undefined
+    : String(await (client as unknown as Redis).eval("return cjson.encode(cmsgpack.unpack(ARGV[1]))", 0, encoded as Buffer))
+  return {
+    queue,
+    name,
+    job,
+    options: template.opts,
+    write: (data) => queue.scripts.addJob(client, job(data), template.opts, ""),
+    storedOptions
+  }
 }
 
 /** The raw job fields BullMQ returns with an acknowledgement that moved the next job to active. @internal */
@@ -170,6 +206,110 @@ if type(added) == "number" and added < 0 then return {added, 0} end
 return {added, moveToFinished(finishKeys, finishArgs)}
 `
 
+/**
+ * The answer's fast path: the same Redis writes as {@link answerLua}, in the same order, for the
+ * common case only, written out rather than run through BullMQ's general scripts, whose flow,
+ * deduplication, rate-limit and metrics handling (and the decoding of their packed arguments) cost
+ * Redis about as much again as the writes themselves. It first reads whether the case is the common
+ * one:
+ *
+ * - the task job exists, has no parent, children or deduplication id, and its lock holds the token;
+ * - neither queue is paused or held to a global concurrency, the task queue has no rate limit and,
+ *   when the next job is to be fetched, no prioritised job and no delayed job that is due.
+ *
+ * If any of that does not hold it returns nil having written nothing, and the caller runs BullMQ's
+ * own scripts instead. Otherwise, as those scripts would: the reply is added (`addStandardJob`:
+ * counter, job hash, `added`, the wait list and its marker, `waiting`), the task job is acknowledged
+ * and removed (`moveToFinished`: lock released, out of the stalled set and the active list, events
+ * trimmed, job keys deleted, `completed`) and, when asked, the next job moved to active under the
+ * same token (`fetchNextJob`: to the active list, locked, `active`, `processedOn`, `ats`, marker),
+ * or, with none, the next delayed time returned or `drained` emitted. One write is left out: the
+ * attempt counter of the job being deleted in the same script. The reply's stored options
+ * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`).
+ *
+ * KEYS: task job, its lock; reply queue wait, meta, id, events, marker; task queue wait, active,
+ * prioritized, events, stalled, delayed, meta, marker, priority counter.
+ * ARGV: token, task job id, timestamp, reply key prefix, task key prefix, reply name, reply data,
+ * reply options, lock duration, fetch next (1 or 0). Returns `{reply id, what moveToFinished returns}`
+ * or nil.
+ *
+ * @internal
+ */
+export const FAST_ANSWER_LUA = `local rcall = redis.call
+local jobKey, lockKey = KEYS[1], KEYS[2]
+local rWait, rMeta, rId, rEvents, rMarker = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local wait, active, prioritized, events, stalled = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local delayed, meta, marker, pc = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local token, jobId, timestamp = ARGV[1], ARGV[2], ARGV[3]
+local fetchNext = ARGV[10] == "1"
+-- is this the common case? (reads only)
+local job = rcall("HMGET", jobKey, "name", "parentKey", "parent", "deid")
+if not job[1] or job[2] or job[3] or job[4] then return false end
+if rcall("SCARD", jobKey .. ":dependencies") ~= 0 or rcall("ZCARD", jobKey .. ":unsuccessful") ~= 0 then return false end
+if rcall("GET", lockKey) ~= token then return false end
+local rQueue = rcall("HMGET", rMeta, "paused", "concurrency", "opts.maxLenEvents")
+if rQueue[1] or rQueue[2] then return false end
+local queue = rcall("HMGET", meta, "paused", "concurrency", "max", "opts.maxLenEvents")
+if queue[1] or queue[2] or queue[3] then return false end
+if fetchNext then
+  if rcall("ZCARD", prioritized) ~= 0 then return false end
+  if #rcall("ZRANGEBYSCORE", delayed, 0, (timestamp + 1) * 0x1000 - 1, "LIMIT", 0, 1) ~= 0 then return false end
+end
+-- the reply
+local replyId = rcall("INCR", rId) .. ""
+local rMaxEvents = rQueue[3]
+if not rMaxEvents then
+  rMaxEvents = 10000
+  rcall("HSET", rMeta, "opts.maxLenEvents", rMaxEvents)
+end
+rcall("HMSET", ARGV[4] .. replyId, "name", ARGV[6], "data", ARGV[7], "opts", ARGV[8], "timestamp", timestamp,
+  "delay", 0, "priority", 0)
+rcall("XADD", rEvents, "*", "event", "added", "jobId", replyId, "name", ARGV[6])
+rcall("LPUSH", rWait, replyId)
+rcall("ZADD", rMarker, 0, "0")
+rcall("XADD", rEvents, "MAXLEN", "~", rMaxEvents, "*", "event", "waiting", "jobId", replyId)
+-- the acknowledgement
+rcall("DEL", lockKey)
+rcall("SREM", stalled, jobId)
+if rcall("LREM", active, -1, jobId) < 1 then return {replyId, -3} end
+local maxEvents = queue[4]
+if not maxEvents then
+  maxEvents = 10000
+  rcall("HSET", meta, "opts.maxLenEvents", maxEvents)
+end
+rcall("XTRIM", events, "MAXLEN", "~", maxEvents)
+rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":dependencies", jobKey .. ":processed", jobKey .. ":failed",
+  jobKey .. ":unsuccessful")
+rcall("XADD", events, "*", "event", "completed", "jobId", jobId, "returnvalue", "null", "prev", "active")
+-- the next job
+if fetchNext then
+  local nextId = rcall("RPOPLPUSH", wait, active)
+  if nextId and string.sub(nextId, 1, 2) == "0:" then
+    -- a wait-list marker of BullMQ before 5 (none is written since): dropped, as BullMQ drops it
+    rcall("LREM", active, 1, nextId)
+    nextId = nil
+  elseif not nextId then
+    -- no prioritised job either (checked above)
+    rcall("DEL", pc)
+  end
+  if nextId then
+    local nextKey = ARGV[5] .. nextId
+    rcall("SET", nextKey .. ":lock", token, "PX", ARGV[9])
+    rcall("XADD", events, "*", "event", "active", "jobId", nextId, "prev", "waiting")
+    rcall("HMSET", nextKey, "processedOn", timestamp)
+    rcall("HINCRBY", nextKey, "ats", 1)
+    rcall("ZADD", marker, 0, "0")
+    return {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}}
+  end
+  local nextDelayed = tonumber(rcall("ZRANGE", delayed, 0, 0, "WITHSCORES")[2])
+  if nextDelayed ~= nil then return {replyId, {0, 0, 0, nextDelayed / 0x1000}} end
+end
+if rcall("LLEN", wait) == 0 and rcall("LLEN", active) == 0 and rcall("ZCARD", prioritized) == 0 then
+  rcall("XADD", events, "*", "event", "drained")
+end
+return {replyId, 0}
+`
+
 /** Answers a task job: adds the reply job and acknowledges the task job in one script call. @internal */
 export type JobAnswerer = (
   replies: JobWriter,
@@ -185,17 +325,32 @@ export type JobAnswerer = (
  * returns how to call it. Resolves once the reply job is added and the task job acknowledged (with
  * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply,
  * and as `Job.moveToCompleted` does (no reply written) when the job is not this worker's any more.
- * Throws when the installed BullMQ's scripts cannot be read.
+ * Throws when the installed BullMQ's scripts cannot be read. Takes the fast path where it applies
+ * (a reply writer with `storedOptions`, a job removed on completion, a worker with no rate limit,
+ * metrics or name), else BullMQ's scripts.
  *
  * @internal
  */
-export const jobAnswerer = (client: Redis): JobAnswerer => {
+export const jobAnswerer = (client: Redis): JobAnswerer & {
+  /** Whether the fast path can be taken: false with a BullMQ release other than the one it was written from. */
+  readonly fastPath: boolean
+  /** The installed BullMQ's version. */
+  readonly version: string
+} => {
   const { add, finish, version } = bullmqScripts()
   const command = `durableWorkerAnswer:${version}`
   client.defineCommand(command, { numberOfKeys: add.keys + finish.keys + 1, lua: answerLua(add, finish) })
   const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown]>>)[command]!
+  const fastCommand = "durableWorkerAnswerFast"
+  client.defineCommand(fastCommand, { numberOfKeys: 16, lua: FAST_ANSWER_LUA })
+  const sendFast = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[string, unknown] | null>>)[
+    fastCommand
+  ]!
+  const fastPathHolds = FAST_PATH_SCRIPTS === scriptsDigest(add, finish)
   const addScript = `addStandardJob:${version}`
-  return (replies, reply, tasks, job, token, fetchNext) => {
+
+  /** The answer through BullMQ's own scripts ({@link answerLua}). */
+  const viaBullMQ: JobAnswerer = (replies, reply, tasks, job, token, fetchNext) => {
     const finishArgs = completionArgs(tasks, job.id, job.options, token, fetchNext)
     let both: Promise<[unknown, unknown]> | undefined
     // BullMQ's addJob builds the add script's keys and arguments and hands them to its client's
@@ -219,15 +374,76 @@ export const jobAnswerer = (client: Redis): JobAnswerer => {
     // the acknowledgement's outcome is read only once the add's is known, so a refused call is
     // handled (and reported) once, through addJob
     return replies.queue.scripts.addJob(collector as never, replies.job(reply), replies.options, "").then(() =>
-      both!.then(([, finished]) => {
-        if (typeof finished === "number" && finished < 0) {
-          throw tasks.scripts.finishedErrors({ code: finished, jobId: job.id, command: "moveToFinished", state: "active" })
-        }
-        return nextJobOf(raw2NextJobData(finished as Array<unknown>))
-      })
+      both!.then(([, finished]) => acknowledged(tasks, job.id, finished))
     )
   }
+
+  const answer: JobAnswerer = (replies, reply, tasks, job, token, fetchNext) => {
+    const stored = replies.storedOptions
+    if (!fastPathHolds || stored === undefined || job.options.removeOnComplete !== true || !plainWorker(tasks) || token === "0") {
+      return viaBullMQ(replies, reply, tasks, job, token, fetchNext)
+    }
+    const results = replies.queue.keys
+    const queue = tasks.keys
+    const jobKey = tasks.toKey(job.id)
+    return sendFast.call(client, [
+      jobKey,
+      `${jobKey}:lock`,
+      results.wait,
+      results.meta,
+      results.id,
+      results.events,
+      results.marker,
+      queue.wait,
+      queue.active,
+      queue.prioritized,
+      queue.events,
+      queue.stalled,
+      queue.delayed,
+      queue.meta,
+      queue.marker,
+      queue.pc,
+      token,
+      job.id,
+      Date.now(),
+      results[""],
+      queue[""],
+      replies.name,
+      JSON.stringify(reply === undefined ? {} : reply),
+      stored,
+      tasks.opts.lockDuration,
+      fetchNext && !tasks.closing ? 1 : 0
+    ]).then((answered) =>
+      answered === null
+        ? viaBullMQ(replies, reply, tasks, job, token, fetchNext)
+        : acknowledged(tasks, job.id, answered[1])
+    )
+  }
+  return Object.assign(answer, { fastPath: fastPathHolds, version })
 }
+
+/** What an acknowledgement returned: the next job, if one came; throws BullMQ's error for a failure code. */
+const acknowledged = (tasks: Worker, id: string, finished: unknown): NextJob | undefined => {
+  if (typeof finished === "number" && finished < 0) {
+    throw tasks.scripts.finishedErrors({ code: finished, jobId: id, command: "moveToFinished", state: "active" })
+  }
+  return nextJobOf(raw2NextJobData(finished as Array<unknown>))
+}
+
+/** A worker whose acknowledgements BullMQ builds with no rate limit, metrics or worker name. */
+const plainWorker = (tasks: Worker) =>
+  tasks.opts.limiter === undefined && tasks.opts.metrics === undefined && tasks.opts.name === undefined
+
+/**
+ * A digest of BullMQ's add and acknowledge scripts. The fast path repeats what those scripts do in
+ * its case; it is taken only with the scripts it was written from ({@link FAST_PATH_SCRIPTS}), so
+ * another BullMQ release, whatever it changed, is answered through its own scripts.
+ */
+const scriptsDigest = (add: LuaScript, finish: LuaScript) =>
+  createHash("sha256").update(add.content).update("\0").update(finish.content).digest("hex")
+
+/** {@link scriptsDigest} of the BullMQ release (5.81.5) the fast path was written from. @internal */
+export const FAST_PATH_SCRIPTS = "a353dd4f6ce811dcfed9cb51565f833fef9f1e11e8327eb590bcfebc46b2de90"
 
 /** The last encoded options decoded: every task of an engine's queue carries the same. */
 let lastOptions: { readonly raw: string | undefined; readonly decoded: JobsOptions } | undefined
