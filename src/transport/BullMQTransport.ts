@@ -453,7 +453,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(
-              `BullMQ ${answerJob.version} is not the release (5.81.5) this worker's fast answer path was written from: ` +
+              `BullMQ ${answerJob.version} is not the release (${Jobs.FAST_PATH_BULLMQ}) this worker's fast answer path was written from: ` +
                 "every task is answered through BullMQ's own scripts, which costs Redis more per task"
             )
           }

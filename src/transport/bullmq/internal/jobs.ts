@@ -442,7 +442,10 @@ const plainWorker = (tasks: Worker) =>
 const scriptsDigest = (add: LuaScript, finish: LuaScript) =>
   createHash("sha256").update(add.content).update("\0").update(finish.content).digest("hex")
 
-/** {@link scriptsDigest} of the BullMQ release (5.81.5) the fast path was written from. @internal */
+/** The BullMQ release the fast path was written from. @internal */
+export const FAST_PATH_BULLMQ = "5.81.5"
+
+/** {@link scriptsDigest} of {@link FAST_PATH_BULLMQ}'s scripts. @internal */
 export const FAST_PATH_SCRIPTS = "a353dd4f6ce811dcfed9cb51565f833fef9f1e11e8327eb590bcfebc46b2de90"
 
 /** The last encoded options decoded: every task of an engine's queue carries the same. */
