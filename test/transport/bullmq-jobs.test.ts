@@ -60,6 +60,23 @@ const events = async (redis: Redis, queue: Queue) =>
     return event
   })
 
+/**
+ * A connection to answer on, and every command it sends as MONITOR (on `redis`) sees it: the command
+ * lowercased, then its arguments. MONITOR picks the connection's commands out by its address.
+ */
+const watchedConnection = async (redis: Redis) => {
+  const answering = redisClient()
+  await answering.ping()
+  const source = `${answering.stream.localAddress}:${answering.stream.localPort}`
+  const sent: Array<ReadonlyArray<string>> = []
+  const monitor = await redis.duplicate().monitor()
+  open({ close: async () => monitor.disconnect() })
+  monitor.on("monitor", (_time: string, args: Array<string>, from: string) => {
+    if (from === source) sent.push([args[0]!.toLowerCase(), ...args.slice(1)])
+  })
+  return { answering, sent }
+}
+
 /** A step task as the engine dispatches it. */
 const task = (i: number) => ({ runId: `run-${i}`, seq: 0, stepId: `run-${i}:0`, name: "s", input: { i }, attempt: 1 })
 
@@ -153,23 +170,15 @@ describe("BullMQ task-path calls", () => {
 
   it("an answer leaves Redis as Queue.add of the reply then Job.moveToCompleted of the job do, in one command; a job not held gets no reply", async () => {
     const redis = redisClient()
-    // the answers' own connection, whose commands the monitor picks out by its address
-    const answering = redisClient()
-    await answering.ping()
-    const source = `${answering.stream.localAddress}:${answering.stream.localPort}`
-    const commands: Array<string> = []
-    const monitor = await redis.duplicate().monitor()
-    open({ close: async () => monitor.disconnect() })
-    monitor.on("monitor", (_time: string, args: Array<string>, from: string) => {
-      if (from === source) commands.push(args[0]!.toLowerCase())
-    })
+    const { answering, sent } = await watchedConnection(redis)
+    const commands = () => sent.map(([command]) => command)
     /** The commands `answering` sent while `f` ran (seen once a marker after them reached the monitor). */
     const sentDuring = async <A>(f: () => Promise<A>) => {
-      const before = commands.length
+      const before = sent.length
       const result = await f()
       await answering.echo("marker")
-      for (let i = 0; i < 500 && !commands.slice(before).includes("echo"); i++) await new Promise((r) => setTimeout(r, 10))
-      return { result, sent: commands.slice(before, commands.lastIndexOf("echo")) }
+      for (let i = 0; i < 500 && !commands().slice(before).includes("echo"); i++) await new Promise((r) => setTimeout(r, 10))
+      return { result, sent: commands().slice(before, commands().lastIndexOf("echo")) }
     }
     /** A task queue with two jobs, the first taken under `token`, and its results queue. */
     const pair = async () => {
@@ -348,19 +357,7 @@ describe("the answer's fast path", () => {
   for (const [title, arrange, path] of cases) {
     it(`${title}: Redis is left as BullMQ's Queue.add and Job.moveToCompleted leave it (${path})`, async () => {
       const redis = redisClient()
-      const answering = redisClient()
-      await answering.ping()
-      const source = `${answering.stream.localAddress}:${answering.stream.localPort}`
-      const scripts: Array<string> = []
-      const monitor = await redis.duplicate().monitor()
-      open({ close: async () => monitor.disconnect() })
-      monitor.on("monitor", (_time: string, args: Array<string>, from: string) => {
-        if (from !== source) return
-        const command = args[0]!.toLowerCase()
-        // a script is sent in full the first time on a connection (MONITOR shows its text escaped)
-        if (command === "evalsha") scripts.push(args[1]!)
-        if (command === "eval") scripts.push(args[1]!.includes(fastLine) ? fastSha : "another script")
-      })
+      const { answering, sent } = await watchedConnection(redis)
       const fetchNext = arrange.fetchNext ?? true
       const bull = await queues(redis, arrange)
       const ours = await queues(redis, arrange)
@@ -381,11 +378,16 @@ describe("the answer's fast path", () => {
         const next = await answer(writer, output, ours.worker, { id: ours.first.id!, options: ours.first.opts }, "token-1", fetchNext)
         return { id: await redis.get(ours.results.keys.id!), next: next?.id }
       })
+      // every command the answer sent has reached the monitor once a marker sent after them has
       await answering.echo("marker")
-      await new Promise((r) => setTimeout(r, 50))
+      for (let i = 0; i < 500 && !sent.some(([command]) => command === "echo"); i++) await new Promise((r) => setTimeout(r, 10))
 
       assert.deepStrictEqual(mine, theirs)
       assert.deepStrictEqual(await snapshot(redis, ours.name), await snapshot(redis, bull.name))
+      // a script is sent in full the first time on a connection (MONITOR shows its text escaped)
+      const scripts = sent.flatMap(([command, script]) =>
+        command === "evalsha" ? [script] : command === "eval" ? [script!.includes(fastLine) ? fastSha : "another script"] : []
+      )
       const fast = scripts.filter((sha) => sha === fastSha).length
       const other = scripts.length - fast
       assert.deepStrictEqual({ fast, other }, path === "fast" ? { fast: 1, other: 0 } : path === "stepped aside" ? { fast: 1, other: 1 } : { fast: 0, other: 1 })
