@@ -453,8 +453,9 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(
-              `BullMQ ${answerJob.version} is not the release (${Jobs.FAST_PATH_BULLMQ}) this worker's fast answer path was written from: ` +
-                "every task is answered through BullMQ's own scripts, which costs Redis more per task"
+              `the add and acknowledge scripts of BullMQ ${answerJob.version} are not those of BullMQ ${Jobs.FAST_PATH_BULLMQ}, ` +
+                "which this worker's fast answer path was written from: every task is answered through BullMQ's own scripts, " +
+                "which costs Redis more per task"
             )
           }
           yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)

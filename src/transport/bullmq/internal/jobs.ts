@@ -25,8 +25,8 @@
  *   time on what the case does not need (flows, deduplication, rate limits, metrics, decoding their
  *   packed arguments) as on the writes, and Redis is what bounds a busy worker. It first reads
  *   whether the case holds and, where it does not, steps aside having written nothing, and the
- *   answer goes through BullMQ's scripts. It is taken only with the BullMQ release it was written
- *   from ({@link FAST_PATH_SCRIPTS}).
+ *   answer goes through BullMQ's scripts. It is taken only while the installed BullMQ's add and
+ *   acknowledge scripts are those it was written from ({@link FAST_PATH_SCRIPTS}).
  *
  * The keys and arguments of BullMQ's scripts are always BullMQ's own; the transport's tests compare
  * what lands in Redis, on either path and in every queue state the fast path tells apart, with what
@@ -332,7 +332,7 @@ export type JobAnswerer = (
  * @internal
  */
 export const jobAnswerer = (client: Redis): JobAnswerer & {
-  /** Whether the fast path can be taken: false with a BullMQ release other than the one it was written from. */
+  /** Whether the fast path can be taken: false when the installed BullMQ's scripts are not those it was written from. */
   readonly fastPath: boolean
   /** The installed BullMQ's version. */
   readonly version: string
@@ -436,8 +436,8 @@ const plainWorker = (tasks: Worker) =>
 
 /**
  * A digest of BullMQ's add and acknowledge scripts. The fast path repeats what those scripts do in
- * its case; it is taken only with the scripts it was written from ({@link FAST_PATH_SCRIPTS}), so
- * another BullMQ release, whatever it changed, is answered through its own scripts.
+ * its case; it is taken only with the scripts it was written from ({@link FAST_PATH_SCRIPTS}), so a
+ * BullMQ release that changed them, whatever it changed, is answered through its own scripts.
  */
 const scriptsDigest = (add: LuaScript, finish: LuaScript) =>
   createHash("sha256").update(add.content).update("\0").update(finish.content).digest("hex")
