@@ -86,11 +86,7 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
   }
   const client = await queue.client
   const template = new Job(queue, name, undefined, merged).asJSON()
-  const job = (data: unknown): JobJson => ({
-    ...template,
-    data: JSON.stringify(data === undefined ? {} : data),
-    timestamp: Date.now()
-  })
+  const job = (data: unknown): JobJson => ({ ...template, data: jobData(data), timestamp: Date.now() })
   // the options as BullMQ's add script stores them: its encoding, decoded and re-encoded by Redis
   let encoded: unknown
   const capture = {
@@ -112,6 +108,9 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     storedOptions
   }
 }
+
+/** A job's `data` field as `Queue.add` stores `data`. */
+const jobData = (data: unknown) => JSON.stringify(data === undefined ? {} : data)
 
 /** The raw job fields BullMQ returns with an acknowledgement that moved the next job to active. @internal */
 export interface NextJob {
@@ -385,10 +384,9 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
     }
     const results = replies.queue.keys
     const queue = tasks.keys
-    const jobKey = tasks.toKey(job.id)
     return sendFast.call(client, [
-      jobKey,
-      `${jobKey}:lock`,
+      tasks.toKey(job.id),
+      lockKey(tasks, job.id),
       results.wait,
       results.meta,
       results.id,
@@ -409,7 +407,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
       results[""],
       queue[""],
       replies.name,
-      JSON.stringify(reply === undefined ? {} : reply),
+      jobData(reply),
       stored,
       tasks.opts.lockDuration,
       fetchNext && !tasks.closing ? 1 : 0
