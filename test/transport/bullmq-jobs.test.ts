@@ -90,6 +90,51 @@ afterEach(async () => {
   redis.disconnect()
 })
 
+/** A task queue and its results queue, set up by `arrange`, the first task job taken under `token-1`. */
+const queues = async (redis: Redis, arrange: Arrange) => {
+  const name = freshName()
+  const producer = open(new Queue(`${name}-tasks`, { connection: redis }))
+  const results = open(new Queue(`${name}-results`, { connection: redis }))
+  await arrange.before?.({ producer, results, redis })
+  if (arrange.child === true) {
+    const flows = open(new FlowProducer({ connection: redis }))
+    await flows.add({
+      name: "parent",
+      queueName: `${name}-parents`,
+      opts: { jobId: "parent-1" },
+      children: [{ name: JobName.task, queueName: `${name}-tasks`, data: task(1), opts: { ...taskJobOptions(), jobId: "child-1" } }]
+    })
+  } else {
+    await producer.add(JobName.task, task(1), { ...taskJobOptions(), ...arrange.first })
+  }
+  for (const [i, options] of (arrange.more ?? [{}]).entries()) {
+    await producer.add(JobName.task, task(i + 2), { ...taskJobOptions(), ...options })
+  }
+  const worker = open(new Worker(`${name}-tasks`, undefined, { connection: redis, autorun: false }))
+  const first = (await worker.getNextJob("token-1", { block: false }))!
+  await arrange.after?.({ producer, results, redis, first })
+  return { name, producer, results, worker, first }
+}
+
+/** What `Arrange` hooks are given. */
+type Setup = { producer: Queue; results: Queue; redis: Redis; first?: Job }
+
+/** How {@link queues} sets up the task queue (by default: two plain task jobs). */
+interface Arrange {
+  /** Options of the first task job. */
+  readonly first?: Record<string, unknown>
+  /** The first task job is the child of a job on another queue (a flow). */
+  readonly child?: boolean
+  /** Options of the task jobs added after the first (default: one plain job). */
+  readonly more?: ReadonlyArray<Record<string, unknown>>
+  /** Runs before any task job is added. */
+  readonly before?: (setup: Setup) => Promise<unknown>
+  /** Runs once the first task job is taken. */
+  readonly after?: (setup: Setup & { first: Job }) => Promise<unknown>
+  /** Whether the answer takes the next job (default true; read by the fast-path cases). */
+  readonly fetchNext?: boolean
+}
+
 describe("BullMQ task-path calls", () => {
   it("a reply job is stored as Queue.add stores it: same fields, list and events", async () => {
     const redis = redisClient()
@@ -125,16 +170,9 @@ describe("BullMQ task-path calls", () => {
 
   it("completeJob leaves the job and the queue as Job.moveToCompleted does, and hands over the next job as getNextJob reads it", async () => {
     const redis = redisClient()
-    /** A task queue with two jobs, the first taken under `token`. */
-    const queueWithTwo = async (keepCompleted: boolean) => {
-      const name = freshName()
-      const producer = open(new Queue(name, { connection: redis }))
-      await producer.add(JobName.task, task(1), { ...taskJobOptions(), removeOnComplete: !keepCompleted })
-      await producer.add(JobName.task, task(2), taskJobOptions(4))
-      const worker = open(new Worker(name, undefined, { connection: redis, autorun: false }))
-      const first = (await worker.getNextJob("token-1", { block: false }))!
-      return { producer, worker, first }
-    }
+    /** A task queue with two jobs, the first taken under `token-1`. */
+    const queueWithTwo = (keepCompleted: boolean) =>
+      queues(redis, { first: { removeOnComplete: !keepCompleted }, more: [taskJobOptions(4)] })
 
     for (const keepCompleted of [false, true]) {
       const bull = await queueWithTwo(keepCompleted)
@@ -180,20 +218,9 @@ describe("BullMQ task-path calls", () => {
       for (let i = 0; i < 500 && !commands().slice(before).includes("echo"); i++) await new Promise((r) => setTimeout(r, 10))
       return { result, sent: commands().slice(before, commands().lastIndexOf("echo")) }
     }
-    /** A task queue with two jobs, the first taken under `token`, and its results queue. */
-    const pair = async () => {
-      const name = freshName()
-      const producer = open(new Queue(`${name}-tasks`, { connection: redis }))
-      await producer.add(JobName.task, task(1), taskJobOptions())
-      await producer.add(JobName.task, task(2), taskJobOptions())
-      const worker = open(new Worker(`${name}-tasks`, undefined, { connection: redis, autorun: false }))
-      const results = open(new Queue(`${name}-results`, { connection: redis }))
-      const first = (await worker.getNextJob("token-1", { block: false }))!
-      return { producer, worker, results, first }
-    }
     const output = { runId: "run-1", seq: 0, stepId: "run-1:0", status: "completed", output: [1, { a: "b" }] }
-    const bull = await pair()
-    const ours = await pair()
+    const bull = await queues(redis, {})
+    const ours = await queues(redis, {})
     const answer = jobAnswerer(answering)
     const writer = await jobWriter(ours.results, JobName.result, resultJobOptions)
 
@@ -224,7 +251,7 @@ describe("BullMQ task-path calls", () => {
     assert.strictEqual(await redis.llen(ours.results.keys.wait!), 2)
 
     // a job whose lock another worker holds now: no reply, the job stays active under that lock
-    const taken = await pair()
+    const taken = await queues(redis, {})
     await redis.set(`${taken.producer.keys[""]}${taken.first.id}:lock`, "token-2")
     const stolen = await answer(writer, output, taken.worker, { id: taken.first.id!, options: taken.first.opts }, "token-1", true)
       .then(() => "acknowledged", (error: Error) => error.message)
@@ -284,42 +311,6 @@ const snapshot = async (redis: Redis, name: string) => {
 }
 
 describe("the answer's fast path", () => {
-  /** A task queue and its results queue, set up by `arrange`, the first task job taken under `token-1`. */
-  const queues = async (redis: Redis, arrange: Arrange) => {
-    const name = freshName()
-    const producer = open(new Queue(`${name}-tasks`, { connection: redis }))
-    const results = open(new Queue(`${name}-results`, { connection: redis }))
-    await arrange.before?.({ producer, results, redis })
-    if (arrange.child === true) {
-      const flows = open(new FlowProducer({ connection: redis }))
-      await flows.add({
-        name: "parent",
-        queueName: `${name}-parents`,
-        opts: { jobId: "parent-1" },
-        children: [{ name: JobName.task, queueName: `${name}-tasks`, data: task(1), opts: { ...taskJobOptions(), jobId: "child-1" } }]
-      })
-    } else {
-      await producer.add(JobName.task, task(1), { ...taskJobOptions(), ...arrange.first })
-    }
-    for (const [i, options] of (arrange.more ?? [{}]).entries()) {
-      await producer.add(JobName.task, task(i + 2), { ...taskJobOptions(), ...options })
-    }
-    const worker = open(new Worker(`${name}-tasks`, undefined, { connection: redis, autorun: false }))
-    const first = (await worker.getNextJob("token-1", { block: false }))!
-    await arrange.after?.({ producer, results, redis, first })
-    return { name, producer, results, worker, first }
-  }
-  type Setup = { producer: Queue; results: Queue; redis: Redis; first?: Job }
-  interface Arrange {
-    /** Options of the first task job. */
-    readonly first?: Record<string, unknown>
-    /** The first task job is the child of a job on another queue (a flow). */
-    readonly child?: boolean
-    readonly more?: ReadonlyArray<Record<string, unknown>>
-    readonly before?: (setup: Setup) => Promise<unknown>
-    readonly after?: (setup: Setup & { first: Job }) => Promise<unknown>
-    readonly fetchNext?: boolean
-  }
   const fastSha = createHash("sha1").update(FAST_ANSWER_LUA).digest("hex")
   const fastLine = FAST_ANSWER_LUA.split("\n")[1]!
   const output = { runId: "run-1", seq: 0, stepId: "run-1:0", status: "completed", output: [1, { a: "b" }] }
