@@ -25,7 +25,7 @@ import type { WorkflowTask as UpstreamTask } from "@dudousxd/nestjs-durable-core
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Workflow from "../src/core/Workflow.js"
-import { decodeWorkflowTask, type WorkflowDecision, type WorkflowTask } from "../src/protocol/WorkflowProtocol.js"
+import { decodeWorkflowTask, type WorkflowDecision, type WorkflowTask } from "../src/wire/WorkflowProtocol.js"
 
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1_500)

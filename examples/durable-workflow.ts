@@ -11,7 +11,7 @@
  */
 import { Effect, Either } from "effect"
 import * as DurableWorkflow from "../src/core/DurableWorkflow.js"
-import * as Codec from "../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../src/wire/DurableWorkflowCodec.js"
 import * as Worker from "../src/runtime/Worker.js"
 import * as DurableWorkflowTransport from "../src/transport/DurableWorkflowTransport.js"
 import * as TestServer from "../test/support/durableWorkflowServer.js"

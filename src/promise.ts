@@ -27,9 +27,11 @@ import type * as Schema from "effect/Schema"
 import * as DurableWorkflow from "./core/DurableWorkflow.js"
 import * as Step from "./core/Step.js"
 import * as Workflow from "./core/Workflow.js"
-import type { StepResult } from "./protocol/StepProtocol.js"
-import type { WorkflowDecision } from "./protocol/WorkflowProtocol.js"
+import type { StepResult } from "./wire/StepProtocol.js"
+import type { WorkflowDecision } from "./wire/WorkflowProtocol.js"
+import * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
+import { TaskRejected } from "./runtime/WorkerError.js"
 import type * as Concurrency from "./services/Concurrency.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
 import * as DurableWorkflowExternalStorage from "./transport/DurableWorkflowExternalStorage.js"
@@ -38,7 +40,7 @@ import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import * as SqlTransport from "./transport/SqlTransport.js"
 import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
-import type { Transport } from "./transport/Transport.js"
+import type { Transport } from "./seam/Transport.js"
 
 export {
   ActivityCancelled,
@@ -60,8 +62,8 @@ export { FatalError } from "./core/FatalError.js"
 export type { StepContext, StepLogger } from "./core/Step.js"
 export type { AsyncWorkflowContext } from "./core/Workflow.js"
 export { GatherFailed, NondeterminismError, StepFailed, UnsupportedInRemoteWorkflow } from "./core/Workflow.js"
-export type { StepError, StepEvent, StepResult, StepTask } from "./protocol/StepProtocol.js"
-export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./protocol/WorkflowProtocol.js"
+export type { StepError, StepEvent, StepResult, StepTask } from "./wire/StepProtocol.js"
+export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./wire/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
 export type {
   ExternalPayloadReference,
@@ -179,7 +181,7 @@ export class Worker {
    * right after run() applies to that run instead of preventing it. */
   #runClaimed: Promise<void> = Promise.resolve()
 
-  /** Throws a `WorkerOptionsError` naming the option when one is invalid. */
+  /** Throws a `WorkerConfigError` naming the option when one is invalid. */
   constructor(options: WorkerOptions = {}) {
     this.#options = options
     // validate now, so a bad option fails where it is written rather than at run()
@@ -332,7 +334,13 @@ export class Worker {
 
   /** Runs one task payload without a broker: a step result for a step task, a decision for a turn. */
   processTask(task: unknown): Promise<StepResult | WorkflowDecision> {
-    return settle(this.#build().processTask(task))
+    const worker = this.#build()
+    return settle(
+      Effect.flatMap(NestDurableProtocol.processPayload(worker.handlers, task), (outcome) =>
+        outcome._tag === "Reject"
+          ? Effect.fail(new TaskRejected({ reason: outcome.reason }))
+          : Effect.succeed(outcome.reply._tag === "StepResult" ? outcome.reply.result : outcome.reply.decision))
+    )
   }
 
   #build(): EffectWorker.Worker {

@@ -5,6 +5,7 @@
  */
 import * as Schema from "effect/Schema"
 import { messageOf } from "../core/internal/errors.js"
+import type { DeregistrationError, RegistrationError } from "../seam/TransportError.js"
 
 /**
  * A worker instance runs once: a second `run`, or a `run` after `stop`, fails with this.
@@ -78,17 +79,6 @@ export class RunUntilTimeoutError extends Schema.TaggedError<RunUntilTimeoutErro
 }
 
 /**
- * An invalid worker option, named, with the accepted forms.
- *
- * @since 0.1.0
- * @category errors
- */
-export class WorkerOptionsError extends Schema.TaggedError<WorkerOptionsError>()("WorkerOptionsError", {
-  option: Schema.String,
-  message: Schema.String
-}) {}
-
-/**
  * A payload given to `processTask` is not a task of the protocol (no run or step to answer).
  *
  * @since 0.1.0
@@ -101,3 +91,19 @@ export class TaskRejected extends Schema.TaggedError<TaskRejected>()("TaskReject
     return this.reason
   }
 }
+
+/**
+ * Why `stop` failed: the deregistration failed, or something could not be stopped.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ShutdownError = DeregistrationError | ShutdownTimeoutError
+
+/**
+ * Why `run` failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunError = RegistrationError | WorkerStateError | WorkerLoopError | ShutdownError

@@ -224,7 +224,7 @@ export const make = (
 ): Effect.Effect<
   ConcurrencyController["Type"],
   Concurrency.ConcurrencyOptionError,
-  Memory.MemorySource | Memory.MemoryLimit | Scope.Scope
+  Scope.Scope
 > =>
   Effect.gen(function*() {
     const config = yield* Concurrency.resolve(option)
@@ -435,7 +435,7 @@ export const make = (
  */
 export const layer = (
   option: Concurrency.ConcurrencyOption
-): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError, Memory.MemorySource | Memory.MemoryLimit> =>
+): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError> =>
   Layer.scoped(ConcurrencyController, make(option))
 
 /**
@@ -446,7 +446,7 @@ export const layer = (
  */
 export const layerFixed = (
   n: number
-): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError, Memory.MemorySource | Memory.MemoryLimit> =>
+): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError> =>
   layer(n)
 
 /**
@@ -456,7 +456,7 @@ export const layerFixed = (
  */
 export const layerAdaptive = (
   options: Concurrency.AdaptiveConcurrencyOptions = {}
-): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError, Memory.MemorySource | Memory.MemoryLimit> =>
+): Layer.Layer<ConcurrencyController, Concurrency.ConcurrencyOptionError> =>
   layer(options)
 
 /**
@@ -468,8 +468,7 @@ export const layerConfig = (
   config: Config.Config<Concurrency.ConcurrencyOption>
 ): Layer.Layer<
   ConcurrencyController,
-  ConfigError.ConfigError | Concurrency.ConcurrencyOptionError,
-  Memory.MemorySource | Memory.MemoryLimit
+  ConfigError.ConfigError | Concurrency.ConcurrencyOptionError
 > => Layer.scoped(ConcurrencyController, Effect.flatMap(config, make))
 
 /**

@@ -43,17 +43,30 @@ export interface SampleOptions {
 }
 
 /**
+ * The live services over Node's file system, built on first use and shared by the process: what
+ * {@link MemorySource} and {@link MemoryLimit} are when the environment provides neither.
+ */
+let liveServices: Effect.Effect<{ readonly source: MemorySource["Type"]; readonly limit: MemoryLimit["Type"] }> | undefined
+const live = () => liveServices ??= Effect.runSync(Effect.cached(Effect.provide(make(), NodeFileSystem.layer)))
+
+/**
  * The current memory use of this worker: the working set of its cgroup (usage minus reclaimable
- * `inactive_file`), else its resident set, never a peak unless nothing else is readable.
+ * `inactive_file`), else its resident set, never a peak unless nothing else is readable. The live
+ * reading (cgroup and procfs files read through Node's file system) unless a layer provides another.
  *
  * @since 0.1.0
  */
-export class MemorySource extends Context.Tag("effect-durable-worker/MemorySource")<MemorySource, {
-  /** Reads current use; never fails (an unreadable source gives `bytes: undefined`). */
-  readonly sample: (options?: SampleOptions) => Effect.Effect<MemorySample>
-  /** The process's peak resident set in bytes since it started (used to catch short-lived allocations). */
-  readonly peak: Effect.Effect<number | undefined>
-}>() {}
+export class MemorySource extends Context.Reference<MemorySource>()("effect-durable-worker/MemorySource", {
+  defaultValue: (): {
+    /** Reads current use; never fails (an unreadable source gives `bytes: undefined`). */
+    readonly sample: (options?: SampleOptions) => Effect.Effect<MemorySample>
+    /** The process's peak resident set in bytes since it started (used to catch short-lived allocations). */
+    readonly peak: Effect.Effect<number | undefined>
+  } => ({
+    sample: (options) => Effect.flatMap(live(), ({ source }) => source.sample(options)),
+    peak: Effect.flatMap(live(), ({ source }) => source.peak)
+  })
+}) {}
 
 /**
  * The source of a limit: `custom` for any injected limit.
@@ -73,14 +86,17 @@ export interface MemoryLimitSample {
 }
 
 /**
- * The memory limit of this worker: the cgroup limit, else the host's total memory.
+ * The memory limit of this worker: the cgroup limit, else the host's total memory. The live
+ * reading unless a layer provides another.
  *
  * @since 0.1.0
  */
-export class MemoryLimit extends Context.Tag("effect-durable-worker/MemoryLimit")<MemoryLimit, {
-  /** Reads the limit; never fails. */
-  readonly limit: Effect.Effect<MemoryLimitSample>
-}>() {}
+export class MemoryLimit extends Context.Reference<MemoryLimit>()("effect-durable-worker/MemoryLimit", {
+  defaultValue: (): {
+    /** Reads the limit; never fails. */
+    readonly limit: Effect.Effect<MemoryLimitSample>
+  } => ({ limit: Effect.flatMap(live(), ({ limit }) => limit.limit) })
+}) {}
 
 /**
  * Options of the live layers.

@@ -31,9 +31,10 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf } from "../core/internal/errors.js"
-import { type NestReply, nestDurable, stepIdentity, turnIdentity } from "../core/internal/nestDurable.js"
-import type { Protocol } from "../core/internal/protocol.js"
-import type { StepResult } from "../protocol/StepProtocol.js"
+import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
+import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
+import * as Protocol from "../seam/Protocol.js"
+import type { StepResult } from "../wire/StepProtocol.js"
 import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/coalesce.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
@@ -43,14 +44,14 @@ import {
   type Delivery,
   DeregistrationError,
   type KeepAlive,
-  type Poller,
+  Poller,
   type Registration,
   RegistrationError,
   Transport,
   TransportError,
   type WorkerDescription,
   type WorkerStatus
-} from "./Transport.js"
+} from "../seam/Transport.js"
 
 /**
  * Options of the BullMQ transport.
@@ -190,7 +191,7 @@ interface TaskQueue {
   readonly home: Broker
   /** The broker a task's reply goes to: the one its `transport` names, else `home`. */
   readonly replyBroker: (data: unknown) => Broker
-  readonly protocol: Protocol<NestReply>
+  readonly protocol: Protocol.Protocol<NestReply>
   readonly cancellations: Cancellations
   readonly lockMillis: number
   /** How often a running job's lock is renewed. */
@@ -198,6 +199,9 @@ interface TaskQueue {
   /** When set, running steps beat on the heartbeat channel this often. */
   readonly stepBeat: Duration.Duration | undefined
 }
+
+const noPages: Effect.Effect<ReadonlyArray<unknown>> = Effect.succeed([])
+const notCancelled = Effect.succeed({ cancelRequested: false })
 
 /**
  * A job just moved to active, locked with `token`, as a delivery; a workflow turn beats for its run
@@ -248,8 +252,27 @@ class JobDelivery implements Delivery<NestReply> {
     return `${this.queue.name}#${this.jobId}`
   }
 
-  get protocol(): Protocol<NestReply> {
+  get protocol(): Protocol.Protocol<NestReply> {
     return this.queue.protocol
+  }
+
+  /** A job's data comes whole: there are no pages. */
+  get rest(): Effect.Effect<ReadonlyArray<unknown>> {
+    return noPages
+  }
+
+  /** Nothing of a job is stored elsewhere. */
+  resolve(part: unknown): Effect.Effect<unknown, TransportError> {
+    return Effect.succeed(part)
+  }
+
+  store(part: unknown): Effect.Effect<unknown, TransportError> {
+    return Effect.succeed(part)
+  }
+
+  /** Runs are beaten for by the lease; a step's own beat never asks for a cancel (cancels come on `<P>-control`). */
+  heartbeat(): Effect.Effect<{ readonly cancelRequested: boolean }, TransportError> {
+    return notCancelled
   }
 
   /** BullMQ's `Job`, made from the stored fields the first time a call needs it. */
@@ -270,7 +293,7 @@ class JobDelivery implements Delivery<NestReply> {
    * same token, in the same script call.
    */
   completeAndTakeNext(reply: NestReply): Effect.Effect<Option.Option<Delivery<NestReply>>, TransportError> {
-    return this.answer(reply, true, (next) => next === undefined ? Option.none() : Option.some(next))
+    return this.answer(reply, true, (next): Option.Option<Delivery<NestReply>> => next === undefined ? Option.none() : Option.some(next))
   }
 
   reject(reason: string): Effect.Effect<void, TransportError> {
@@ -408,6 +431,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
   const stalledInterval = Duration.toMillis(Duration.decode(options.stalledInterval ?? "30 seconds"))
   const commandsPerWrite = options.commandsPerWrite ?? DEFAULT_COMMANDS_PER_WRITE
   const name = `bullmq ${describeTarget(options)} prefix ${prefix}`
+  const protocol = NestDurableProtocol.make({ partition: options.partition })
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
@@ -425,7 +449,6 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         })
       }
       const runtime = yield* Effect.runtime<never>()
-      const protocol = nestDurable({ partition: options.partition })
       const cancellations = makeCancellations()
 
       /** One broker of the pool: its connection, its reply writers, its control subscription. */
@@ -494,13 +517,15 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
         return (typeof named === "string" ? brokerById.get(named) : undefined) ?? home
       }
 
+      const steps = Protocol.names(worker.handlers.steps)
+      const workflows = Protocol.names(worker.handlers.workflows)
       const tokens = Array.from(
-        new Set([...worker.steps, ...worker.workflows].map((name) => Naming.routingToken(name, options.partition)))
+        new Set([...steps, ...workflows].map((name) => Naming.routingToken(name, options.partition)))
       )
       const descriptor = buildDescriptor({
         instanceId: worker.workerId,
-        steps: worker.steps,
-        workflows: worker.workflows,
+        steps,
+        workflows,
         startedAt: worker.startedAt,
         partition: options.partition,
         namespace: options.namespace
@@ -588,9 +613,9 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             return taken
           }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
 
-        pollers.push({
+        pollers.push(Poller.make({
           name: brokers.length > 1 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
-          pool: "step",
+          pool: protocol.pools.step,
           ready: Effect.suspend(() =>
             maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
               Effect.asVoid,
@@ -598,7 +623,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
             )
           ),
           poll: fetch
-        })
+        }))
       }
 
       // announce the worker only once every subscription is in place
@@ -621,7 +646,7 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       }
     })
 
-  return { name, register }
+  return { name, protocol, register }
 }
 
 /**

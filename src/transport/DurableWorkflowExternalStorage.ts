@@ -25,9 +25,9 @@ import { mkdir, readFile, writeFile } from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { messageOf } from "../core/internal/errors.js"
-import type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
+import type { ExternalPayloadReference } from "../wire/DurableWorkflowCodec.js"
 
-export type { ExternalPayloadReference } from "../protocol/DurableWorkflowCodec.js"
+export type { ExternalPayloadReference } from "../wire/DurableWorkflowCodec.js"
 
 /**
  * The `schema` of every external payload reference.

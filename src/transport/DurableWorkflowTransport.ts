@@ -35,25 +35,22 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
-import {
-  durableWorkflowProtocol,
-  type DurableWorkflowReply,
-  type FailureBody,
-  type TaskKind,
-  type TaskOps,
-  type WorkerInterceptor
-} from "../core/internal/durableWorkflow/protocol.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
-import { WorkerOptionsError } from "../runtime/WorkerError.js"
-import type { WorkerOptions } from "../runtime/Worker.js"
+import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
+import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
+import { WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
+import * as Protocol from "../seam/Protocol.js"
+import * as Codec from "../wire/DurableWorkflowCodec.js"
 import * as Client from "./durableWorkflow/internal/client.js"
 import * as Compat from "./durableWorkflow/internal/compat.js"
 import {
   DurableWorkflowConfigError,
   type DurableWorkflowError,
   DurableWorkflowServerError,
+  reasonOf,
   ServerCompatibilityError
 } from "./durableWorkflow/internal/errors.js"
 import * as External from "./durableWorkflow/internal/externalStorage.js"
@@ -61,16 +58,16 @@ import * as Heartbeat from "./durableWorkflow/internal/heartbeat.js"
 import * as Metrics from "./durableWorkflow/internal/metrics.js"
 import { makeSampler } from "./durableWorkflow/internal/processMetrics.js"
 import {
-  type Delivery,
+  Delivery,
   DeregistrationError,
-  type Poller,
-  type Registration,
+  Poller,
+  Registration,
   RegistrationError,
   Transport,
   TransportError,
   type WorkerDescription,
   type WorkerStatus
-} from "./Transport.js"
+} from "../seam/Transport.js"
 
 export * from "./durableWorkflow/internal/errors.js"
 export {
@@ -80,7 +77,7 @@ export {
   localFilesystem,
   s3
 } from "./DurableWorkflowExternalStorage.js"
-export type { WorkerInterceptor } from "../core/internal/durableWorkflow/protocol.js"
+export type { WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
 
 /**
  * Options of the Durable Workflow transport.
@@ -192,14 +189,6 @@ export const metrics = {
   workerTaskDuration: Metrics.workerTaskDuration
 } as const
 
-/**
- * A default worker id for this transport: `ts-worker-<8 hex>`.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const defaultWorkerId = (): string => `ts-worker-${hex(4)}`
-
 /** Whether a workflow-task completion error is worth retrying (5xx, 429, no answer). @internal */
 export const isRetryableCompletionError = (error: DurableWorkflowError): boolean => Client.isTransient(error)
 
@@ -214,6 +203,13 @@ export const isDefiniteCompletionError = (error: DurableWorkflowError): boolean 
   }
   return true
 }
+
+/** Whether a query-completion error is a final rejection of the query task (outcome `expired`). */
+const isFinalQueryRejection = (error: DurableWorkflowError): boolean =>
+  error._tag === "DurableWorkflowServerError" && (error.status === 404 || error.status === 409) && FINAL_QUERY_REASONS.has(error.reason ?? "")
+
+/** Whether an approve/reject error is a final (fenced) rejection of the validation task (outcome `expired`). */
+const isFinalValidationRejection = (error: DurableWorkflowError): boolean => FINAL_VALIDATION_REASONS.has(reasonOf(error) ?? "")
 
 /** JSON-safe copy of a decoded value (bigint → number or string, bytes → base64). */
 const toJson = (value: unknown): unknown => {
@@ -273,7 +269,7 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   })
 }
 
-const transportError = (operation: string) => (error: DurableWorkflowError) =>
+const transportError = (operation: string) => (error: Error) =>
   new TransportError({ transport: NAME, operation, message: error.message, cause: error })
 
 /**
@@ -289,13 +285,15 @@ export const make = (
     const resolved = yield* resolve(options)
     const client = yield* Client.make(resolved.settings)
     const cache = new External.PayloadCache()
+    const protocol = DurableWorkflowProtocol.make({ interceptors: resolved.interceptors })
     const name = `${NAME} ${resolved.settings.baseUrl} namespace ${resolved.settings.namespace} queue ${resolved.taskQueue}`
 
     const register = (description: WorkerDescription) =>
       Effect.gen(function*() {
         const workerId = description.workerId
         const taskQueue = resolved.taskQueue
-        const definitions = description.durableWorkflows
+        const handlers = description.handlers
+        const definitions = Array.from(handlers.durableWorkflows.values())
         // the process-wide (worker id, workflow type) → fingerprint guard, before any I/O
         const guard = guardDefinitions(workerId, definitions)
         if (Either.isLeft(guard)) {
@@ -338,12 +336,16 @@ export const make = (
         const sample = makeSampler(() => clock.unsafeCurrentTimeMillis())
         const timing = Compat.pollTiming(Duration.toSeconds(description.pollTimeout), server.longPollTimeout)
         let workflowPollOutstanding = false
+        /** Free slots of the pools the worker reports (the outstanding workflow poll holds one). */
         const taskSlots = (status: WorkerStatus) => {
-          const slots = status.slots
-          if (slots === undefined) return undefined
+          const workflow = status.slots?.["workflow"]
+          const step = status.slots?.["step"]
+          if (workflow === undefined && step === undefined) return undefined
           return {
-            workflow_available: Math.max(0, slots.workflow.limit - slots.workflow.running - (workflowPollOutstanding ? 1 : 0)),
-            activity_available: Math.max(0, slots.step.limit - slots.step.running)
+            ...(workflow === undefined
+              ? {}
+              : { workflow_available: Math.max(0, workflow.limit - workflow.running - (workflowPollOutstanding ? 1 : 0)) }),
+            ...(step === undefined ? {} : { activity_available: Math.max(0, step.limit - step.running) })
           }
         }
         const initial = yield* description.status
@@ -355,14 +357,14 @@ export const make = (
           task_queue: taskQueue,
           runtime: "typescript",
           sdk_version: resolved.sdkVersion,
-          supported_workflow_types: description.workflows,
-          supported_activity_types: description.steps,
+          supported_workflow_types: Protocol.names(handlers.durableWorkflows),
+          supported_activity_types: Protocol.names(handlers.steps),
           workflow_definition_fingerprints: fingerprints,
           workflow_command_contracts: contracts,
           ...(capabilities.length > 0 ? { capabilities } : {}),
           ...(description.buildId === undefined ? {} : { build_id: description.buildId }),
-          max_concurrent_workflow_tasks: initial.slots?.workflow.limit ?? 10,
-          max_concurrent_activity_tasks: initial.slots?.step.limit ?? initial.concurrency.limit,
+          max_concurrent_workflow_tasks: initial.slots?.["workflow"]?.limit ?? 10,
+          max_concurrent_activity_tasks: initial.slots?.["step"]?.limit ?? initial.concurrency.limit,
           ...(slots === undefined ? {} : { task_slots: slots }),
           process_metrics: sample()
         }
@@ -371,13 +373,18 @@ export const make = (
         )
         const heartbeatInterval = Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval)
 
-        const encode = (value: unknown) => External.encodeOutbound(value, resolved.externalStorage, resolved.threshold)
-        const resolvePayload = (payload: unknown) => External.resolveInbound(payload, resolved.externalStorage, cache)
-        const recordTask = (kind: TaskKind, outcome: string, seconds: number) =>
-          Metrics.record(Metrics.workerTasks, Metrics.workerTaskDuration, { task_kind: kind, task_queue: taskQueue, outcome }, seconds)
+        const recordTask = (kind: TaskKind, outcome: string, startedAt: number) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            Metrics.record(
+              Metrics.workerTasks,
+              Metrics.workerTaskDuration,
+              { task_kind: kind, task_queue: taskQueue, outcome },
+              (now - startedAt) / 1000
+            ))
 
         const post = (path: string, body: unknown) => client.request({ method: "POST", path, body, plane: "worker" })
 
+        /** Completes a workflow task: a bounded retry, then a definite refusal is reported as a task failure. */
         const completeWorkflow = (taskId: string, attempt: unknown, commands: ReadonlyArray<Command>) =>
           Effect.gen(function*() {
             const body = { lease_owner: workerId, workflow_task_attempt: attempt, commands }
@@ -409,100 +416,139 @@ export const make = (
             return "completed" as const
           })
 
-        const opsFor = (kind: TaskKind, task: Record<string, unknown>): TaskOps => {
+        /** The history pages after the first; a page that cannot be fetched ends it (the replay runs on what came). */
+        const remainingHistory = (taskId: string, attempt: unknown, first: unknown) =>
+          Effect.gen(function*() {
+            const events: Array<unknown> = []
+            let token = first
+            while (typeof token === "string" && token !== "") {
+              const page = yield* Effect.either(post(`/worker/workflow-tasks/${taskId}/history`, {
+                next_history_page_token: token,
+                lease_owner: workerId,
+                workflow_task_attempt: attempt
+              }))
+              if (Either.isLeft(page)) {
+                yield* Effect.logWarning("could not fetch a history page; replaying the partial history", page.left)
+                break
+              }
+              const body = Predicate.isRecord(page.right) ? page.right : {}
+              if (Array.isArray(body["history_events"])) events.push(...body["history_events"])
+              token = body["next_history_page_token"]
+            }
+            return events
+          })
+
+        /** External-storage references of a task or history payload, replaced by their (verified) inline form. */
+        const resolvePart = (part: unknown) =>
+          Effect.mapError(External.resolveInbound(part, resolved.externalStorage, cache), transportError("read an external payload"))
+
+        /** An outbound inline envelope, stored externally above the threshold. */
+        const storePart = (part: unknown) =>
+          Schema.is(Codec.PayloadEnvelope)(part)
+            ? Effect.mapError(External.storeOutbound(part, resolved.externalStorage, resolved.threshold), transportError("store an external payload"))
+            : Effect.fail(new TransportError({ transport: NAME, operation: "store an external payload", message: "not an inline payload envelope" }))
+
+        /**
+         * A delivered task. Its `complete` sends the reply to the server and records the task metric
+         * with what the answer came to; it never fails (a failed answer is logged and its task left to
+         * its lease, as a retry would repeat calls the server fences off). `abandon` (an interrupted
+         * run) records the outcome `error` and leaves the task to its lease, or to the lease recovery
+         * of the deregistration.
+         */
+        const delivery = (kind: TaskKind, task: Record<string, unknown>, startedAt: number): Delivery<DurableWorkflowProtocol.DurableWorkflowReply> => {
           const taskId = String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "")
-          const validationAttempt = task["update_validation_attempt"] ?? 1
           const attemptId = task["activity_attempt_id"] ?? task["attempt_id"]
           const workflowAttempt = task["workflow_task_attempt"] ?? 1
           const queryAttempt = task["query_task_attempt"] ?? 1
-          const unsupported = (what: string) => Effect.die(new Error(`${what} is not available on a ${kind} task`))
-          return {
-            workerId,
-            taskQueue,
-            encode,
-            resolve: resolvePayload,
-            remainingHistory: Effect.gen(function*() {
-              const events: Array<unknown> = []
-              let token = task["next_history_page_token"]
-              while (typeof token === "string" && token !== "") {
-                const page = yield* Effect.either(post(`/worker/workflow-tasks/${taskId}/history`, {
-                  next_history_page_token: token,
-                  lease_owner: workerId,
-                  workflow_task_attempt: workflowAttempt
-                }))
-                if (Either.isLeft(page)) {
-                  yield* Effect.logWarning("could not fetch a history page; replaying the partial history", page.left)
-                  break
-                }
-                const body = Predicate.isRecord(page.right) ? page.right : {}
-                if (Array.isArray(body["history_events"])) events.push(...body["history_events"])
-                token = body["next_history_page_token"]
-              }
-              return events
-            }),
-            completeWorkflow: kind === "workflow" ? (commands) => completeWorkflow(taskId, workflowAttempt, commands) : () => unsupported("completeWorkflow"),
-            failWorkflow: (failure: FailureBody) =>
-              post(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure }),
-            completeActivity: (result) =>
-              post(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }),
-            failActivity: (failure) =>
-              post(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure }),
-            heartbeatActivity: (details) =>
-              Effect.map(
-                post(`/worker/activity-tasks/${taskId}/heartbeat`, {
-                  activity_attempt_id: attemptId,
-                  lease_owner: workerId,
-                  ...(details === undefined ? {} : { details })
-                }),
-                (ack) => ({ cancelRequested: Predicate.isRecord(ack) && Boolean(ack["cancel_requested"]) })
+          const validationAttempt = task["update_validation_attempt"] ?? 1
+          const logged = (label: string, effect: Effect.Effect<unknown, DurableWorkflowError>) =>
+            effect.pipe(Effect.asVoid, Effect.catchAll((error) => Effect.logWarning(`${label} failed`, error)))
+          const failWorkflow = (failure: FailureBody) =>
+            post(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure })
+          const failActivity = (failure: FailureBody) =>
+            post(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure })
+          const failQuery = (failure: FailureBody) =>
+            post(`/worker/query-tasks/${taskId}/fail`, {
+              lease_owner: workerId,
+              query_task_attempt: queryAttempt,
+              failure: { reason: "query_rejected", ...failure }
+            })
+          /** Approve/reject call: the outcome, `expired` when the server fenced the validation task off. */
+          const answerValidation = (verdict: "approve" | "reject", extra: Record<string, unknown>, outcome: string) =>
+            post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/${verdict}`, {
+              lease_owner: workerId,
+              update_validation_attempt: validationAttempt,
+              ...extra
+            }).pipe(
+              Effect.as(outcome),
+              Effect.catchAll((error) =>
+                isFinalValidationRejection(error)
+                  ? Effect.as(Effect.logInfo("the update-validation task is no longer ours; its answer was not recorded", error), "expired")
+                  : Effect.as(Effect.logError("could not answer the update-validation task", error), "error")
+              )
+            )
+          const answer = DurableWorkflowProtocol.DurableWorkflowReply.$match({
+            WorkflowCompleted: ({ commands }): Effect.Effect<string> => completeWorkflow(taskId, workflowAttempt, commands),
+            WorkflowFailed: ({ failure, outcome }) => Effect.as(logged("reporting a workflow task failure", failWorkflow(failure)), outcome),
+            ActivityCompleted: ({ outcome, result }) =>
+              post(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }).pipe(
+                Effect.as(outcome),
+                Effect.catchAll((error) => Effect.as(Effect.logError("activity completion failed", error), "complete_error"))
               ),
-            completeQuery: (result, envelope) =>
+            ActivityFailed: ({ failure, outcome }) => Effect.as(logged("reporting a failed activity", failActivity(failure)), outcome),
+            QueryCompleted: ({ envelope, outcome, result }) =>
               post(`/worker/query-tasks/${taskId}/complete`, {
                 lease_owner: workerId,
                 query_task_attempt: queryAttempt,
                 result: toJson(result),
                 result_envelope: envelope
-              }),
-            failQuery: (failure) =>
-              post(`/worker/query-tasks/${taskId}/fail`, {
-                lease_owner: workerId,
-                query_task_attempt: queryAttempt,
-                failure: { reason: "query_rejected", ...failure }
-              }),
-            isFinalQueryRejection: (error) =>
-              error instanceof DurableWorkflowServerError && (error.status === 404 || error.status === 409) &&
-              FINAL_QUERY_REASONS.has(error.reason ?? ""),
-            approveUpdate: Effect.asVoid(
-              post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/approve`, {
-                lease_owner: workerId,
-                update_validation_attempt: validationAttempt
-              })
-            ),
-            rejectUpdate: (failure) =>
-              Effect.asVoid(post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/reject`, {
-                lease_owner: workerId,
-                update_validation_attempt: validationAttempt,
-                failure
-              })),
-            isFinalValidationRejection: (error) =>
-              Predicate.isRecord(error) && FINAL_VALIDATION_REASONS.has(String((error as { reason?: unknown }).reason ?? "")),
-            interceptors: resolved.interceptors,
-            recordTask
-          }
+              }).pipe(
+                Effect.as(outcome),
+                Effect.catchAll((error) => {
+                  if (isFinalQueryRejection(error)) return Effect.succeed("expired")
+                  return Effect.as(
+                    logged(
+                      "reporting a query failure",
+                      failQuery({
+                        message: `query result completion failed: ${error.message}`,
+                        reason: reasonOf(error) ?? "query_result_completion_failed"
+                      })
+                    ),
+                    "failed"
+                  )
+                })
+              ),
+            QueryFailed: ({ failure, outcome }) => Effect.as(logged("reporting a query failure", failQuery(failure)), outcome),
+            UpdateApproved: ({ outcome }) => answerValidation("approve", {}, outcome),
+            UpdateRejected: ({ failure, outcome }) => answerValidation("reject", { failure }, outcome)
+          })
+          return Delivery.make({
+            id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "?")}`,
+            payload: { kind, task, workerId, taskQueue } satisfies DurableWorkflowProtocol.DurableWorkflowTask,
+            protocol,
+            ...(kind === "workflow" ? { rest: remainingHistory(taskId, workflowAttempt, task["next_history_page_token"]) } : {}),
+            resolve: resolvePart,
+            store: storePart,
+            ...(kind === "activity"
+              ? {
+                heartbeat: (details: unknown) =>
+                  post(`/worker/activity-tasks/${taskId}/heartbeat`, {
+                    activity_attempt_id: attemptId,
+                    lease_owner: workerId,
+                    ...(details === undefined ? {} : { details })
+                  }).pipe(
+                    Effect.mapError(transportError("heartbeat an activity")),
+                    Effect.map((ack) => ({ cancelRequested: Predicate.isRecord(ack) && Boolean(ack["cancel_requested"]) }))
+                  )
+              }
+              : {}),
+            complete: (reply) =>
+              Effect.flatMap(answer(reply), (outcome) => recordTask(kind, outcome, startedAt)).pipe(
+                Effect.annotateLogs({ taskKind: kind, taskId })
+              ),
+            abandon: recordTask(kind, "error", startedAt)
+          })
         }
-
-        const delivery = (kind: TaskKind, task: Record<string, unknown>): Delivery<DurableWorkflowReply> => ({
-          id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "?")}`,
-          payload: { kind, task, ops: opsFor(kind, task) },
-          protocol: durableWorkflowProtocol,
-          keepAlive: Option.none(),
-          onCancel: () => () => {},
-          // the protocol reports every outcome itself (its completion has its own bounded retry)
-          complete: () => Effect.void,
-          reject: () => Effect.void,
-          // an interrupted task is left to its lease (and to the lease recovery of the deregistration)
-          abandon: Effect.void
-        })
 
         type PolledKind = "workflow" | "activity" | "query"
         const pollPaths: Record<PolledKind, { path: string; prefix: string }> = {
@@ -544,43 +590,44 @@ export const make = (
           return undefined
         }
 
-        const poller = (kind: PolledKind): Poller => ({
-          name: `${kind} tasks of ${taskQueue}`,
-          pool: kind === "workflow" ? "workflow" : kind === "activity" ? "step" : "query",
-          poll: () =>
-            Effect.gen(function*() {
-              const started = yield* Clock.currentTimeMillis
-              if (kind === "workflow") workflowPollOutstanding = true
-              const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
-                Effect.ensuring(Effect.sync(() => {
-                  if (kind === "workflow") workflowPollOutstanding = false
-                }))
-              )
-              const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
-              const record = (taskKind: TaskKind, outcome: string) =>
-                Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
-              if (Either.isLeft(polled)) {
-                yield* record(kind, "error")
-                return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
-              }
-              const task = polled.right
-              if (task === undefined) {
-                yield* record(kind, "empty")
-                return []
-              }
-              const taskKind = kind === "workflow" ? polledKind(task) : kind
-              if (taskKind === undefined) {
-                return yield* new TransportError({
-                  transport: NAME,
-                  operation: "poll workflow tasks",
-                  message: "multiplexed workflow poll returned a task without a supported task.task_kind discriminator",
-                  fatal: true
-                })
-              }
-              yield* record(taskKind, "task")
-              return [delivery(taskKind, task)]
-            })
-        })
+        const poller = (kind: PolledKind): Poller =>
+          Poller.make({
+            name: `${kind} tasks of ${taskQueue}`,
+            pool: kind === "workflow" ? protocol.pools.workflow : kind === "activity" ? protocol.pools.step : protocol.pools.query,
+            poll: () =>
+              Effect.gen(function*() {
+                const started = yield* Clock.currentTimeMillis
+                if (kind === "workflow") workflowPollOutstanding = true
+                const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
+                  Effect.ensuring(Effect.sync(() => {
+                    if (kind === "workflow") workflowPollOutstanding = false
+                  }))
+                )
+                const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
+                const record = (taskKind: TaskKind, outcome: string) =>
+                  Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
+                if (Either.isLeft(polled)) {
+                  yield* record(kind, "error")
+                  return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
+                }
+                const task = polled.right
+                if (task === undefined) {
+                  yield* record(kind, "empty")
+                  return []
+                }
+                const taskKind = kind === "workflow" ? polledKind(task) : kind
+                if (taskKind === undefined) {
+                  return yield* new TransportError({
+                    transport: NAME,
+                    operation: "poll workflow tasks",
+                    message: "multiplexed workflow poll returned a task without a supported task.task_kind discriminator",
+                    fatal: true
+                  })
+                }
+                yield* record(taskKind, "task")
+                return [delivery(taskKind, task, yield* Clock.currentTimeMillis)]
+              })
+          })
 
         const heartbeatBody = (status: WorkerStatus) => {
           const slots = taskSlots(status)
@@ -613,7 +660,7 @@ export const make = (
           }
         })
 
-        const registration: Registration = {
+        return Registration.make({
           pollers: [poller("workflow"), poller("activity"), ...(server.queryTasks ? [poller("query")] : [])],
           heartbeat: Option.some({
             interval: heartbeatInterval,
@@ -625,11 +672,10 @@ export const make = (
               )
           }),
           deregister
-        }
-        return registration
+        })
       })
 
-    return { name, defaultWorkerId: defaultWorkerId(), register }
+    return { name, protocol, register }
   })
 
 const clientService = (options: DurableWorkflowOptions) =>
@@ -780,16 +826,16 @@ export const workerOptions = (options: {
   readonly maxConcurrentActivityTasks?: number
   readonly pollTimeout?: Duration.DurationInput
   readonly shutdownTimeout?: Duration.DurationInput
-}): Either.Either<WorkerOptions, WorkerOptionsError> => {
+}): Either.Either<WorkerOptions, WorkerConfigError> => {
   if (options.buildId !== undefined && (typeof options.buildId !== "string" || options.buildId.trim() === "")) {
-    return Either.left(new WorkerOptionsError({ option: "buildId", message: "build_id must be a non-empty string when provided" }))
+    return Either.left(new WorkerConfigError({ option: "buildId", message: "build_id must be a non-empty string when provided" }))
   }
   for (const [field, value] of [
     ["max_concurrent_workflow_tasks", options.maxConcurrentWorkflowTasks],
     ["max_concurrent_activity_tasks", options.maxConcurrentActivityTasks]
   ] as const) {
     if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
-      return Either.left(new WorkerOptionsError({ option: field, message: `${field} must be at least 1` }))
+      return Either.left(new WorkerConfigError({ option: field, message: `${field} must be at least 1` }))
     }
   }
   return Either.right({

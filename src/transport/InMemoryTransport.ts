@@ -11,20 +11,22 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
-import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
-
-export type { NestReply } from "../core/internal/nestDurable.js"
-import { makeCancellations } from "./internal/cancellations.js"
+import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
+import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import {
-  type Delivery,
+  Delivery,
   DeregistrationError,
-  type Registration,
+  Poller,
+  Registration,
   RegistrationError,
   Transport,
   TransportError,
   type WorkerDescription,
   type WorkerStatus
-} from "./Transport.js"
+} from "../seam/Transport.js"
+import { makeCancellations } from "./internal/cancellations.js"
+
+export type { NestReply } from "../protocol/NestDurableProtocol.js"
 
 /**
  * One line of the broker's journal, in the order things happened.
@@ -123,7 +125,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     const replyQueue = yield* Queue.unbounded<NestReply>()
     const replies: Array<NestReply> = []
     const rejected: Array<string> = []
-    const protocol = nestDurable()
+    const protocol = NestDurableProtocol.make()
     const journal: Array<JournalEntry> = []
     const registered = yield* Ref.make(Option.none<WorkerDescription>())
     const cancellations = makeCancellations()
@@ -140,9 +142,9 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     const transportError = (operation: string) => (message: string, fatal: boolean) =>
       new TransportError({ transport: NAME, operation, message, fatal })
 
-    const toDelivery = (entry: Entry): Delivery => {
+    const toDelivery = (entry: Entry): Delivery<NestReply> => {
       const runId = (entry.payload as { runId?: unknown } | null)?.runId
-      return {
+      return Delivery.make({
         id: entry.id,
         payload: entry.payload,
         protocol,
@@ -157,7 +159,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
         reject: (reason) =>
           Effect.sync(() => void rejected.push(reason)).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
         abandon: Queue.offer(queue, entry).pipe(Effect.zipRight(log({ op: "abandon", id: entry.id })))
-      }
+      })
     }
 
     const register = (worker: WorkerDescription) =>
@@ -168,10 +170,10 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
           (fault) => runFault(fault, (message) => new RegistrationError({ transport: NAME, message }))
         )
         yield* Ref.set(registered, Option.some(worker))
-        const registration: Registration = {
-          pollers: [{
+        return Registration.make({
+          pollers: [Poller.make({
             name: "in-memory queue",
-            pool: "step",
+            pool: protocol.pools.step,
             poll: (max) =>
               Effect.gen(function*() {
                 yield* log({ op: "poll" })
@@ -183,7 +185,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
                 for (const entry of entries) yield* log({ op: "deliver", id: entry.id })
                 return entries.map(toDelivery)
               })
-          }],
+          })],
           heartbeat: Option.some({
             interval: heartbeatInterval,
             beat: (status) => Effect.as(log({ op: "heartbeat", status }), Option.none())
@@ -196,8 +198,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
             )
             yield* Ref.set(registered, Option.none())
           })
-        }
-        return registration
+        })
       })
 
     return {
@@ -213,7 +214,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       setDeregisterFault: (fault) => Ref.set(faults.deregister, fault),
       setPollFault: (fault) => Ref.set(faults.poll, fault),
       setCompleteFault: (fault) => Ref.set(faults.complete, fault),
-      layer: Layer.succeed(Transport, { name: NAME, register })
+      layer: Layer.succeed(Transport, { name: NAME, protocol, register })
     }
   })
 

@@ -58,22 +58,23 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { messageOf } from "../core/internal/errors.js"
-import { type NestReply, nestDurable } from "../core/internal/nestDurable.js"
-import type { Protocol } from "../core/internal/protocol.js"
-import { routingToken } from "./bullmq/internal/naming.js"
+import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
+import type { NestReply } from "../protocol/NestDurableProtocol.js"
+import { routingToken } from "../protocol/NestDurableProtocol.js"
+import * as Protocol from "../seam/Protocol.js"
 import * as Batcher from "./internal/batcher.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
 import * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
 import {
-  type Delivery,
-  type Poller,
-  type Registration,
+  Delivery,
+  Poller,
+  Registration,
   RegistrationError,
   Transport,
   TransportError,
   type WorkerDescription
-} from "./Transport.js"
+} from "../seam/Transport.js"
 
 /**
  * How the transport uses the engine's tables.
@@ -354,22 +355,23 @@ const isLockConflict = (error: unknown): boolean => {
 const retryLockConflict = { times: 3, while: isLockConflict } as const
 
 /** The protocol of a row that cannot be read: a non-retryable `malformed_task` failure. */
-const unreadableProtocol = (row: Extract<RowPayload, { _tag: "Unreadable" }>, base: Protocol<NestReply>): Protocol<NestReply> => ({
-  name: base.name,
-  label: base.label,
-  cancelled: base.cancelled,
+const unreadableProtocol = (
+  row: Extract<RowPayload, { _tag: "Unreadable" }>,
+  base: Protocol.Protocol<NestReply>
+): Protocol.Protocol<NestReply> => ({
+  ...base,
   process: () =>
-    Effect.as(Effect.logError("malformed step task", row.detail), {
-      _tag: "Reply",
-      reply: {
+    Effect.as(
+      Effect.logError("malformed step task", row.detail),
+      Protocol.reply<NestReply>({
         _tag: "StepResult",
         result: {
           ...row.identity,
           status: "failed",
           error: { message: `malformed step task: ${row.detail}`, code: "malformed_task", retryable: false }
         }
-      }
-    })
+      }, false)
+    )
 })
 
 /**
@@ -386,6 +388,7 @@ export const make = (
 ): Transport["Type"] => {
   const prefix = options.prefix ?? Statements.DEFAULT_PREFIX
   const name = `sql ${target} prefix ${prefix}`
+  const protocol = NestDurableProtocol.make({ partition: options.partition })
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
@@ -424,19 +427,21 @@ export const make = (
       }
       const pollInterval = Duration.decode(options.pollInterval ?? (notifying ? DEFAULT_POLL_NOTIFIED : DEFAULT_POLL))
 
-      if (worker.workflows.length > 0) {
+      const workflows = Protocol.names(worker.handlers.workflows)
+      if (workflows.length > 0) {
         yield* Effect.logWarning(
-          `the SQL transport carries step tasks only; workflows ${worker.workflows.join(", ")} are not served over it`
+          `the SQL transport carries step tasks only; workflows ${workflows.join(", ")} are not served over it`
         )
       }
-      const tokens = Array.from(new Set(worker.steps.map((step) => routingToken(step, options.partition))))
+      const tokens = Array.from(
+        new Set(Protocol.names(worker.handlers.steps).map((step) => routingToken(step, options.partition)))
+      )
       const wakes = new Map<string, Queue.Queue<void>>()
       for (const token of tokens) wakes.set(token, yield* Queue.sliding<void>(1))
       if (notifying && Option.isSome(listen) && tokens.length > 0) {
         yield* startListening(listen.value, (payload) => run(Statements.notify(names, payload)), names.channel, wakes)
       }
 
-      const protocol = nestDurable({ partition: options.partition })
       // a completion that finds an earlier result of its step waiting tries again, for up to a lease
       const conflictRetry = Schedule.spaced(CONFLICT_RETRY).pipe(Schedule.upTo(lease))
       let claims = 0
@@ -643,7 +648,7 @@ export const make = (
                 : error
             )
           )
-        return {
+        return Delivery.make<NestReply>({
           id: `${names.tasks}#${stepId}`,
           payload: parsed._tag === "Task" ? parsed.payload : row,
           protocol: parsed._tag === "Task" ? protocol : unreadableProtocol(parsed, protocol),
@@ -664,7 +669,6 @@ export const make = (
               )
           }),
           // the DB transport has no control plane: a cancelled run is never announced to workers
-          onCancel: () => () => {},
           complete: (reply) => Effect.asVoid(submit(reply, false)),
           completeAndTakeNext: (reply) =>
             Effect.map(submit(reply, true), (completed) =>
@@ -678,7 +682,7 @@ export const make = (
             ),
           // built when used: most deliveries are never given back
           abandon: Effect.suspend(() => release(stepId, claim, row.grp))
-        }
+        })
       }
 
       const claimRows = (grp: string, claim: string, limit: number) =>
@@ -696,9 +700,9 @@ export const make = (
       const pollers: Array<Poller> = tokens.map((token) => {
         const wake = wakes.get(token)!
         let maybeMore = true
-        return {
+        return Poller.make({
           name: `table ${names.tasks} grp ${token}`,
-          pool: "step",
+          pool: protocol.pools.step,
           ready: Effect.suspend(() =>
             maybeMore
               ? Effect.void
@@ -719,13 +723,13 @@ export const make = (
               maybeMore = rows.length === limit
               return [...rows].sort(byCreatedAt).map((row) => toDelivery(row, claim))
             })
-        }
+        })
       })
 
-      return { pollers, heartbeat: Option.none(), deregister: Effect.void }
+      return Registration.make({ pollers })
     })
 
-  return { name, register }
+  return { name, protocol, register }
 }
 
 /** Creates the tables, the index and (PostgreSQL, notify) the insert trigger, like the engine's `autoCreate`. */

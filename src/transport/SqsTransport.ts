@@ -49,20 +49,21 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { messageOf } from "../core/internal/errors.js"
-import { isWorkflowTaskShape, type StepResult } from "../protocol/StepProtocol.js"
+import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as Naming from "./sqs/internal/naming.js"
 import { stepsOnly } from "./sqs/internal/protocol.js"
+import * as Protocol from "../seam/Protocol.js"
 import {
-  type Delivery,
-  type Poller,
-  type Registration,
+  Delivery,
+  Poller,
+  Registration,
   RegistrationError,
   Transport,
   TransportError,
   type WorkerDescription
-} from "./Transport.js"
+} from "../seam/Transport.js"
 
 /**
  * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
@@ -176,6 +177,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
   const prefix = options.prefix ?? Naming.DEFAULT_PREFIX
   const endpoint = endpointOf(options)
   const name = `sqs ${endpoint} prefix ${prefix}`
+  const protocol = stepsOnly(options.partition)
   const connectTimeout = Duration.decode(options.connectTimeout ?? "10 seconds")
   const waitTime = Duration.decode(options.waitTime ?? "20 seconds")
   const marker = options.marker
@@ -193,17 +195,18 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         options.visibilityExtendInterval === undefined ? undefined : Duration.decode(options.visibilityExtendInterval)
       )
       if (typeof visibility === "string") return yield* registrationError(visibility)
-      if (worker.workflows.length > 0) {
+      const workflows = Protocol.names(worker.handlers.workflows)
+      if (workflows.length > 0) {
         return yield* registrationError(
           `the SQS transport carries step tasks only (the engine's SqsTransport cannot dispatch workflow turns), ` +
-            `so workflow(s) ${worker.workflows.map((w) => `"${w}"`).join(", ")} would never run here; ` +
+            `so workflow(s) ${workflows.map((w) => `"${w}"`).join(", ")} would never run here; ` +
             "serve them from a worker on the BullMQ or SQL transport"
         )
       }
 
       // group → the step names routed to it
       const groups = new Map<string, Array<string>>()
-      for (const step of worker.steps) {
+      for (const step of Protocol.names(worker.handlers.steps)) {
         const group = Naming.token(step, options.partition)
         groups.set(group, [...(groups.get(group) ?? []), step])
       }
@@ -341,7 +344,6 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         })
       )
 
-      const protocol = stepsOnly(options.partition)
       const inflight = Inflight.make()
       const waitSeconds = Naming.waitTimeSeconds(waitTime, worker.pollTimeout)
 
@@ -467,13 +469,12 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         const deleteAll = Effect.suspend(() =>
           Effect.forEach(held.copies, deleteCopy, { concurrency: "unbounded", discard: true })
         )
-        return {
+        // SQS has no control channel: a cancelled run's step runs to its end, and the engine drops its result
+        return Delivery.make({
           id: `${queueName}#${copy.messageId}`,
           payload,
           protocol,
           keepAlive: Option.some({ interval: visibility.extendEvery, renew: extend(held) }),
-          // SQS has no control channel: a cancelled run's step runs to its end, and the engine drops its result
-          onCancel: () => () => {},
           complete: (result) =>
             settle(
               held,
@@ -498,7 +499,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
               )
             )
           )
-        }
+        })
       }
 
       const receive = (queueUrl: string, queueName: string, max: number) =>
@@ -598,9 +599,9 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
 
       const pollers: Array<Poller> = taskQueues.map(({ group, url }) => {
         const queueName = byName ? Naming.tasksQueueName(prefix, group) : url
-        return {
+        return Poller.make({
           name: `queue ${queueName}`,
-          pool: "step",
+          pool: protocol.pools.step,
           poll: (max) =>
             Effect.gen(function*() {
               if (max < 1) return []
@@ -617,17 +618,13 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
               }
               return deliveries
             })
-        }
+        })
       })
 
-      return {
-        pollers,
-        heartbeat: Option.none(),
-        deregister: Effect.void
-      }
+      return Registration.make({ pollers })
     })
 
-  return { name, register }
+  return { name, protocol, register }
 }
 
 /**

@@ -7,7 +7,7 @@ import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
-import { decodeStepTask, StepTask } from "../../src/protocol/StepProtocol.js"
+import { decodeStepTask, StepTask } from "../../src/wire/StepProtocol.js"
 
 const task = (name: string, input?: unknown, extra: Partial<typeof StepTask.Encoded> = {}) =>
   StepTask.make({

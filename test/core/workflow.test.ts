@@ -4,7 +4,7 @@ import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as Workflow from "../../src/core/Workflow.js"
-import type { HistoryEvent, WorkflowCommand } from "../../src/protocol/WorkflowProtocol.js"
+import type { HistoryEvent, WorkflowCommand } from "../../src/wire/WorkflowProtocol.js"
 import { makeTask } from "./workflowSupport.js"
 
 const T0 = 1_735_689_600_000

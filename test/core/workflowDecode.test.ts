@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import { decodeWorkflowTask, WorkflowTask } from "../../src/protocol/WorkflowProtocol.js"
+import { decodeWorkflowTask, WorkflowTask } from "../../src/wire/WorkflowProtocol.js"
 
 const bySchema = Schema.decodeUnknownEither(WorkflowTask, { errors: "all" })
 

@@ -18,7 +18,7 @@ import * as Either from "effect/Either"
 import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import * as Workflow from "../../src/core/Workflow.js"
-import * as WorkflowProtocol from "../../src/protocol/WorkflowProtocol.js"
+import * as WorkflowProtocol from "../../src/wire/WorkflowProtocol.js"
 
 const T0 = 1_735_689_600_000
 

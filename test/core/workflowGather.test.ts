@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Workflow from "../../src/core/Workflow.js"
-import type { HistoryEvent, WorkflowCommand, WorkflowDecision } from "../../src/protocol/WorkflowProtocol.js"
+import type { HistoryEvent, WorkflowCommand, WorkflowDecision } from "../../src/wire/WorkflowProtocol.js"
 import { applyCommands, makeTask } from "./workflowSupport.js"
 
 const run = (wf: Workflow.Workflow, history: ReadonlyArray<HistoryEvent> = []) =>

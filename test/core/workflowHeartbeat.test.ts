@@ -5,7 +5,7 @@ import * as Fiber from "effect/Fiber"
 import * as Queue from "effect/Queue"
 import * as TestClock from "effect/TestClock"
 import * as Workflow from "../../src/core/Workflow.js"
-import type { WorkflowStepEvent } from "../../src/protocol/WorkflowProtocol.js"
+import type { WorkflowStepEvent } from "../../src/wire/WorkflowProtocol.js"
 import { makeTask } from "./workflowSupport.js"
 
 const task = makeTask("pipeline")

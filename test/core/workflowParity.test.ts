@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import * as Workflow from "../../src/core/Workflow.js"
-import type { HistoryEvent, WorkflowDecision } from "../../src/protocol/WorkflowProtocol.js"
+import type { HistoryEvent, WorkflowDecision } from "../../src/wire/WorkflowProtocol.js"
 import { applyCommands, makeTask, type Resolve, withoutStacks } from "./workflowSupport.js"
 
 /**

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Workflow from "../../src/core/Workflow.js"
-import * as WorkflowProtocol from "../../src/protocol/WorkflowProtocol.js"
+import * as WorkflowProtocol from "../../src/wire/WorkflowProtocol.js"
 
 /** Turn 2 of the reference's worked example, as the engine sends it. */
 const engineTask = {

@@ -1,4 +1,4 @@
-import type { HistoryEvent, PendingSignal, WorkflowCommand, WorkflowDecision, WorkflowTask } from "../../src/protocol/WorkflowProtocol.js"
+import type { HistoryEvent, PendingSignal, WorkflowCommand, WorkflowDecision, WorkflowTask } from "../../src/wire/WorkflowProtocol.js"
 
 /** A workflow turn for `workflow` over `history` (taskId/runId fixed so decisions compare). */
 export const makeTask = (

@@ -3,7 +3,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
-import { DeregistrationError } from "../../src/transport/Transport.js"
+import { DeregistrationError } from "../../src/seam/Transport.js"
 import { WorkerLoopError } from "../../src/runtime/WorkerError.js"
 import { DurableWorkflow, DW, failureOf, greet, QUEUE, setup, startWorker, until } from "./support.js"
 

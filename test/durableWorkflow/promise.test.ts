@@ -2,7 +2,7 @@ import { assert, describe, it } from "vitest"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { durableWorkflow, param, UpdateRejected, Worker, WorkflowDefinitionChanged } from "../../src/promise.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 import { start } from "../support/durableWorkflowServer.js"
 
 const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
@@ -18,7 +18,7 @@ describe("promise facade on a Durable Workflow server", () => {
       server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: "orders", input: ["Ada"] })
       await server.waitUntil(() => server.completedActivityTasks.length === 1, 10_000)
       assert.strictEqual(Either.getOrThrow(server.completedActivityTasks[0]!.decodedResult!), "hello Ada")
-      assert.match(worker.id, /^ts-worker-[0-9a-f]{8}$/)
+      assert.match(worker.id, /^ts-.+-\d+-[0-9a-f]{8}$/)
       await worker.stop()
       await running
       assert.strictEqual(server.deregistrations.length, 1)

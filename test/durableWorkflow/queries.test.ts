@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { RunUntilTimeoutError } from "../../src/runtime/WorkerError.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 import {
   blob,
   counterValue,

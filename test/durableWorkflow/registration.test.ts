@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import { RegistrationError } from "../../src/transport/Transport.js"
+import { RegistrationError } from "../../src/seam/Transport.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
 import { DurableWorkflow, DW, greet, QUEUE, registered, setup, startWorker, until, Worker } from "./support.js"
 
@@ -33,7 +33,7 @@ describe("Durable Workflow registration", () => {
       assert.strictEqual(server.requestsTo("clusterInfo").length, 1)
       const body = server.requestsTo("register")[0]!.body as Record<string, any>
       assert.strictEqual(body["worker_id"], worker.id)
-      assert.match(worker.id, /^ts-worker-[0-9a-f]{8}$/)
+      assert.match(worker.id, /^ts-.+-\d+-[0-9a-f]{8}$/)
       assert.strictEqual(body["task_queue"], QUEUE)
       assert.strictEqual(body["runtime"], "typescript")
       assert.deepStrictEqual(body["supported_workflow_types"], ["orders.hello"])

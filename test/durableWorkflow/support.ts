@@ -12,10 +12,10 @@ import type * as Scope from "effect/Scope"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import type { ReplayInput } from "../../src/core/internal/durableWorkflow/run.js"
 import * as Step from "../../src/core/Step.js"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as DW from "../../src/transport/DurableWorkflowTransport.js"
-import type { Transport } from "../../src/transport/Transport.js"
+import type { Transport } from "../../src/seam/Transport.js"
 import { type DurableWorkflowServer, type DurableWorkflowServerOptions, scoped } from "../support/durableWorkflowServer.js"
 
 export const QUEUE = "orders"
@@ -42,7 +42,7 @@ export const greet = DurableWorkflow.activity("greeting.compose", (name: string)
 /** Builds a worker and forks `run` (daemon) with the transport layer; returns both. */
 export const startWorker = <R>(
   server: DurableWorkflowServer,
-  config: Worker.WorkerConfig<R>,
+  config: Worker.WorkerDefinition<R>,
   transport: Partial<DW.DurableWorkflowOptions> = {}
 ): Effect.Effect<
   { readonly worker: Worker.Worker<R>; readonly running: Fiber.RuntimeFiber<void, Worker.RunError> },

@@ -7,7 +7,7 @@ import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import { WorkerLoopError } from "../../src/runtime/WorkerError.js"
-import { RegistrationError } from "../../src/transport/Transport.js"
+import { RegistrationError } from "../../src/seam/Transport.js"
 import {
   type DurableWorkflowServer,
   type UpdateValidationTaskInput,

@@ -5,9 +5,9 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
-import { crc64Avro } from "../../src/protocol/internal/avro/fingerprint.js"
-import { parsingCanonicalForm } from "../../src/protocol/internal/avro/schema.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
+import { crc64Avro } from "../../src/wire/internal/avro/fingerprint.js"
+import { parsingCanonicalForm } from "../../src/wire/internal/avro/schema.js"
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "durable-workflow")
 const readText = (...segments: Array<string>): string => fs.readFileSync(path.join(fixtures, ...segments), "utf8")

@@ -42,7 +42,7 @@ const setup = (options: Partial<Worker.WorkerOptions> = {}, steps: ReadonlyArray
       ...options
     })
     // daemon fibers: a test that leaves a worker running (or stuck on purpose) must not wait for it at its end
-    const start = <A, E>(effect: Effect.Effect<A, E, import("../../src/transport/Transport.js").Transport>) =>
+    const start = <A, E>(effect: Effect.Effect<A, E, import("../../src/seam/Transport.js").Transport>) =>
       Effect.forkDaemon(Effect.provide(effect, Layer.merge(broker.layer, memory)))
     const ops = Effect.map(broker.journal, (entries) => entries.map((e) => e.op))
     return { broker, worker, ended, start, ops }
@@ -461,7 +461,7 @@ describe("Worker dispatch", () => {
   it.effect("invalid options fail at construction, naming the option", () =>
     Effect.gen(function*() {
       const fractional = yield* Effect.flip(Worker.make({ steps: [], concurrency: 1.5 }))
-      assert.strictEqual(fractional._tag, "WorkerOptionsError")
+      assert.strictEqual(fractional._tag, "WorkerConfigError")
       assert.include(fractional.message, "concurrency")
       const unknown = yield* Effect.flip(Worker.make({ steps: [], concurrency: { ceiling: 90 } as never }))
       assert.include(unknown.message, "ceiling")

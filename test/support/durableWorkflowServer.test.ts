@@ -4,7 +4,7 @@ import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 import {
   controlHeaders,
   type DurableWorkflowServer,

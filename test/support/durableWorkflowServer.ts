@@ -32,7 +32,7 @@ import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as Codec from "../../src/protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 
 // ---------------------------------------------------------------------------------------------
 // Public types

@@ -11,8 +11,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
-import type { Delivery, WorkerDescription } from "../../src/transport/Transport.js"
+import type { Delivery, WorkerDescription } from "../../src/seam/Transport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
+import { servingSteps } from "../support/handlers.js"
 
 /** Waits on the wall clock for Redis I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
 const until = (what: string, check: () => Promise<boolean>) =>
@@ -27,9 +28,7 @@ const until = (what: string, check: () => Promise<boolean>) =>
 const description: WorkerDescription = {
   workerId: "worker-a",
   buildId: undefined,
-  steps: ["work"],
-  workflows: [],
-  durableWorkflows: [],
+  handlers: servingSteps(["work"]),
   startedAt: 0,
   pollTimeout: Duration.seconds(1),
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })

@@ -30,7 +30,8 @@ import * as Worker from "../../src/runtime/Worker.js"
 import { byCreatedAt, toPayload, toResultRow } from "../../src/transport/sql/internal/rows.js"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
-import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/transport/Transport.js"
+import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/seam/Transport.js"
+import { servingSteps } from "../support/handlers.js"
 import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 
 /** Lets forked fibers run until they block. */
@@ -80,9 +81,7 @@ const connect = (dialect: DialectName) =>
 const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDescription => ({
   workerId,
   buildId: undefined,
-  steps,
-  workflows: [],
-  durableWorkflows: [],
+  handlers: servingSteps(steps),
   startedAt: 0,
   pollTimeout: Duration.seconds(35),
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })

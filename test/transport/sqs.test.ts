@@ -21,7 +21,7 @@ import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
-import type { Transport } from "../../src/transport/Transport.js"
+import type { Transport } from "../../src/seam/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
 import { freePort, stepTask as task } from "../support/local.js"
 
@@ -429,7 +429,7 @@ describe("SQS transport on fauxqs", () => {
 })
 
 describe("SQS registration errors", () => {
-  const runWith = (options: SqsTransport.SqsOptions, config: Worker.WorkerConfig) =>
+  const runWith = (options: SqsTransport.SqsOptions, config: Worker.WorkerDefinition) =>
     Effect.gen(function*() {
       const worker = yield* Worker.make(config)
       return yield* Effect.provide(worker.run, SqsTransport.layer(options)).pipe(Effect.flip)

@@ -1,4 +1,4 @@
-import type { StepError } from "../../protocol/StepProtocol.js"
+import type { StepError } from "../../wire/StepProtocol.js"
 
 const describe = (value: unknown): string => {
   if (typeof value === "string") return value.length > 0 ? value : "step handler failed with an empty string"

@@ -6,7 +6,7 @@ import * as HashSet from "effect/HashSet"
 import * as Logger from "effect/Logger"
 import type * as LogLevel from "effect/LogLevel"
 import * as Runtime from "effect/Runtime"
-import type { StepEvent } from "../../protocol/StepProtocol.js"
+import type { StepEvent } from "../../wire/StepProtocol.js"
 import { annotationsWith, withFiberRefs } from "./fiberRefs.js"
 
 /**

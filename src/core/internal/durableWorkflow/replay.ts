@@ -1,6 +1,6 @@
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
-import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../../wire/DurableWorkflowCodec.js"
 import { emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
 import { ActivityFailed, ChildWorkflowFailed, NonDeterministicReplayError } from "./errors.js"
 

@@ -1,5 +1,5 @@
 import * as Schema from "effect/Schema"
-import { WorkflowStepError } from "../../../protocol/WorkflowProtocol.js"
+import { WorkflowStepError } from "../../../wire/WorkflowProtocol.js"
 
 /**
  * A durable op resolved to a failure: a dispatched step whose result failed, a failed child run, or a

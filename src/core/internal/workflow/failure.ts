@@ -1,6 +1,6 @@
 import * as Cause from "effect/Cause"
 import * as Option from "effect/Option"
-import type { WorkflowStepError } from "../../../protocol/WorkflowProtocol.js"
+import type { WorkflowStepError } from "../../../wire/WorkflowProtocol.js"
 
 const describe = (value: unknown, subject: string): string => {
   if (typeof value === "string") return value.length > 0 ? value : `${subject} failed with an empty string`

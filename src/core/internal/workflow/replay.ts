@@ -1,7 +1,7 @@
 import type * as Clock from "effect/Clock"
 import * as Either from "effect/Either"
 import type * as Runtime from "effect/Runtime"
-import type { StepEvent } from "../../../protocol/StepProtocol.js"
+import type { StepEvent } from "../../../wire/StepProtocol.js"
 import type {
   HistoryEvent,
   HistoryEventKind,
@@ -11,7 +11,7 @@ import type {
   WorkflowStepError,
   WorkflowStepEvent,
   WorkflowTask
-} from "../../../protocol/WorkflowProtocol.js"
+} from "../../../wire/WorkflowProtocol.js"
 import { makeStepLogger, type StepLogger } from "../stepLogger.js"
 import { type SleepDuration, toSleepMillis } from "./duration.js"
 import {

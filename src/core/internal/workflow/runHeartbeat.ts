@@ -2,7 +2,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import * as Schedule from "effect/Schedule"
-import type { WorkflowTask } from "../../../protocol/WorkflowProtocol.js"
+import type { WorkflowTask } from "../../../wire/WorkflowProtocol.js"
 
 /**
  * How often a worker beats for a run while it replays one of its turns: 5 seconds.

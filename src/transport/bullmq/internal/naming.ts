@@ -11,6 +11,9 @@
  * @internal
  */
 import * as Os from "node:os"
+import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
+
+export { isDefaultScope, routingToken, sanitizeQueueToken, tenantGroup } from "../../../protocol/NestDurableProtocol.js"
 
 /**
  * The default key prefix shared by the engine transport and its workers.
@@ -34,14 +37,6 @@ export const BULL_KEY_PREFIX = "bull"
 export const defaultInstanceId = (): string => `ts-${Os.hostname()}-${process.pid}`
 
 /**
- * True for a namespace / tenant / partition value that means "none": absent, `""` or `"default"`.
- *
- * @since 0.1.0
- */
-export const isDefaultScope = (value: string | undefined): value is undefined | "" | "default" =>
-  value === undefined || value === "" || value === "default"
-
-/**
  * The prefix every queue, channel and key uses: `<prefix>-<namespace>` when a non-default transport
  * namespace is set, else `prefix` unchanged.
  *
@@ -49,31 +44,6 @@ export const isDefaultScope = (value: string | undefined): value is undefined | 
  */
 export const effectivePrefix = (prefix: string = DEFAULT_PREFIX, namespace?: string | undefined): string =>
   isDefaultScope(namespace) ? prefix : `${prefix}-${namespace}`
-
-/**
- * Make a handler name usable in a BullMQ queue name: every `:` becomes `-` (`.` is kept).
- *
- * @since 0.1.0
- */
-export const sanitizeQueueToken = (name: string): string => name.replaceAll(":", "-")
-
-/**
- * Suffix a base routing token with its tenant: `<base>@<tenant>`, or `base` alone when the tenant is
- * absent, empty or `"default"`.
- *
- * @since 0.1.0
- */
-export const tenantGroup = (base: string, tenant?: string | undefined): string =>
-  isDefaultScope(tenant) ? base : `${base}@${tenant}`
-
-/**
- * The routing token a worker consumes for one registered handler name:
- * `tenantGroup(sanitizeQueueToken(name), partition)`.
- *
- * @since 0.1.0
- */
-export const routingToken = (name: string, partition?: string | undefined): string =>
-  tenantGroup(sanitizeQueueToken(name), partition)
 
 /**
  * `<P>-tasks-<T>`: the BullMQ queue carrying step tasks (`task` jobs) and workflow turns (`workflow`

@@ -1,11 +1,11 @@
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import * as Codec from "../../../protocol/DurableWorkflowCodec.js"
+import * as Codec from "../../../wire/DurableWorkflowCodec.js"
 import {
   type ExternalStorageDriver,
   ExternalPayloadIntegrityError,
+  type ExternalStorageError,
   retrieve,
   store
 } from "../../DurableWorkflowExternalStorage.js"
@@ -15,24 +15,28 @@ export type { ExternalStorageDriver } from "../../DurableWorkflowExternalStorage
 /** 80 % of the server's default `max_payload_bytes` (2 MiB): larger payloads are logged. */
 const PAYLOAD_WARNING_BYTES = Math.floor(0.8 * 2_097_152)
 
-/** Outbound: an envelope, externalised above the threshold. @internal */
-export const encodeOutbound = (
-  value: unknown,
+/**
+ * Outbound: an inline envelope as it is sent, or in external storage (a reference envelope) when its
+ * blob is above the threshold. An inline blob near the server's default payload limit is logged.
+ * @internal
+ */
+export const storeOutbound = (
+  envelope: Codec.PayloadEnvelope,
   driver: ExternalStorageDriver | undefined,
   thresholdBytes: number | undefined
-): Effect.Effect<unknown, unknown> =>
+): Effect.Effect<Codec.PayloadEnvelope | { readonly codec: string; readonly external_storage: Codec.ExternalPayloadReference }, ExternalStorageError> =>
   Effect.gen(function*() {
-    const blob = yield* Either.mapLeft(Codec.encodeBlob(value), (e) => e as unknown)
+    const { blob, codec } = envelope
     if (blob.length >= PAYLOAD_WARNING_BYTES && (driver === undefined || thresholdBytes === undefined || blob.length <= thresholdBytes)) {
       yield* Effect.logWarning(
         `an encoded payload is ${blob.length} bytes, at least 80% of the server's default 2 MiB payload limit; ` +
           "consider external storage (externalStorage + externalStorageThresholdBytes)"
       )
     }
-    if (driver === undefined || thresholdBytes === undefined) return { codec: Codec.codec, blob }
-    if (new TextEncoder().encode(blob).length <= thresholdBytes) return { codec: Codec.codec, blob }
-    const reference = yield* store(driver, blob, Codec.codec)
-    return { codec: Codec.codec, external_storage: reference }
+    if (driver === undefined || thresholdBytes === undefined) return envelope
+    if (new TextEncoder().encode(blob).length <= thresholdBytes) return envelope
+    const reference = yield* store(driver, blob, codec)
+    return { codec, external_storage: reference }
   })
 
 /** A bounded LRU of fetched payloads (128 entries, 16 MiB). @internal */
@@ -88,7 +92,7 @@ export const resolveInbound = (
   value: unknown,
   driver: ExternalStorageDriver | undefined,
   cache: PayloadCache
-): Effect.Effect<unknown, unknown> => {
+): Effect.Effect<unknown, ExternalStorageError | ExternalPayloadIntegrityError> => {
   if (Array.isArray(value)) return Effect.forEach(value, (item) => resolveInbound(item, driver, cache))
   if (!Predicate.isRecord(value)) return Effect.succeed(value)
   if (Predicate.isRecord(value["external_storage"])) return fetchReference(value["external_storage"], value["codec"], driver, cache)

@@ -7,7 +7,7 @@
  * @internal
  */
 import { messageOf } from "../../../core/internal/errors.js"
-import type { StepResult } from "../../../protocol/StepProtocol.js"
+import type { StepResult } from "../../../wire/StepProtocol.js"
 import type { ResultRow } from "./statements.js"
 
 /** A claimed task row as a driver returns it (PostgreSQL bigints come back as strings). */

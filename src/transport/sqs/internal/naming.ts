@@ -7,7 +7,7 @@
  * @internal
  */
 import * as Duration from "effect/Duration"
-import { routingToken } from "../../bullmq/internal/naming.js"
+import { routingToken } from "../../../protocol/NestDurableProtocol.js"
 
 /**
  * The default queue-name prefix shared with the engine's `SqsTransport`.

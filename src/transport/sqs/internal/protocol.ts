@@ -9,9 +9,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { nestDurable } from "../../../core/internal/nestDurable.js"
-import type { Outcome, Protocol } from "../../../core/internal/protocol.js"
-import { isWorkflowTaskShape, type StepResult } from "../../../protocol/StepProtocol.js"
+import * as NestDurableProtocol from "../../../protocol/NestDurableProtocol.js"
+import * as Protocol from "../../../seam/Protocol.js"
+import { isWorkflowTaskShape, type StepResult } from "../../../wire/StepProtocol.js"
 
 /**
  * Why a workflow turn found on an SQS queue is rejected.
@@ -27,20 +27,21 @@ export const WORKFLOW_TURN_REJECTED =
  *
  * @since 0.1.0
  */
-export const stepsOnly = (partition: string | undefined): Protocol<StepResult> => {
-  const base = nestDurable({ partition })
+export const stepsOnly = (partition: string | undefined): Protocol.Protocol<StepResult> => {
+  const base = NestDurableProtocol.make({ partition })
   return {
     name: "nestjs-durable (sqs)",
+    pools: base.pools,
     label: base.label,
-    process: (handlers, payload) =>
-      isWorkflowTaskShape(payload)
-        ? Effect.succeed<Outcome<StepResult>>({ _tag: "Reject", reason: WORKFLOW_TURN_REJECTED })
-        : Effect.map(base.process(handlers, payload), (outcome): Outcome<StepResult> =>
+    process: (handlers, task) =>
+      isWorkflowTaskShape(task.payload)
+        ? Effect.succeed(Protocol.reject(WORKFLOW_TURN_REJECTED))
+        : Effect.map(base.process(handlers, task), (outcome): Protocol.Outcome<StepResult> =>
           outcome._tag === "Reject"
             ? outcome
             : outcome.reply._tag === "StepResult"
-            ? { _tag: "Reply", reply: outcome.reply.result }
-            : { _tag: "Reject", reason: WORKFLOW_TURN_REJECTED }),
+            ? Protocol.reply(outcome.reply.result, outcome.ok)
+            : Protocol.reject(WORKFLOW_TURN_REJECTED)),
     cancelled: (payload) =>
       Option.flatMap(base.cancelled(payload), (reply) =>
         reply._tag === "StepResult" ? Option.some(reply.result) : Option.none())

@@ -1,27 +1,35 @@
+/**
+ * The nestjs-durable engine's remote protocol: step tasks and workflow turns, which share queues
+ * and are told apart by shape; what a worker answers (a step result or a workflow decision); and the
+ * engine's routing tokens, which every broker of the engine names its queues and groups by.
+ *
+ * @since 0.2.0
+ */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { decodeStepTask, isWorkflowTaskShape, type StepResult } from "../../protocol/StepProtocol.js"
-import { decodeWorkflowTask, type WorkflowDecision } from "../../protocol/WorkflowProtocol.js"
-import { processStep } from "../Step.js"
-import { processWorkflowTask } from "../Workflow.js"
-import type { Handlers, Outcome, Protocol } from "./protocol.js"
+import { decodeStepTask, isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
+import { decodeWorkflowTask, type WorkflowDecision } from "../wire/WorkflowProtocol.js"
+import { processStep } from "../core/Step.js"
+import { processWorkflowTask } from "../core/Workflow.js"
+import * as Protocol from "../seam/Protocol.js"
+import type { Handlers, Outcome } from "../seam/Protocol.js"
 
 /**
  * What a worker sends back to the nestjs-durable engine: a step result (`<P>-results`) or a
  * workflow decision (`<P>-decisions`).
  *
- * @internal
+ * @since 0.2.0
+ * @category models
  */
 export type NestReply =
   | { readonly _tag: "StepResult"; readonly result: StepResult }
   | { readonly _tag: "WorkflowDecision"; readonly decision: WorkflowDecision }
 
-const stepReply = (result: StepResult): Outcome<NestReply> => ({ _tag: "Reply", reply: { _tag: "StepResult", result } })
-const decisionReply = (decision: WorkflowDecision): Outcome<NestReply> => ({
-  _tag: "Reply",
-  reply: { _tag: "WorkflowDecision", decision }
-})
+/** A step's reply counts as a success for the controller only when the step completed. */
+const stepReply = (result: StepResult): Outcome<NestReply> =>
+  Protocol.reply({ _tag: "StepResult", result }, result.status === "completed")
+const decisionReply = (decision: WorkflowDecision): Outcome<NestReply> => Protocol.reply({ _tag: "WorkflowDecision", decision })
 
 const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
   Either.match(decodeStepTask(payload), {
@@ -30,7 +38,7 @@ const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
       Effect.as(
         Effect.logError("malformed step task", error.detail),
         error.identity === undefined
-          ? { _tag: "Reject", reason: error.message }
+          ? Protocol.reject(error.message)
           : stepReply({
             ...error.identity,
             status: "failed",
@@ -49,7 +57,7 @@ const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string |
       Effect.as(
         Effect.logError("malformed workflow task", error.detail),
         error.identity === undefined
-          ? { _tag: "Reject", reason: error.message }
+          ? Protocol.reject(error.message)
           : decisionReply({
             ...error.identity,
             status: "failed",
@@ -63,7 +71,8 @@ const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string |
  * The run and step a step-task payload names, when it names them, with its routing group. Read by
  * hand rather than decoded: transports read it for every task they take.
  *
- * @internal
+ * @since 0.2.0
+ * @category identity
  */
 export const stepIdentity = (
   payload: unknown
@@ -78,7 +87,8 @@ export const stepIdentity = (
 /**
  * The run (and task id) a workflow-turn payload names, when it is one, with its routing group.
  *
- * @internal
+ * @since 0.2.0
+ * @category identity
  */
 export const turnIdentity = (
   payload: unknown
@@ -113,19 +123,75 @@ const cancelledReply = (payload: unknown): Option.Option<NestReply> => {
 }
 
 /**
- * The nestjs-durable engine's remote protocol: step tasks and workflow turns share queues and are
- * told apart by shape. `partition` is the one a workflow's `call` without a group is sent with.
+ * The pool of the engine's tasks: steps and workflow turns share queues, so they share the
+ * worker's `concurrency`.
  *
- * @internal
+ * @since 0.2.0
+ * @category pools
  */
-export const nestDurable = (options: { readonly partition?: string | undefined } = {}): Protocol<NestReply> => ({
+export const pools = { step: Protocol.pool("step", "concurrency") } as const
+
+/**
+ * The protocol. `partition` is the one a workflow's `call` without a group is sent with.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const make = (options: { readonly partition?: string | undefined } = {}): Protocol.Protocol<NestReply> => ({
   name: "nestjs-durable",
+  pools,
   label: (payload) => {
     const workflow = isWorkflowTaskShape(payload)
     const name = (payload as { name?: unknown; workflow?: unknown } | null)?.[workflow ? "workflow" : "name"]
     return { kind: workflow ? "workflow" : "step", name: typeof name === "string" ? name : undefined }
   },
-  process: (handlers, payload) =>
-    isWorkflowTaskShape(payload) ? runTurn(handlers, payload, options.partition) : runStep(handlers, payload),
+  process: (handlers, task) => processPayload(handlers, task.payload, options),
   cancelled: cancelledReply
 })
+
+/**
+ * Runs one task payload without any broker, as a poller's delivery would be run: the step result
+ * or workflow decision, or `Reject` with the reason when the payload is not a task at all.
+ *
+ * @since 0.2.0
+ * @category running
+ */
+export const processPayload = <R>(handlers: Handlers<R>, payload: unknown, options: { readonly partition?: string | undefined } = {}) =>
+  isWorkflowTaskShape(payload) ? runTurn(handlers, payload, options.partition) : runStep(handlers, payload)
+
+/**
+ * True for a namespace / tenant / partition value that means "none": absent, `""` or `"default"`.
+ *
+ * @since 0.2.0
+ * @category routing
+ */
+export const isDefaultScope = (value: string | undefined): value is undefined | "" | "default" =>
+  value === undefined || value === "" || value === "default"
+
+/**
+ * Makes a handler name usable in a queue name: every `:` becomes `-` (`.` is kept).
+ *
+ * @since 0.2.0
+ * @category routing
+ */
+export const sanitizeQueueToken = (name: string): string => name.replaceAll(":", "-")
+
+/**
+ * Suffixes a base routing token with its tenant: `<base>@<tenant>`, or `base` alone when the tenant
+ * is absent, empty or `"default"`.
+ *
+ * @since 0.2.0
+ * @category routing
+ */
+export const tenantGroup = (base: string, tenant?: string | undefined): string =>
+  isDefaultScope(tenant) ? base : `${base}@${tenant}`
+
+/**
+ * The routing token a worker consumes for one registered handler name:
+ * `tenantGroup(sanitizeQueueToken(name), partition)`.
+ *
+ * @since 0.2.0
+ * @category routing
+ */
+export const routingToken = (name: string, partition?: string | undefined): string =>
+  tenantGroup(sanitizeQueueToken(name), partition)

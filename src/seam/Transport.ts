@@ -1,28 +1,25 @@
 /**
- * The one seam between the worker runtime and a broker. BullMQ (jobs with locks), SQL (claimed rows
- * with leases), SQS (messages with visibility) and HTTP long-poll (leased tasks) are each a `Layer`
- * providing {@link Transport}; the runtime never knows which one it talks to.
+ * The transport half of the seam: a broker delivers task payloads and sends replies. BullMQ (jobs
+ * with locks), SQL (claimed rows with leases), SQS (messages with visibility) and HTTP long-poll
+ * (leased tasks) are each a `Layer` providing {@link Transport}; the runtime never knows which one it
+ * talks to, and every one answers a task only through its {@link Delivery}.
+ *
+ * A broker fills in what it has with the constructors here ({@link Delivery.make},
+ * {@link Poller.make}, {@link Registration.make}), which supply the rest, so the runtime has one path
+ * for every broker. A transport written outside this package needs only this module, `Protocol`
+ * and a protocol such as `NestDurableProtocol`.
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
-import type * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import type { DurableWorkflow } from "../core/DurableWorkflow.js"
-import type { Protocol } from "../core/internal/protocol.js"
+import type { Handlers, Pool, Protocol, Task } from "./Protocol.js"
+import type { DeregistrationError, RegistrationError, TransportError } from "./TransportError.js"
 
-/**
- * A concurrency pool: step/activity tasks and workflow turns have separate limits where a transport
- * has both kinds on separate pollers. `query` is a pool of one for read-only tasks answered one at a
- * time (Durable Workflow query tasks), outside the step and workflow limits.
- *
- * @since 0.1.0
- * @category models
- */
-export type TaskPool = "step" | "workflow" | "query"
+export { DeregistrationError, RegistrationError, TransportError } from "./TransportError.js"
 
 /**
  * What the worker tells a transport about itself when it registers.
@@ -33,21 +30,27 @@ export type TaskPool = "step" | "workflow" | "query"
 export interface WorkerDescription {
   readonly workerId: string
   readonly buildId: string | undefined
-  /** Registered step (activity) names. */
-  readonly steps: ReadonlyArray<string>
-  /** Registered workflow names. */
-  readonly workflows: ReadonlyArray<string>
-  /**
-   * The Durable Workflow definitions the worker serves (their contracts and fingerprints are part
-   * of a Durable Workflow registration).
-   */
-  readonly durableWorkflows: ReadonlyArray<DurableWorkflow<any>>
+  /** What the worker serves; a transport announces the kinds its protocol runs. */
+  readonly handlers: Handlers<any>
   /** Epoch ms at which the worker was created. */
   readonly startedAt: number
   /** How long one poll may wait for work before it returns empty. */
   readonly pollTimeout: Duration.Duration
   /** The worker's current status, for transports that publish it at registration. */
   readonly status: Effect.Effect<WorkerStatus>
+}
+
+/**
+ * One pool's concurrency: its limit, the permits taken (by running work and outstanding polls)
+ * and the tasks running.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface PoolSlots {
+  readonly limit: number
+  readonly inUse: number
+  readonly running: number
 }
 
 /**
@@ -68,11 +71,8 @@ export interface WorkerStatus {
   readonly rssBytes?: number
   readonly rssLimitBytes?: number
   readonly rssPct?: number
-  /**
-   * Concurrency per pool: the limit, the permits taken (by running work and outstanding polls) and
-   * the tasks running.
-   */
-  readonly slots?: { readonly [pool in TaskPool]: { readonly limit: number; readonly inUse: number; readonly running: number } }
+  /** Concurrency per pool, by the pool's name, for the pools the registration polls. */
+  readonly slots?: { readonly [pool: string]: PoolSlots }
   readonly [extra: string]: unknown
 }
 
@@ -96,11 +96,7 @@ export interface KeepAlive {
  * @since 0.1.0
  * @category models
  */
-export interface Delivery<Reply = any> {
-  /** The broker's id for the task (job id, row key, receipt, task id), for logs. */
-  readonly id: string
-  /** The task as it came off the wire (parsed JSON); its protocol decodes it. */
-  readonly payload: unknown
+export interface Delivery<Reply = any> extends Task {
   /** The orchestrator protocol the payload speaks (how it is decoded, run and answered). */
   readonly protocol: Protocol<Reply>
   readonly keepAlive: Option.Option<KeepAlive>
@@ -112,14 +108,57 @@ export interface Delivery<Reply = any> {
   /** Delivers the reply, then acknowledges the task. */
   readonly complete: (reply: Reply) => Effect.Effect<void, TransportError>
   /**
-   * Where the broker allows it: `complete`, and take the next task of the same subscription in the
+   * `complete`, and where the broker allows it take the next task of the same subscription in the
    * same round trip, under the permit this task held. The runtime uses it while it is not stopping.
    */
-  readonly completeAndTakeNext?: (reply: Reply) => Effect.Effect<Option.Option<Delivery<Reply>>, TransportError>
+  readonly completeAndTakeNext: (reply: Reply) => Effect.Effect<Option.Option<Delivery<Reply>>, TransportError>
   /** Acknowledges a task that cannot be answered (undecodable, no identity), after it was logged. */
   readonly reject: (reason: string) => Effect.Effect<void, TransportError>
   /** Gives un-finished work back to the broker (shutdown), where the broker allows it. */
   readonly abandon: Effect.Effect<void, TransportError>
+}
+
+/**
+ * What a broker must say of a delivery; {@link Delivery.make} fills in the rest.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type DeliveryFields<Reply> =
+  & Pick<Delivery<Reply>, "id" | "payload" | "protocol" | "complete">
+  & Partial<Omit<Delivery<Reply>, "id" | "payload" | "protocol" | "complete">>
+
+const noCancel = () => () => {}
+const notCancelled = Effect.succeed({ cancelRequested: false })
+const noPages: Effect.Effect<ReadonlyArray<unknown>> = Effect.succeed([])
+
+/**
+ * Building deliveries.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const Delivery = {
+  /**
+   * A delivery from what the broker offers. The defaults: no lease to keep, no cancellation, no
+   * next task taken with an answer, `reject` and `abandon` do nothing (the broker redelivers), no
+   * pages, nothing stored elsewhere, heartbeats that never ask for a cancel.
+   */
+  make: <Reply>(fields: DeliveryFields<Reply>): Delivery<Reply> => {
+    const complete = fields.complete
+    return {
+      keepAlive: Option.none(),
+      onCancel: noCancel,
+      completeAndTakeNext: (reply) => Effect.as(complete(reply), Option.none()),
+      reject: () => Effect.void,
+      abandon: Effect.void,
+      rest: noPages,
+      resolve: Effect.succeed,
+      store: Effect.succeed,
+      heartbeat: () => notCancelled,
+      ...fields
+    }
+  }
 }
 
 /**
@@ -131,13 +170,14 @@ export interface Delivery<Reply = any> {
 export interface Poller {
   /** Names the subscription in logs and in shutdown errors, e.g. `queue durable-tasks-pay`. */
   readonly name: string
-  readonly pool: TaskPool
+  /** The pool (declared by the protocol of what it polls) whose permits its polls take. */
+  readonly pool: Pool
   /**
    * Waits, without holding any permit, until the subscription probably has work (a broker's
    * wake-up signal, a notification, or a bounded wait). The runtime calls it before it takes permits
    * for `poll`, so an idle subscription never holds capacity another one could use.
    */
-  readonly ready?: Effect.Effect<void, TransportError>
+  readonly ready: Effect.Effect<void, TransportError>
   /**
    * Takes up to `max` tasks, waiting at most the worker's poll timeout; an empty array when none
    * came. It runs uninterruptibly, so the tasks it took are always handed to the runtime; it must mark
@@ -145,6 +185,20 @@ export interface Poller {
    * stopping the worker interrupts an outstanding poll.
    */
   readonly poll: (max: number) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
+}
+
+/**
+ * Building pollers.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const Poller = {
+  /** A poller; by default it is always ready (its `poll` does the waiting). */
+  make: (fields: Pick<Poller, "name" | "pool" | "poll"> & Partial<Pick<Poller, "ready">>): Poller => ({
+    ready: Effect.void,
+    ...fields
+  })
 }
 
 /**
@@ -173,6 +227,21 @@ export interface Registration {
 }
 
 /**
+ * Building registrations.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const Registration = {
+  /** A registration; by default it has no heartbeat and nothing to deregister. */
+  make: (fields: Pick<Registration, "pollers"> & Partial<Omit<Registration, "pollers">>): Registration => ({
+    heartbeat: Option.none(),
+    deregister: Effect.void,
+    ...fields
+  })
+}
+
+/**
  * A broker.
  *
  * @since 0.1.0
@@ -181,50 +250,14 @@ export interface Registration {
 export class Transport extends Context.Tag("effect-durable-worker/Transport")<Transport, {
   /** A short name for logs and errors, e.g. `bullmq redis://127.0.0.1:6379 prefix durable`. */
   readonly name: string
-  /** The worker id used when the worker's options give none (the runtime's own default otherwise). */
-  readonly defaultWorkerId?: string
+  /**
+   * The protocol its deliveries speak. The runtime sets up the protocol's pools before it
+   * registers, so the registration can announce their sizes.
+   */
+  readonly protocol: Protocol<any>
   /**
    * Registers the worker. Connections and subscriptions it opens live in the given scope, which the
    * runtime closes after deregistration.
    */
   readonly register: (worker: WorkerDescription) => Effect.Effect<Registration, RegistrationError, Scope.Scope>
 }>() {}
-
-/**
- * A broker operation failed. Transient ones (the default) are logged and retried by the runtime;
- * `fatal` ones end the worker loop.
- *
- * @since 0.1.0
- * @category errors
- */
-export class TransportError extends Schema.TaggedError<TransportError>()("TransportError", {
-  transport: Schema.String,
-  operation: Schema.String,
-  message: Schema.String,
-  fatal: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  cause: Schema.optional(Schema.Defect)
-}) {}
-
-/**
- * The worker could not register; no task was taken and no deregistration will be sent.
- *
- * @since 0.1.0
- * @category errors
- */
-export class RegistrationError extends Schema.TaggedError<RegistrationError>()("RegistrationError", {
-  transport: Schema.String,
-  message: Schema.String,
-  cause: Schema.optional(Schema.Defect)
-}) {}
-
-/**
- * The worker-plane deregistration failed (auth, protocol, connection). It is not retried.
- *
- * @since 0.1.0
- * @category errors
- */
-export class DeregistrationError extends Schema.TaggedError<DeregistrationError>()("DeregistrationError", {
-  transport: Schema.String,
-  message: Schema.String,
-  cause: Schema.optional(Schema.Defect)
-}) {}

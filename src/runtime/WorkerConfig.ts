@@ -1,0 +1,263 @@
+/**
+ * How a worker runs: its id, concurrency, poll and shutdown timing. Options are checked once, when
+ * the worker (or this layer) is built, and a bad one fails with a {@link WorkerConfigError} that
+ * names it.
+ *
+ * The configuration is a service with a default: a worker takes it from the environment when one
+ * is provided ({@link layer}, {@link layerConfig} for `DURABLE_*` environment variables) and the
+ * {@link defaults} otherwise; options given to `Worker.make` win over both.
+ *
+ * @since 0.2.0
+ */
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Concurrency from "../services/Concurrency.js"
+
+/**
+ * An invalid worker option, named, with the accepted forms.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class WorkerConfigError extends Schema.TaggedError<WorkerConfigError>()("WorkerConfigError", {
+  option: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Worker options as a user writes them. Durations take anything `Duration.decode` accepts
+ * (`"30 seconds"`, millis, …).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkerOptions {
+  /** The worker's instance id. Default `ts-<hostname>-<pid>-<8 hex>`, new for each worker. */
+  readonly workerId?: string
+  /** The build id announced to orchestrators that route by it. Must not be blank. */
+  readonly buildId?: string
+  /**
+   * Step tasks (and, where they share a poller, workflow turns) at once: a number (fixed, never
+   * gated; default 10), `"adaptive"`, or adaptive bounds and knobs (`{ min, max, start,
+   * ramCeilingPct, ... }`): a latency-gradient controller with a memory admission gate that defers
+   * (never rejects) a task while memory is short.
+   */
+  readonly concurrency?: Concurrency.ConcurrencyOption
+  /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
+  readonly workflowConcurrency?: number
+  /** How long one poll waits for work. Default 35 seconds. */
+  readonly pollTimeout?: Duration.DurationInput
+  /** One deadline for the whole drain at shutdown. Default 30 seconds; negative counts as 0. */
+  readonly shutdownTimeout?: Duration.DurationInput
+  /** Overrides the transport's heartbeat interval. Must be positive. */
+  readonly heartbeatInterval?: Duration.DurationInput
+  /**
+   * How long an interrupted poller or task may take to stop before shutdown reports it as stuck
+   * (and leaves the registration in place). Default 5 seconds.
+   */
+  readonly interruptTimeout?: Duration.DurationInput
+  /** The pause after a failed poll before the next one. Default 1 second. */
+  readonly pollRetryDelay?: Duration.DurationInput
+}
+
+/**
+ * The checked configuration.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ResolvedWorkerConfig {
+  /** The configured id; `undefined` gives each worker a fresh default id. */
+  readonly workerId: string | undefined
+  readonly buildId: string | undefined
+  readonly concurrency: Concurrency.ResolvedConcurrency
+  /** The `concurrency` option as given (the controller is built from it). */
+  readonly concurrencyOption: Concurrency.ConcurrencyOption
+  readonly workflowConcurrency: number
+  readonly pollTimeout: Duration.Duration
+  readonly shutdownTimeout: Duration.Duration
+  readonly heartbeatInterval: Duration.Duration | undefined
+  readonly interruptTimeout: Duration.Duration
+  readonly pollRetryDelay: Duration.Duration
+}
+
+const KEYS: ReadonlyArray<keyof WorkerOptions> = [
+  "workerId",
+  "buildId",
+  "concurrency",
+  "workflowConcurrency",
+  "pollTimeout",
+  "shutdownTimeout",
+  "heartbeatInterval",
+  "interruptTimeout",
+  "pollRetryDelay"
+]
+
+/**
+ * The defaults: fixed concurrency 10, 10 workflow turns, 35 s polls, a 30 s shutdown deadline, 5 s
+ * to stop an interrupted task, 1 s between failed polls, the transport's heartbeat interval.
+ *
+ * @since 0.2.0
+ * @category defaults
+ */
+export const defaults: ResolvedWorkerConfig = {
+  workerId: undefined,
+  buildId: undefined,
+  concurrency: Either.getOrThrow(Concurrency.resolveEither(10)),
+  concurrencyOption: 10,
+  workflowConcurrency: 10,
+  pollTimeout: Duration.seconds(35),
+  shutdownTimeout: Duration.seconds(30),
+  heartbeatInterval: undefined,
+  interruptTimeout: Duration.seconds(5),
+  pollRetryDelay: Duration.seconds(1)
+}
+
+/**
+ * The worker configuration in the environment; {@link defaults} when none is provided.
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export class WorkerConfig extends Context.Reference<WorkerConfig>()("effect-durable-worker/WorkerConfig", {
+  defaultValue: () => defaults
+}) {}
+
+const fail = (option: string, message: string) => Either.left(new WorkerConfigError({ option, message }))
+
+const nonBlank = (option: string, value: unknown) =>
+  value === undefined
+    ? Either.right(undefined)
+    : typeof value === "string" && value.trim() !== ""
+    ? Either.right(value)
+    : fail(option, `${option} must be a non-empty string when provided, got ${JSON.stringify(value)}`)
+
+const positiveInt = (option: string, value: unknown, fallback: number) =>
+  value === undefined
+    ? Either.right(fallback)
+    : Number.isInteger(value) && (value as number) >= 1
+    ? Either.right(value as number)
+    : fail(option, `${option} must be an integer of at least 1, got ${String(value)}`)
+
+const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
+  value === undefined ? Either.right(fallback) : Option.match(Duration.decodeUnknown(value), {
+    onNone: () =>
+      fail(option, `${option} must be a duration (milliseconds, or a string such as "30 seconds"), got ${String(value)}`),
+    onSome: (d) => Either.right(Duration.max(d, Duration.zero))
+  })
+
+/**
+ * Checks options over a base configuration (the {@link defaults} unless given): every option given
+ * replaces the base's.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const resolve = (
+  options: WorkerOptions,
+  base: ResolvedWorkerConfig = defaults
+): Either.Either<ResolvedWorkerConfig, WorkerConfigError> =>
+  Either.gen(function*() {
+    const heartbeatInterval = options.heartbeatInterval === undefined
+      ? base.heartbeatInterval
+      : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero)
+    if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
+      return yield* fail("heartbeatInterval", "heartbeatInterval must be positive")
+    }
+    const concurrency = options.concurrency === undefined
+      ? Either.right(base.concurrency)
+      : Either.mapLeft(
+        Concurrency.resolveEither(options.concurrency),
+        (error) => new WorkerConfigError({ option: error.option, message: error.message })
+      )
+    return {
+      workerId: (yield* nonBlank("workerId", options.workerId)) ?? base.workerId,
+      buildId: (yield* nonBlank("buildId", options.buildId)) ?? base.buildId,
+      concurrency: yield* concurrency,
+      concurrencyOption: options.concurrency ?? base.concurrencyOption,
+      workflowConcurrency: yield* positiveInt("workflowConcurrency", options.workflowConcurrency, base.workflowConcurrency),
+      pollTimeout: yield* duration("pollTimeout", options.pollTimeout, base.pollTimeout),
+      shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, base.shutdownTimeout),
+      heartbeatInterval,
+      interruptTimeout: yield* duration("interruptTimeout", options.interruptTimeout, base.interruptTimeout),
+      pollRetryDelay: yield* duration("pollRetryDelay", options.pollRetryDelay, base.pollRetryDelay)
+    }
+  })
+
+/**
+ * Refuses keys that are not options of `known`, naming the first one (the promise facade and the
+ * transports check their option objects with it).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const unknownKey = (options: object, known: ReadonlyArray<string>): string | undefined =>
+  Object.keys(options).find((key) => !known.includes(key))
+
+/**
+ * The names of {@link WorkerOptions}.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const optionNames: ReadonlyArray<string> = KEYS
+
+/**
+ * A layer with these options over the {@link defaults}.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerConfigError> =>
+  Layer.effect(WorkerConfig, resolve(options))
+
+/**
+ * The options read from the environment, each optional: `DURABLE_WORKER_ID`, `DURABLE_BUILD_ID`,
+ * `DURABLE_CONCURRENCY` (a number or `adaptive`), `DURABLE_WORKFLOW_CONCURRENCY`,
+ * `DURABLE_POLL_TIMEOUT`, `DURABLE_SHUTDOWN_TIMEOUT`, `DURABLE_HEARTBEAT_INTERVAL`,
+ * `DURABLE_INTERRUPT_TIMEOUT`, `DURABLE_POLL_RETRY_DELAY` (durations such as `30 seconds`).
+ *
+ * @since 0.2.0
+ * @category config
+ */
+export const config: Config.Config<WorkerOptions> = Config.all({
+  workerId: Config.option(Config.string("DURABLE_WORKER_ID")),
+  buildId: Config.option(Config.string("DURABLE_BUILD_ID")),
+  concurrency: Config.option(
+    Config.orElse(Config.integer("DURABLE_CONCURRENCY"), () => Config.literal("adaptive")("DURABLE_CONCURRENCY"))
+  ),
+  workflowConcurrency: Config.option(Config.integer("DURABLE_WORKFLOW_CONCURRENCY")),
+  pollTimeout: Config.option(Config.duration("DURABLE_POLL_TIMEOUT")),
+  shutdownTimeout: Config.option(Config.duration("DURABLE_SHUTDOWN_TIMEOUT")),
+  heartbeatInterval: Config.option(Config.duration("DURABLE_HEARTBEAT_INTERVAL")),
+  interruptTimeout: Config.option(Config.duration("DURABLE_INTERRUPT_TIMEOUT")),
+  pollRetryDelay: Config.option(Config.duration("DURABLE_POLL_RETRY_DELAY"))
+}).pipe(
+  Config.map((read) =>
+    Object.fromEntries(
+      Object.entries(read as Record<string, Option.Option<unknown>>).flatMap(([key, value]) =>
+        Option.isSome(value) ? [[key, value.value]] : []
+      )
+    ) as WorkerOptions
+  )
+)
+
+/**
+ * A layer with the options read from `source` (the environment's {@link config} by default); the
+ * options given here win over it.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: WorkerOptions = {},
+  source: Config.Config<WorkerOptions> = config
+): Layer.Layer<WorkerConfig, WorkerConfigError | ConfigError.ConfigError> =>
+  Layer.effect(WorkerConfig, Effect.flatMap(source, (read) => resolve({ ...read, ...options })))

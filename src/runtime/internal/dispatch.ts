@@ -1,0 +1,215 @@
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import type { Handlers, Outcome } from "../../seam/Protocol.js"
+import type { Delivery, Poller, TransportError } from "../../seam/Transport.js"
+import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
+import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
+import { WorkerLoopError } from "../WorkerError.js"
+import { watchCancel } from "./cancellation.js"
+import type { Leases } from "./leases.js"
+import type { Pools } from "./pools.js"
+import { replyRetry } from "./replyRetry.js"
+
+/** Which task a serving fiber is on, for shutdown's report of what could not be stopped. @internal */
+export interface ServingLabel {
+  readonly poller: string
+  delivery: Delivery
+}
+
+/** What the dispatcher works with. @internal */
+export interface DispatchEnv<R> {
+  readonly config: ResolvedWorkerConfig
+  readonly handlers: Handlers<R>
+  readonly pools: Pools
+  readonly leases: Leases
+  readonly controller: ConcurrencyController.ConcurrencyController["Type"]
+  /** Done once the worker is stopping: no next task is taken with an answer from then on. */
+  readonly stopping: Deferred.Deferred<void>
+  /** Serving fibers and the task each is on. */
+  readonly serving: Map<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>
+}
+
+/** Logs about one delivery carry its id (annotated here rather than on the whole task path). */
+const aboutDelivery = (delivery: Delivery) => Effect.annotateLogs("delivery", delivery.id)
+
+/** Runs a task's processing, the one interruptible part of the task path, to its exit. */
+const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
+
+/**
+ * The task path: a poll loop per poller takes permits, polls, and serves each delivery in a fiber
+ * of its own under its permit — lease kept, processed under the controller, answered — going on with
+ * the next task the transport hands over with an answer.
+ *
+ * @internal
+ */
+export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
+  const { config, controller, handlers, leases, pools, serving, stopping } = env
+
+  /** Sends a reply (or the rejection), retrying a failed send a few times; never fails. */
+  const answer = (delivery: Delivery, outcome: Outcome<unknown>) => {
+    const send = outcome._tag === "Reply"
+      ? delivery.complete(outcome.reply)
+      : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
+    return retried(send, send)
+  }
+
+  /** A first attempt, then (built only when it failed) the retries of `again`; never fails. */
+  const retried = <A>(first: Effect.Effect<A, TransportError>, again: Effect.Effect<unknown, TransportError>) =>
+    first.pipe(
+      Effect.catchAll((error) =>
+        Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), Effect.retry(again, replyRetry))
+      ),
+      Effect.catchAll((error) =>
+        Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+      )
+    )
+
+  /**
+   * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
+   * of the same subscription in the same round trip (the permit stays with this fiber).
+   */
+  const answerTakingNext = (delivery: Delivery, outcome: Outcome<unknown>): Effect.Effect<Option.Option<Delivery>> => {
+    if (outcome._tag === "Reject") return Effect.as(answer(delivery, outcome), Option.none())
+    const reply = outcome.reply
+    return Effect.flatMap(Deferred.isDone(stopping), (stop) =>
+      stop
+        ? Effect.as(answer(delivery, outcome), Option.none())
+        : Effect.map(
+          retried(delivery.completeAndTakeNext(reply), delivery.complete(reply)),
+          (next) => Option.isOption(next) ? next as Option.Option<Delivery> : Option.none()
+        ))
+  }
+
+  /**
+   * Processes a delivery under the concurrency controller, interruptibly, to its exit: a gating
+   * controller admits it first (a deferred task waits here, its lease kept alive); one that does
+   * not gate counts it around the processing. The controller learns from how long it ran and
+   * whether it succeeded.
+   */
+  const processed = (delivery: Delivery): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
+    const process = delivery.protocol.process(handlers, delivery)
+    const label = delivery.protocol.label(delivery.payload)
+    const name = label.kind === "workflow" ? undefined : label.name
+    const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && exit.value._tag === "Reply" && exit.value.ok
+    if (controller.gates) return interruptibleExit(controller.run(name, process, { kind: label.kind, ok }))
+    // nothing to wait for: counted around the processing, with no interruption handler of its own
+    const done = controller.count(name, label.kind)
+    return Effect.tap(interruptibleExit(process), (exit) => Effect.sync(() => done(ok(exit))))
+  }
+
+  /** A delivery whose processing ended without an outcome: answered as cancelled, or given back. */
+  const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, cancelled: boolean) =>
+    Effect.gen(function*() {
+      const reply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
+      if (Option.isSome(reply)) {
+        yield* Effect.logInfo("run cancelled: its running task was interrupted").pipe(aboutDelivery(delivery))
+        yield* answer(delivery, { _tag: "Reply", reply: reply.value, ok: false })
+      } else if (Exit.isInterrupted(exit)) {
+        yield* delivery.abandon.pipe(
+          Effect.timeout(config.interruptTimeout),
+          Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error)),
+          aboutDelivery(delivery)
+        )
+      } else {
+        yield* Effect.logError("a task ended without an outcome; giving it back", Cause.pretty(exit.cause)).pipe(
+          aboutDelivery(delivery)
+        )
+        yield* Effect.ignore(delivery.abandon)
+      }
+    })
+
+  /**
+   * Runs one delivery under the caller's permit, in the serving fiber itself: keeps its lease
+   * alive, processes it, answers, and returns the next delivery the transport handed over, if any.
+   * A cancel of its run interrupts this fiber while the task is processing; the task is then
+   * answered as cancelled and the fiber ends (its permit goes back to the poller). Interrupted
+   * otherwise (shutdown deadline), it gives the task back.
+   */
+  const serveOne = (
+    delivery: Delivery,
+    self: Fiber.RuntimeFiber<unknown, unknown>,
+    clock: Clock.Clock
+  ): Effect.Effect<Option.Option<Delivery>, never, R> =>
+    Effect.suspend(() => {
+      if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, clock.unsafeCurrentTimeMillis())
+      const watch = watchCancel(delivery, self)
+      return Effect.flatMap(processed(delivery), (exit) => {
+        const cancelled = watch.end()
+        leases.remove(delivery)
+        if (Exit.isSuccess(exit)) {
+          // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
+          return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
+        }
+        return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
+      })
+    })
+
+  /**
+   * Serves deliveries one after another under one permit, as long as the transport hands them
+   * over. Uninterruptible but for the processing itself.
+   */
+  const serveDeliveries = (first: Delivery, poller: Poller) =>
+    Effect.clockWith((clock) =>
+      Effect.withFiberRuntime<void, never, R>((self) => {
+        const label: ServingLabel = { poller: poller.name, delivery: first }
+        serving.set(self, label)
+        const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
+          label.delivery = delivery
+          return Effect.flatMap(
+            serveOne(delivery, self, clock),
+            (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value)
+          )
+        }
+        return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => serving.delete(self))))
+      })
+    )
+
+  const pollOnce = (poller: Poller, work: FiberSet.FiberSet) =>
+    Effect.flatMap(pools.of(poller.pool), ({ limiter, running }) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          yield* restore(poller.ready)
+          const taken = yield* restore(limiter.takeUpTo(Number.MAX_SAFE_INTEGER))
+          // not restored: a poll is interruptible only where it says so (while it waits and has
+          // taken nothing), so the tasks it took are always handed over
+          const polled = yield* Effect.exit(poller.poll(taken))
+          if (Exit.isFailure(polled)) {
+            yield* limiter.release(taken)
+            return yield* polled
+          }
+          const deliveries = polled.value
+          yield* limiter.release(taken - deliveries.length)
+          for (const delivery of deliveries) {
+            yield* Ref.update(running, (n) => n + 1)
+            yield* FiberSet.run(
+              work,
+              serveDeliveries(delivery, poller).pipe(
+                Effect.ensuring(Effect.zipRight(limiter.release(1), Ref.update(running, (n) => n - 1)))
+              )
+            )
+          }
+        })
+      )
+    )
+
+  /** Polls until interrupted; a transient poll failure is logged and retried after a pause. */
+  const pollLoop = (poller: Poller, work: FiberSet.FiberSet): Effect.Effect<never, WorkerLoopError, R> =>
+    pollOnce(poller, work).pipe(
+      Effect.catchIf(
+        (error: TransportError) => !error.fatal,
+        (error) =>
+          Effect.zipRight(Effect.logWarning(`poll failed on ${poller.name}; retrying`, error), Effect.sleep(config.pollRetryDelay))
+      ),
+      Effect.forever,
+      Effect.catchAllCause((cause) => Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) })))
+    )
+
+  return { pollLoop }
+}

@@ -1,0 +1,81 @@
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import type * as Scope from "effect/Scope"
+import type { Delivery, KeepAlive } from "../../seam/Transport.js"
+
+/**
+ * The leases of the deliveries that run or wait for admission, kept alive by one refresher.
+ *
+ * @internal
+ */
+export interface Leases {
+  /** Starts keeping the delivery's lease: first renewed one interval from `now`. */
+  readonly add: (delivery: Delivery, keepAlive: KeepAlive, now: number) => void
+  /** Stops keeping it (the task was answered or given back). */
+  readonly remove: (delivery: Delivery) => void
+}
+
+interface Lease {
+  due: number
+  readonly interval: number
+  readonly keepAlive: KeepAlive
+}
+
+/**
+ * One refresher fiber for every lease, rather than a timer per task: it sleeps until the earliest
+ * lease is due (woken when a sooner one is added) and renews each lease once its interval has
+ * passed since it was taken or last renewed. The refresher and the renewals it starts live in the
+ * given scope.
+ *
+ * @internal
+ */
+export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(function*() {
+  const leases = new Map<Delivery, Lease>()
+  const renewals = yield* FiberSet.make()
+  let wakesAt = Number.POSITIVE_INFINITY
+  let wake = Deferred.unsafeMake<void>(FiberId.none)
+
+  const refresh = Effect.gen(function*() {
+    // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
+    const woken = wake = Deferred.unsafeMake<void>(FiberId.none)
+    const now = yield* Clock.currentTimeMillis
+    // the wake-up a lease asked for stands even if that lease is gone already (short tasks end
+    // before the refresher runs): one harmless early pass, rather than a pass per task
+    let next = wakesAt > now ? wakesAt : Number.POSITIVE_INFINITY
+    for (const [delivery, lease] of leases) {
+      if (lease.due <= now) {
+        lease.due = now + lease.interval
+        yield* FiberSet.run(
+          renewals,
+          lease.keepAlive.renew.pipe(
+            Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
+            Effect.annotateLogs({ delivery: delivery.id })
+          )
+        )
+      }
+      next = Math.min(next, lease.due)
+    }
+    wakesAt = next
+    yield* Number.isFinite(next)
+      ? Effect.raceFirst(Effect.sleep(next - now), Deferred.await(woken))
+      : Deferred.await(woken)
+  })
+  yield* Effect.forkScoped(Effect.forever(refresh))
+
+  return {
+    add: (delivery, keepAlive, now) => {
+      const interval = Duration.toMillis(keepAlive.interval)
+      leases.set(delivery, { due: now + interval, interval, keepAlive })
+      if (now + interval < wakesAt) {
+        wakesAt = now + interval
+        Deferred.unsafeDone(wake, Exit.void)
+      }
+    },
+    remove: (delivery) => void leases.delete(delivery)
+  }
+})

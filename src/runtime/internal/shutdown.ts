@@ -1,0 +1,83 @@
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import type { Registration } from "../../seam/Transport.js"
+import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
+import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
+import { ShutdownTimeoutError } from "../WorkerError.js"
+import type { ShutdownError } from "../WorkerError.js"
+import type { ServingLabel } from "./dispatch.js"
+
+/** What a shutdown stops. @internal */
+export interface ShutdownEnv {
+  readonly config: ResolvedWorkerConfig
+  readonly registration: Registration
+  readonly controller: ConcurrencyController.ConcurrencyController["Type"]
+  /** The poll loops and the heartbeat, with the name each is reported by. */
+  readonly loops: FiberSet.FiberSet<never, unknown>
+  readonly loopNames: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, string>
+  /** The serving fibers, with the task each is on. */
+  readonly work: FiberSet.FiberSet
+  readonly serving: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>
+  /** Done when the drain deadline is to be cut short (`forceStop`). */
+  readonly forced: Deferred.Deferred<void>
+}
+
+/** Interrupts fibers and waits for each up to the bound; returns the labels of those still running. */
+const stopFibers = (
+  fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>,
+  bound: Duration.Duration,
+  label: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => string
+) =>
+  Effect.gen(function*() {
+    for (const fiber of fibers) yield* Fiber.interruptFork(fiber)
+    const stopped = yield* Effect.forEach(
+      fibers,
+      (fiber) => Fiber.await(fiber).pipe(Effect.timeout(bound), Effect.option),
+      { concurrency: "unbounded" }
+    )
+    return fibers.flatMap((fiber, i) => Option.isNone(stopped[i]!) ? [label(fiber)] : [])
+  })
+
+/**
+ * The shutdown (L3, L6): stop every poller, then wait for accepted work within the one
+ * `shutdownTimeout` deadline, interrupt what still runs at it, then deregister — unless something
+ * could not be stopped, which fails the shutdown by name and leaves the registration in place.
+ *
+ * @internal
+ */
+export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =>
+  Effect.gen(function*() {
+    const { config, serving, work } = env
+    const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(config.shutdownTimeout)
+    yield* Effect.logInfo("worker stopping: pollers first, then draining accepted work")
+    yield* env.controller.beginDrain
+    const stuckPollers = yield* stopFibers(
+      Array.from(env.loops),
+      config.interruptTimeout,
+      (fiber) => env.loopNames.get(fiber) ?? "a worker loop"
+    )
+    const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
+    const drained = yield* FiberSet.awaitEmpty(work).pipe(
+      Effect.as(true),
+      Effect.raceFirst(Effect.as(Effect.sleep(remaining), false)),
+      Effect.raceFirst(Effect.as(Deferred.await(env.forced), false))
+    )
+    const leftover = Array.from(work)
+    if (!drained && leftover.length > 0) {
+      yield* Effect.logWarning(`interrupting ${leftover.length} task(s) still running at the shutdown deadline`)
+    }
+    const stuckTasks = yield* stopFibers(leftover, config.interruptTimeout, (fiber) => {
+      const label = serving.get(fiber)
+      return label === undefined ? "a task" : `task ${label.delivery.id} from ${label.poller}`
+    })
+    if (stuckPollers.length > 0 || stuckTasks.length > 0) {
+      return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
+    }
+    yield* env.registration.deregister
+    yield* Effect.logInfo("worker stopped and deregistered")
+  })

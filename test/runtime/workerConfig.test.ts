@@ -1,0 +1,79 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Worker from "../../src/runtime/Worker.js"
+import * as WorkerConfig from "../../src/runtime/WorkerConfig.js"
+
+const fromEnv = (env: Record<string, string>) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+describe("WorkerConfig", () => {
+  it.effect("a worker built with no configuration in the environment takes the documented defaults", () =>
+    Effect.gen(function*() {
+      const worker = yield* Worker.make({})
+      const status = yield* worker.status
+      assert.deepStrictEqual(status.concurrency, { mode: "fixed", limit: 10 })
+      assert.match(worker.id, /^ts-.+-\d+-[0-9a-f]{8}$/)
+      const other = yield* Worker.make({})
+      assert.notStrictEqual(worker.id, other.id, "every worker gets an id of its own")
+      assert.strictEqual(Duration.toMillis(WorkerConfig.defaults.shutdownTimeout), 30_000)
+      assert.strictEqual(Duration.toMillis(WorkerConfig.defaults.pollTimeout), 35_000)
+    }))
+
+  it.effect("layerConfig reads DURABLE_* variables; options given to make win over them", () =>
+    Effect.gen(function*() {
+      const worker = yield* Worker.make({ workerId: "explicit" })
+      assert.strictEqual(worker.id, "explicit")
+      const config = yield* WorkerConfig.WorkerConfig
+      assert.strictEqual(config.workerId, "from-env")
+      assert.strictEqual(config.concurrency.limit, 3)
+      assert.strictEqual(config.workflowConcurrency, 2)
+      assert.strictEqual(Duration.toMillis(config.shutdownTimeout), 5_000)
+      const fromEnvironment = yield* Worker.make({})
+      assert.strictEqual(fromEnvironment.id, "from-env")
+      assert.strictEqual((yield* fromEnvironment.status).concurrency.limit, 3)
+    }).pipe(
+      Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv({
+        DURABLE_WORKER_ID: "from-env",
+        DURABLE_CONCURRENCY: "3",
+        DURABLE_WORKFLOW_CONCURRENCY: "2",
+        DURABLE_SHUTDOWN_TIMEOUT: "5 seconds"
+      }))))
+    ))
+
+  it.effect("DURABLE_CONCURRENCY=adaptive selects the adaptive controller", () =>
+    Effect.gen(function*() {
+      const config = yield* WorkerConfig.WorkerConfig
+      assert.strictEqual(config.concurrency.mode, "adaptive")
+    }).pipe(Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv({ DURABLE_CONCURRENCY: "adaptive" }))))))
+
+  it.effect("a bad value in the environment fails the layer with the option named", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Layer.build(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv({ DURABLE_WORKFLOW_CONCURRENCY: "0" })))).pipe(Effect.scoped)
+      )
+      assert.strictEqual(error._tag, "WorkerConfigError")
+      assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "workflowConcurrency")
+    }))
+
+  it.effect("an unknown option is refused by name when the worker is built", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Worker.make({ shutdownTimeoutMs: 10 } as Worker.WorkerDefinition))
+      assert.strictEqual(error._tag, "WorkerConfigError")
+      assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "shutdownTimeoutMs")
+    }))
+
+  it("resolve checks each option and names the first bad one", () => {
+    const option = (options: WorkerConfig.WorkerOptions) =>
+      Either.match(WorkerConfig.resolve(options), { onLeft: (e) => e.option, onRight: () => "ok" })
+    assert.strictEqual(option({ workerId: " " }), "workerId")
+    assert.strictEqual(option({ buildId: "" }), "buildId")
+    assert.strictEqual(option({ workflowConcurrency: 1.5 }), "workflowConcurrency")
+    assert.strictEqual(option({ pollTimeout: "soon" as never }), "pollTimeout")
+    assert.strictEqual(option({ heartbeatInterval: 0 }), "heartbeatInterval")
+    assert.strictEqual(option({ concurrency: "fast" as never }), "concurrency")
+    assert.strictEqual(option({ shutdownTimeout: -5 }), "ok", "a negative deadline counts as 0")
+  })
+})
