@@ -15,6 +15,7 @@ import * as Predicate from "effect/Predicate"
 import * as Runtime from "effect/Runtime"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schema from "effect/Schema"
+import { unencodable, unserializableError } from "../wire/internal/json.js"
 import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
 import { withTaskSpan } from "./internal/fiberRefs.js"
@@ -334,7 +335,12 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
           failed(base, { message: `no handler for ${task.name}`, retryable: false }, [])
         )
       }
-      if (Exit.isSuccess(exit)) return Effect.succeed(completed(base, exit.value, events))
+      if (Exit.isSuccess(exit)) {
+        const bad = unencodable(exit.value)
+        if (bad === undefined) return Effect.succeed(completed(base, exit.value, events))
+        const error = unserializableError(`the output of step "${task.name}"`, bad)
+        return Effect.as(Effect.annotateLogs(Effect.logError(error.message), annotations()), failed(base, error, events))
+      }
       const failure = Option.getOrElse(
         Cause.failureOption(exit.cause),
         () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("step handler was interrupted"))

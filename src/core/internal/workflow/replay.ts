@@ -13,6 +13,7 @@ import type {
   WorkflowTask
 } from "../../../wire/WorkflowProtocol.js"
 import { makeStepLogger, type StepLogger } from "../stepLogger.js"
+import { unencodable, unserializableError } from "../../../wire/internal/json.js"
 import { type SleepDuration, toSleepMillis } from "./duration.js"
 import {
   type FatalReplayError,
@@ -587,8 +588,17 @@ export class Turn {
       return { ...base, status: "failed", commands, error: toWorkflowStepError(this.fatalError.error, "workflow") }
     }
     switch (outcome._tag) {
-      case "Completed":
-        return { ...base, status: "completed", commands, output: outcome.value }
+      case "Completed": {
+        const bad = unencodable(outcome.value)
+        return bad === undefined
+          ? { ...base, status: "completed", commands, output: outcome.value }
+          : {
+            ...base,
+            status: "failed",
+            commands,
+            error: unserializableError(`the output of workflow ${JSON.stringify(this.task.workflow)}`, bad)
+          }
+      }
       case "Failed":
         return {
           ...base,

@@ -1,0 +1,62 @@
+/**
+ * Why a value cannot go on a JSON wire, and where in it: what `JSON.stringify` would throw on (a
+ * BigInt, a cycle) or silently change (a function or symbol dropped, a non-finite number turned into
+ * `null`). Checked where a handler's result is built, so a bad result fails at once, named, instead of
+ * failing the answer later.
+ *
+ * @internal
+ */
+export interface Unencodable {
+  /** Where the bad value is, e.g. `$.items[2].amount`. */
+  readonly path: string
+  readonly reason: string
+}
+
+const key = (path: string, name: string) => /^[A-Za-z_$][\w$]*$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`
+
+/** The first part of `value` that JSON cannot carry, or `undefined` when all of it can. @internal */
+export const unencodable = (value: unknown): Unencodable | undefined => {
+  const open = new Set<object>()
+  const visit = (v: unknown, path: string, inObject: boolean): Unencodable | undefined => {
+    switch (typeof v) {
+      case "string":
+      case "boolean":
+        return undefined
+      case "number":
+        return Number.isFinite(v) ? undefined : { path, reason: `the number ${v} has no JSON form` }
+      case "bigint":
+        return { path, reason: "a BigInt has no JSON form (return it as a string or number)" }
+      case "function":
+        return { path, reason: "a function has no JSON form" }
+      case "symbol":
+        return { path, reason: "a symbol has no JSON form" }
+      case "undefined":
+        // a property that is undefined is left out, as JSON.stringify does; in an array it would become null
+        return inObject ? undefined : { path, reason: "undefined in an array has no JSON form" }
+    }
+    if (v === null) return undefined
+    const object = v as object & { toJSON?: unknown }
+    if (typeof object.toJSON === "function") return visit((object.toJSON as (k: string) => unknown)(""), path, inObject)
+    if (open.has(object)) return { path, reason: "the value refers to itself (a cycle)" }
+    open.add(object)
+    let found: Unencodable | undefined
+    if (Array.isArray(object)) {
+      for (let i = 0; i < object.length && found === undefined; i++) found = visit(object[i], `${path}[${i}]`, false)
+    } else {
+      for (const name of Object.keys(object)) {
+        found = visit((object as Record<string, unknown>)[name], key(path, name), true)
+        if (found !== undefined) break
+      }
+    }
+    open.delete(object)
+    return found
+  }
+  return value === undefined ? undefined : visit(value, "$", false)
+}
+
+/** The failure a result that cannot be encoded is answered with: final, since a retry returns the same. @internal */
+export const unserializableError = (what: string, bad: Unencodable) => ({
+  message: `${what} cannot be encoded as JSON: ${bad.reason} at ${bad.path}`,
+  code: "unserializable_output",
+  retryable: false
+})

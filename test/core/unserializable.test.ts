@@ -1,0 +1,60 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Step from "../../src/core/Step.js"
+import * as Workflow from "../../src/core/Workflow.js"
+import { StepTask } from "../../src/wire/StepProtocol.js"
+import { makeTask } from "./workflowSupport.js"
+
+const task = (name: string) => StepTask.make({ runId: "run-1", seq: 1, name, stepId: "run-1:1", group: name, attempt: 1 })
+
+const outputOf = (output: unknown) =>
+  Effect.flatMap(
+    Step.registry([Step.make("s", () => Effect.succeed(output))]),
+    (registry) => Step.processStep(registry, task("s"))
+  )
+
+const cyclic: Record<string, unknown> = { name: "a" }
+cyclic["self"] = cyclic
+
+describe("a result that JSON cannot carry", () => {
+  for (
+    const [label, output, path, reason] of [
+      ["a BigInt", { total: 10n }, "$.total", /BigInt/],
+      ["a cycle", cyclic, "$.self", /cycle/],
+      ["a nested function", { items: [{ fn: () => 1 }] }, "$.items[0].fn", /function/],
+      ["a symbol", [Symbol("x")], "$[0]", /symbol/],
+      ["a non-finite number", { ratio: Number.NaN }, "$.ratio", /NaN/],
+      ["undefined in an array", [1, undefined], "$[1]", /undefined/],
+      ["a key that is not an identifier", { "a b": Infinity }, `$["a b"]`, /Infinity/]
+    ] as const
+  ) {
+    it.effect(`${label} fails the step at once, for good, naming where it is`, () =>
+      Effect.gen(function*() {
+        const result = yield* outputOf(output)
+        assert.strictEqual(result.status, "failed")
+        assert.strictEqual(result.error?.code, "unserializable_output")
+        assert.strictEqual(result.error?.retryable, false)
+        assert.include(result.error?.message, `at ${path}`)
+        assert.match(result.error?.message ?? "", reason)
+      }))
+  }
+
+  it.effect("undefined, absent properties, dates and toJSON values keep their meaning", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* outputOf(undefined)).status, "completed")
+      const dated = yield* outputOf({ at: new Date(0), skip: undefined, n: 1 })
+      assert.strictEqual(dated.status, "completed")
+      const custom = yield* outputOf({ toJSON: () => "plain" })
+      assert.strictEqual(custom.status, "completed")
+    }))
+
+  it.effect("a workflow whose output cannot be encoded fails its turn with unserializable_output", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown) => Effect.succeed({ id: 1n }))
+      const decision = yield* Workflow.processWorkflowTask([wf], makeTask("wf"))
+      assert.strictEqual(decision.status, "failed")
+      const error = (decision as { error?: { code?: unknown; message?: string } }).error
+      assert.strictEqual(error?.code, "unserializable_output")
+      assert.include(error?.message, "at $.id")
+    }))
+})
