@@ -100,6 +100,8 @@ export interface Worker<R = never> {
   readonly forceStop: Effect.Effect<void, ShutdownError>
   /** The status published in heartbeats. */
   readonly status: Effect.Effect<WorkerStatus>
+  /** Waits until the run has registered; fails with the run's error when registration failed. */
+  readonly registered: Effect.Effect<void, RunError>
 }
 
 /** A worker id of its own for every worker, so two workers of one process never share a registration. */
@@ -137,6 +139,8 @@ export const make = <R = never>(
     const stopRequested = yield* Deferred.make<void>()
     const forceRequested = yield* Deferred.make<void>()
     const shutdownOutcome = yield* Deferred.make<void, ShutdownError>()
+    /** Done once the registration succeeded, or failed with the run's error. */
+    const registered = yield* Deferred.make<void, RunError>()
     const pools = yield* makePools(config)
     const controllerRef = yield* Ref.make(Option.none<ConcurrencyController.ConcurrencyController["Type"]>())
     const status = makeStatus(config, pools, controllerRef)
@@ -179,18 +183,20 @@ export const make = <R = never>(
       const transport = yield* Transport
       yield* pools.declare(Object.values(transport.protocol.pools))
       const resources = yield* Scope.make()
-      const registered = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
-      if (Exit.isFailure(registered)) {
-        yield* Scope.close(resources, registered)
+      const registering = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
+      if (Exit.isFailure(registering)) {
+        yield* Scope.close(resources, registering)
         yield* Deferred.succeed(shutdownOutcome, undefined)
-        return yield* Effect.failCause(registered.cause)
+        yield* Deferred.failCause(registered, registering.cause)
+        return yield* Effect.failCause(registering.cause)
       }
-      const registration = registered.value
+      const registration = registering.value
       yield* pools.declare(registration.pollers.map((poller) => poller.pool))
       const controller = yield* ConcurrencyController.make(config.concurrencyOption).pipe(Effect.orDie, Scope.extend(resources))
       yield* Ref.set(controllerRef, Option.some(controller))
       yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
+      yield* Deferred.succeed(registered, undefined)
 
       const fibers = yield* Scope.make()
       const leaseScope = yield* Scope.make()
@@ -294,26 +300,35 @@ export const make = <R = never>(
       runUntil,
       stop,
       forceStop: Effect.zipRight(Deferred.succeed(forceRequested, undefined), stop),
-      status
+      status,
+      registered: Deferred.await(registered)
     }
   })
 
 /**
  * A layer that runs a worker for as long as it is in use; releasing it stops the worker gracefully
- * (a failed shutdown is logged, as finalizers cannot fail).
+ * (a failed shutdown is logged, as finalizers cannot fail). The layer is built once the worker has
+ * registered, and fails with the run's error when registration fails, so an application launched on it
+ * (`Layer.launch`, `NodeRuntime.runMain`) exits with that error instead of living on without a worker.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer = <R = never>(
   definition: WorkerDefinition<R>
-): Layer.Layer<never, WorkerConfigError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged, Transport | R> =>
+): Layer.Layer<
+  never,
+  WorkerConfigError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged | RunError,
+  Transport | R
+> =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const worker = yield* make(definition)
-      yield* worker.run.pipe(
+      const running = yield* worker.run.pipe(
         Effect.tapErrorCause((cause) => Effect.logError("worker failed", cause)),
         Effect.forkScoped
       )
+      // built when registered; a run that ended before that (a failed registration) fails the layer
+      yield* Effect.raceFirst(worker.registered, Effect.zipRight(Fiber.join(running), Effect.never))
     })
   )
