@@ -32,6 +32,7 @@ import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
+import { messageOf } from "../core/internal/errors.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
@@ -42,7 +43,7 @@ import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
 import { shutdown } from "./internal/shutdown.js"
-import { makeStatus } from "./internal/status.js"
+import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
 import { optionNames, resolve, unknownKey, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
@@ -143,7 +144,10 @@ export const make = <R = never>(
     const registered = yield* Deferred.make<void, RunError>()
     const pools = yield* makePools(config)
     const controllerRef = yield* Ref.make(Option.none<ConcurrencyController.ConcurrencyController["Type"]>())
-    const status = makeStatus(config, pools, controllerRef)
+    const lifecycleState = yield* Ref.make<Lifecycle>({ state: "starting" })
+    const enter = (state: WorkerState, failure?: string) =>
+      Ref.set(lifecycleState, failure === undefined ? { state } : { state, failure })
+    const status = makeStatus(config, pools, controllerRef, lifecycleState)
     const description: WorkerDescription = {
       workerId,
       buildId: config.buildId,
@@ -181,6 +185,7 @@ export const make = <R = never>(
      */
     const lifecycle = Effect.gen(function*() {
       const transport = yield* Transport
+      yield* enter("registering")
       yield* pools.declare(Object.values(transport.protocol.pools))
       const resources = yield* Scope.make()
       const registering = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
@@ -197,6 +202,7 @@ export const make = <R = never>(
       yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
       yield* Deferred.succeed(registered, undefined)
+      yield* enter("running")
 
       const fibers = yield* Scope.make()
       const leaseScope = yield* Scope.make()
@@ -215,6 +221,7 @@ export const make = <R = never>(
         Effect.as(Deferred.await(stopRequested), Option.none<WorkerLoopError>()),
         FiberSet.join(loops).pipe(Effect.zipRight(Effect.never), Effect.catchAll((e) => Effect.succeed(Option.some(e))))
       )
+      yield* enter("draining")
       const shutdownExit = yield* Effect.exit(
         shutdown({ config, registration, controller, loops, loopNames, work, serving, forced: forceRequested })
       )
@@ -230,7 +237,12 @@ export const make = <R = never>(
         })
       }
       return yield* shutdownExit
-    }).pipe((effect) => Effect.suspend(() => Effect.annotateLogs(withEventLogger(effect), { workerId })))
+    }).pipe(
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit) || Exit.isInterrupted(exit) ? enter("stopped") : enter("failed", messageOf(Cause.squash(exit.cause)))
+      ),
+      (effect) => Effect.suspend(() => Effect.annotateLogs(withEventLogger(effect), { workerId }))
+    )
 
     /** Claims this instance's single run (L10). */
     const claim = Effect.gen(function*() {
@@ -262,6 +274,7 @@ export const make = <R = never>(
       const previous = yield* Ref.getAndUpdate(phase, (p) => p === "idle" ? "stopped-before-run" : p)
       yield* Deferred.succeed(stopRequested, undefined)
       if (previous === "idle" || previous === "stopped-before-run") {
+        yield* enter("stopped")
         yield* Deferred.succeed(shutdownOutcome, undefined)
       }
       return yield* Deferred.await(shutdownOutcome)

@@ -68,6 +68,9 @@ export interface WorkerStatus {
     readonly max?: number
   }
   readonly inFlight: number
+  /** Where the worker is in its life; `failure` says why when it failed. */
+  readonly state?: "starting" | "registering" | "running" | "draining" | "stopped" | "failed"
+  readonly failure?: string
   readonly rssBytes?: number
   readonly rssLimitBytes?: number
   readonly rssPct?: number

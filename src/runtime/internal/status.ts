@@ -8,6 +8,20 @@ import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
 import type { Pools } from "./pools.js"
 
 /**
+ * Where a worker is in its life: built (`starting`), registering, running (polling), draining
+ * (stopping), stopped, or failed (with why).
+ *
+ * @internal
+ */
+export interface Lifecycle {
+  readonly state: WorkerState
+  readonly failure?: string
+}
+
+/** @internal */
+export type WorkerState = "starting" | "registering" | "running" | "draining" | "stopped" | "failed"
+
+/**
  * The status published in heartbeats: the running controller's snapshot (before `run`, the fixed
  * configuration and the process's RSS) and every pool's slots.
  *
@@ -16,7 +30,8 @@ import type { Pools } from "./pools.js"
 export const makeStatus = (
   config: ResolvedWorkerConfig,
   pools: Pools,
-  controller: Ref.Ref<Option.Option<ConcurrencyController.ConcurrencyController["Type"]>>
+  controller: Ref.Ref<Option.Option<ConcurrencyController.ConcurrencyController["Type"]>>,
+  lifecycle: Ref.Ref<Lifecycle>
 ): Effect.Effect<WorkerStatus> => {
   const idle = Effect.map(pools.inFlight, (inFlight) => {
     const rssBytes = process.memoryUsage.rss()
@@ -33,6 +48,7 @@ export const makeStatus = (
   return Effect.gen(function*() {
     const running = yield* controller.get
     const base = Option.isSome(running) ? yield* running.value.snapshot : yield* idle
-    return { ...base, slots: yield* pools.slots }
+    const { failure, state } = yield* lifecycle.get
+    return { ...base, state, ...(failure === undefined ? {} : { failure }), slots: yield* pools.slots }
   })
 }
