@@ -57,14 +57,14 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     const send = outcome._tag === "Reply"
       ? delivery.complete(outcome.reply)
       : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
-    return retried(send, send)
+    return retried(send, () => send)
   }
 
   /** A first attempt, then (built only when it failed) the retries of `again`; never fails. */
-  const retried = <A>(first: Effect.Effect<A, TransportError>, again: Effect.Effect<unknown, TransportError>) =>
+  const retried = <A>(first: Effect.Effect<A, TransportError>, again: () => Effect.Effect<unknown, TransportError>) =>
     first.pipe(
       Effect.catchAll((error) =>
-        Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), Effect.retry(again, replyRetry))
+        Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), Effect.retry(again(), replyRetry))
       ),
       Effect.catchAll((error) =>
         Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
@@ -82,7 +82,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       stop
         ? Effect.as(answer(delivery, outcome), Option.none())
         : Effect.map(
-          retried(delivery.completeAndTakeNext(reply), delivery.complete(reply)),
+          retried(delivery.completeAndTakeNext(reply), () => delivery.complete(reply)),
           (next) => Option.isOption(next) ? next as Option.Option<Delivery> : Option.none()
         ))
   }
