@@ -19,7 +19,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
@@ -31,6 +31,7 @@ import type { StepResult } from "./wire/StepProtocol.js"
 import type { WorkflowDecision } from "./wire/WorkflowProtocol.js"
 import * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
+import { unknownKey } from "./runtime/WorkerConfig.js"
 import { TaskRejected } from "./runtime/WorkerError.js"
 import type * as Concurrency from "./services/Concurrency.js"
 import * as BullMQTransport from "./transport/BullMQTransport.js"
@@ -86,24 +87,28 @@ export interface TransportHandle {
 }
 
 /**
- * Options of a promise-facade worker; durations in milliseconds.
+ * Options of a promise-facade worker; durations in milliseconds. An unknown key is refused.
  *
  * @since 0.1.0
  * @category models
  */
 export interface WorkerOptions {
+  /** The worker's instance id. Default `ts-<hostname>-<pid>-<8 hex>`, new for each worker. */
   readonly workerId?: string
+  /** The build id announced to orchestrators that route by it; not blank. Default none. */
   readonly buildId?: string
   /**
    * At most this many tasks at once (fixed; default 10), or `"adaptive"` / `{ min, max, start,
    * ramCeilingPct, ... }` for the latency-gradient controller with the memory admission gate.
    */
   readonly concurrency?: Concurrency.ConcurrencyOption
+  /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
   readonly workflowConcurrency?: number
-  /** Default 35,000. */
+  /** How long one poll waits for work. Default 35,000. */
   readonly pollTimeoutMs?: number
   /** One deadline for the drain at shutdown. Default 30,000. */
   readonly shutdownTimeoutMs?: number
+  /** Overrides the transport's heartbeat interval; positive. Default the transport's. */
   readonly heartbeatIntervalMs?: number
   /** How long an interrupted task may take to stop before shutdown reports it stuck. Default 5,000. */
   readonly interruptTimeoutMs?: number
@@ -117,18 +122,21 @@ export interface WorkerOptions {
 }
 
 /**
- * Options of a step: `Schema`s for its input and output.
+ * Options of a step: `Schema`s for its input and output. An unknown key is refused.
  *
  * @since 0.1.0
  * @category models
  */
 export interface StepOptions<I, O> {
+  /** Decodes the input before the handler runs. Default none (the input as it came). */
   readonly input?: Schema.Schema<I, any>
+  /** Encodes the output before it goes on the wire. Default none (the output as returned). */
   readonly output?: Schema.Schema<O, any>
 }
 
 /**
  * When `runUntil` should stop: a promise that settles, or a predicate polled every `pollIntervalMs`.
+ * An unknown key is refused.
  *
  * @since 0.1.0
  * @category models
@@ -137,7 +145,59 @@ export interface RunUntilOptions {
   readonly until: PromiseLike<unknown> | (() => boolean | PromiseLike<boolean>)
   /** Default 500. */
   readonly pollIntervalMs?: number
+  /** Stop and reject with `RunUntilTimeoutError` after this long. Default none. */
   readonly timeoutMs?: number
+}
+
+const WORKER_KEYS: ReadonlyArray<keyof WorkerOptions> = [
+  "workerId",
+  "buildId",
+  "concurrency",
+  "workflowConcurrency",
+  "pollTimeoutMs",
+  "shutdownTimeoutMs",
+  "heartbeatIntervalMs",
+  "interruptTimeoutMs",
+  "handleSignals",
+  "logLevel"
+]
+
+const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", "output"]
+
+const RUN_UNTIL_KEYS: ReadonlyArray<keyof RunUntilOptions> = ["until", "pollIntervalMs", "timeoutMs"]
+
+/**
+ * The first key of `options` not in `known`, with why it is refused: the key named, with its
+ * milliseconds form when that is the option meant, and the options there are.
+ */
+const unknownOption = (
+  options: object | undefined,
+  known: ReadonlyArray<string>,
+  what: string
+): { readonly key: string; readonly message: string } | undefined => {
+  const key = options === undefined ? undefined : unknownKey(options, known)
+  if (key === undefined) return undefined
+  const millis = `${key}Ms`
+  const hint = known.includes(millis) ? ` (durations are in milliseconds here: ${millis})` : ""
+  return { key, message: `unknown ${what} option "${key}"${hint}; the options are ${known.join(", ")}` }
+}
+
+/** Throws a `TypeError` naming an unknown key of `options`. */
+const refuseUnknown = (options: object | undefined, known: ReadonlyArray<string>, what: string): void => {
+  const unknown = unknownOption(options, known, what)
+  if (unknown !== undefined) throw new TypeError(unknown.message)
+}
+
+/** `layer()`, or, when `options` has an unknown key, a layer that fails with `error` when a run builds it. */
+const refusingUnknown = <ROut, E>(
+  options: object,
+  known: ReadonlyArray<string>,
+  what: string,
+  error: (unknown: { readonly key: string; readonly message: string }) => E,
+  layer: () => Layer.Layer<ROut, E>
+): Layer.Layer<ROut, E> => {
+  const unknown = unknownOption(options, known, what)
+  return unknown === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(unknown)))
 }
 
 const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => ({
@@ -181,10 +241,12 @@ export class Worker {
    * right after run() applies to that run instead of preventing it. */
   #runClaimed: Promise<void> = Promise.resolve()
 
-  /** Throws a `WorkerConfigError` naming the option when one is invalid. */
+  /** Throws a `WorkerConfigError` naming the option when one is unknown or invalid. */
   constructor(options: WorkerOptions = {}) {
     this.#options = options
     // validate now, so a bad option fails where it is written rather than at run()
+    const unknown = unknownOption(options, WORKER_KEYS, "Worker")
+    if (unknown !== undefined) throw new EffectWorker.WorkerConfigError({ option: unknown.key, message: unknown.message })
     settleSync(EffectWorker.make({ ...toEffectOptions(options), steps: [] }))
   }
 
@@ -193,13 +255,17 @@ export class Worker {
     return this.#build().id
   }
 
-  /** Registers a step handler under the name the engine dispatches (`task.name`). */
+  /**
+   * Registers a step handler under the name the engine dispatches (`task.name`); throws a
+   * `TypeError` naming an unknown key of `options`.
+   */
   step<I = any, O = unknown>(
     name: string,
     handler: (input: I, ctx: Step.StepContext) => Promise<O> | O,
     options?: StepOptions<I, O>
   ): this {
     if (this.#worker !== undefined) throw new Error(`cannot register step "${name}": the worker has already started`)
+    refuseUnknown(options, STEP_KEYS, `step "${name}"`)
     if (this.#steps.some((step) => step.name === name)) {
       throw new Error(`step "${name}" is registered twice; each step name must have exactly one handler`)
     }
@@ -211,7 +277,8 @@ export class Worker {
    * Registers a coordinator-driven workflow: the engine sends its history each turn, the body is
    * replayed deterministically and the commands it produced go back as a decision. The body may only
    * await `ctx` operations (`ctx.step`, `ctx.sleep`, `ctx.waitForSignal`, `ctx.child`, `ctx.gather`,
-   * `ctx.now`, `ctx.sideEffect`, …) and what is built on them.
+   * `ctx.now`, `ctx.sideEffect`, …) and what is built on them. `options.version` (default none)
+   * versions the body; an unknown key of `options` throws a `TypeError` naming it.
    */
   workflow<I = any, O = unknown>(
     name: string,
@@ -219,6 +286,7 @@ export class Worker {
     options?: { readonly version?: string }
   ): this {
     if (this.#worker !== undefined) throw new Error(`cannot register workflow "${name}": the worker has already started`)
+    refuseUnknown(options, ["version"], `workflow "${name}"`)
     if (this.#workflows.some((workflow) => workflow.name === name)) {
       throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
     }
@@ -284,8 +352,9 @@ export class Worker {
 
   /**
    * Registers, then takes and runs tasks until {@link Worker.stop} (or SIGTERM/SIGINT), drains and
-   * deregisters. Rejects with the registration error, a worker-loop error (with any shutdown error
-   * as its `cause`), or the shutdown error.
+   * deregisters. Rejects with the transport's config error (an unknown or invalid option of the
+   * transport function), the registration error, a worker-loop error (with any shutdown error as its
+   * `cause`), or the shutdown error.
    */
   run(transport: TransportHandle): Promise<void> {
     return this.#withSignals(this.#provide(this.#build().run, transport))
@@ -294,9 +363,12 @@ export class Worker {
   /**
    * Runs until `until` settles / returns true (then stops and resolves), or `timeoutMs` passes
    * (then stops and rejects with `RunUntilTimeoutError`). An external {@link Worker.stop} makes it
-   * reject with an interruption once accepted work has drained.
+   * reject with an interruption once accepted work has drained. Rejects with a `TypeError` naming
+   * an unknown key of `options`, before anything runs.
    */
   runUntil(transport: TransportHandle, options: RunUntilOptions): Promise<void> {
+    const unknown = unknownOption(options, RUN_UNTIL_KEYS, "runUntil")
+    if (unknown !== undefined) return Promise.reject(new TypeError(unknown.message))
     const { until } = options
     const condition = typeof until === "function"
       ? Effect.promise(async () => until()).pipe(
@@ -410,12 +482,14 @@ export interface InMemoryHandle extends TransportHandle {
 }
 
 /**
- * An in-process transport: no server needed.
+ * An in-process transport: no server needed. `heartbeatIntervalMs` defaults to 10,000; an unknown
+ * key throws a `TypeError` naming it.
  *
  * @since 0.1.0
  * @category transports
  */
 export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): InMemoryHandle => {
+  refuseUnknown(options, ["heartbeatIntervalMs"], "inMemory()")
   const broker = Effect.runSync(
     InMemoryTransport.make(options?.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs })
   )
@@ -431,30 +505,34 @@ export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): I
 }
 
 /**
- * Options of the Redis/BullMQ transport; durations in milliseconds.
+ * Options of the Redis/BullMQ transport; durations in milliseconds. They are checked as
+ * `BullMQTransport` checks its own (an unknown key included).
  *
  * @since 0.1.0
  * @category models
  */
 export interface RedisOptions {
-  /** Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
+  /** A `redis://` or `rediss://` URL. Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
   readonly url?: string
-  /** ioredis connection options, used instead of `url`. */
+  /** ioredis connection options, used instead of `url`. Default none. */
   readonly connection?: BullMQTransport.BullMQOptions["connection"]
   /** Default `durable`, as the engine's. */
   readonly prefix?: string
-  /** The transport namespace (keyspace `<prefix>-<namespace>`). */
+  /** The transport namespace (keyspace `<prefix>-<namespace>`). Default none. */
   readonly namespace?: string
-  /** Serve `<name>@<partition>` tokens: the steps of runs in that engine namespace. */
+  /** Serve `<name>@<partition>` tokens: the steps of runs in that engine namespace. Default none; not with `namespace`. */
   readonly partition?: string
+  /** BullMQ lock duration of a running job, renewed at half of it. Default 30,000. */
   readonly lockDurationMs?: number
-  /** Publish step beats on `<P>-heartbeat` this often while a step runs (engine-side `timeoutMs`). */
+  /** Publish step beats on `<P>-heartbeat` this often while a step runs (engine-side `timeoutMs`). Default off. */
   readonly stepBeatIntervalMs?: number
+  /** How long the first connection may take before `run` fails. Default 5,000. */
   readonly connectTimeoutMs?: number
+  /** How often stalled jobs are looked for. Default 30,000. */
   readonly stalledIntervalMs?: number
   /**
    * Further brokers of the engine's transport pool, by the pool id the engine stamps on tasks as
-   * `transport`; a task is answered on the broker its `transport` names.
+   * `transport`; a task is answered on the broker its `transport` names. Default none.
    */
   readonly brokers?: BullMQTransport.BullMQOptions["brokers"]
   /** The engine's pool id of the main broker. Default `"default"`. */
@@ -463,8 +541,24 @@ export interface RedisOptions {
   readonly commandsPerWrite?: number
 }
 
+const REDIS_KEYS: ReadonlyArray<keyof RedisOptions> = [
+  "url",
+  "connection",
+  "prefix",
+  "namespace",
+  "partition",
+  "lockDurationMs",
+  "stepBeatIntervalMs",
+  "connectTimeoutMs",
+  "stalledIntervalMs",
+  "brokers",
+  "brokerId",
+  "commandsPerWrite"
+]
+
 /**
- * The Redis/BullMQ transport of the nestjs-durable engine.
+ * The Redis/BullMQ transport of the nestjs-durable engine. An unknown or invalid option makes `run`
+ * reject with a `BullMQConfigError` naming it, before anything connects.
  *
  * @since 0.1.0
  * @category transports
@@ -472,27 +566,35 @@ export interface RedisOptions {
 export const redis = (options: RedisOptions = {}): TransportHandle => {
   const url = options.url ?? process.env.REDIS_URL
   return {
-    layer: BullMQTransport.layer({
-      ...(url === undefined ? {} : { url }),
-      ...(options.connection === undefined ? {} : { connection: options.connection }),
-      ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
-      ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
-      ...(options.partition === undefined ? {} : { partition: options.partition }),
-      ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
-      ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatInterval: options.stepBeatIntervalMs }),
-      ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
-      ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
-      ...(options.brokers === undefined ? {} : { brokers: options.brokers }),
-      ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId }),
-      ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite })
-    })
+    layer: refusingUnknown(
+      options,
+      REDIS_KEYS,
+      "redis()",
+      ({ key, message }) => new BullMQTransport.BullMQConfigError({ option: key, message }),
+      () => BullMQTransport.layer({
+        ...(url === undefined ? {} : { url }),
+        ...(options.connection === undefined ? {} : { connection: options.connection }),
+        ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
+        ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+        ...(options.partition === undefined ? {} : { partition: options.partition }),
+        ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
+        ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatInterval: options.stepBeatIntervalMs }),
+        ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
+        ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
+        ...(options.brokers === undefined ? {} : { brokers: options.brokers }),
+        ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId }),
+        ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite })
+      })
+    )
   }
 }
 
 /**
  * The SQS transport of the nestjs-durable engine (`@aws-sdk/client-sqs` v3): queue names, bodies
  * and the results queue as the engine's SQS transport has them. Names the SQS rules refuse (`.`,
- * `@`) are refused at start unless `taskQueueUrl` maps them, as on the engine side.
+ * `@`) are refused at start unless `taskQueueUrl` maps them, as on the engine side. An unknown or
+ * invalid option makes `run` reject with an `SqsConfigError` naming it, before any request (client
+ * settings such as `endpoint` and `region` go in `clientConfig`).
  *
  * @since 0.1.0
  * @category transports
@@ -503,6 +605,8 @@ export const sqs = (options: SqsTransport.SqsOptions = {}): TransportHandle => (
  * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
  * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
  * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`.
+ * An unknown or invalid option makes `run` reject with an `SqlConfigError` naming it, before anything
+ * connects.
  *
  * @since 0.1.0
  * @category transports
@@ -514,7 +618,8 @@ export const postgres = (options: SqlTransport.PostgresOptions = {}): TransportH
 /**
  * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
  * tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs. `url` defaults to
- * `process.env.DATABASE_URL`.
+ * `process.env.DATABASE_URL`. An unknown or invalid option makes `run` reject with an
+ * `SqlConfigError` naming it, before anything connects.
  *
  * @since 0.1.0
  * @category transports
@@ -535,13 +640,21 @@ const withDatabaseUrl = <O extends { readonly url?: unknown; readonly host?: unk
  * @category models
  */
 export interface DurableWorkflowOptions {
+  /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
   readonly baseUrl: string
+  /** The shared bearer token (both planes). Default none. */
   readonly token?: string
+  /** A worker-plane token; wins over `token` on the worker plane. Default none. */
   readonly workerToken?: string
+  /** A control-plane token; wins over `token` on the control plane. Default none. */
   readonly controlToken?: string
+  /** `X-Namespace`. Default `"default"`. */
   readonly namespace?: string
+  /** The task queue the worker registers on and polls. */
   readonly taskQueue: string
+  /** Timeout of non-poll requests. Default 60,000. */
   readonly requestTimeoutMs?: number
+  /** Worker heartbeat interval until the server advertises one; positive. Default 60,000. */
   readonly heartbeatIntervalMs?: number
   /**
    * Where payloads above `externalStorageThresholdBytes` are stored, and inbound `external_storage`
@@ -551,8 +664,23 @@ export interface DurableWorkflowOptions {
   readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver
   /** Size in bytes of an encoded payload above which it goes to `externalStorage`. At least 1. */
   readonly externalStorageThresholdBytes?: number
+  /** Hooks around workflow tasks, activities and queries, outermost first. Default none. */
   readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
 }
+
+const DURABLE_WORKFLOW_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
+  "baseUrl",
+  "token",
+  "workerToken",
+  "controlToken",
+  "namespace",
+  "taskQueue",
+  "requestTimeoutMs",
+  "heartbeatIntervalMs",
+  "externalStorage",
+  "externalStorageThresholdBytes",
+  "interceptors"
+]
 
 /**
  * External payload storage on the local filesystem, for `durableWorkflow({ externalStorage })`:
@@ -564,11 +692,13 @@ export interface DurableWorkflowOptions {
 export const filesystemStorage = (root: string): DurableWorkflowTransport.ExternalStorageDriver =>
   DurableWorkflowExternalStorage.localFilesystem(root)
 
+const S3_KEYS: ReadonlyArray<keyof DurableWorkflowExternalStorage.S3Options> = ["bucket", "prefix", "client", "clientConfig"]
+
 /**
  * External payload storage on S3 or an S3-compatible server, for
  * `durableWorkflow({ externalStorage })`: objects at `<prefix>/<codec>/<sha[:2]>/<sha>`, URIs
  * `s3://<bucket>/<key>`. Needs the optional peer dependency `@aws-sdk/client-s3` (v3), imported on
- * first use.
+ * first use. An unknown key of `options` throws a `TypeError` naming it.
  *
  * ```ts
  * durableWorkflow({
@@ -581,8 +711,10 @@ export const filesystemStorage = (root: string): DurableWorkflowTransport.Extern
  * @since 0.1.0
  * @category external storage
  */
-export const s3Storage = (options: DurableWorkflowExternalStorage.S3Options): DurableWorkflowTransport.ExternalStorageDriver =>
-  DurableWorkflowExternalStorage.s3(options)
+export const s3Storage = (options: DurableWorkflowExternalStorage.S3Options): DurableWorkflowTransport.ExternalStorageDriver => {
+  refuseUnknown(options, S3_KEYS, "s3Storage()")
+  return DurableWorkflowExternalStorage.s3(options)
+}
 
 /**
  * External payload storage on any store, from two async functions: `put` keeps the bytes and
@@ -611,27 +743,34 @@ export interface DurableWorkflowHandle extends TransportHandle {
 
 /**
  * A Durable Workflow server (worker protocol 1.1 over HTTP): activities, workflow tasks replayed
- * from history, query tasks.
+ * from history, query tasks. An unknown or invalid option makes `run` (and the control-plane
+ * helpers) reject with a `DurableWorkflowConfigError` naming it, before any request.
  *
  * @since 0.1.0
  * @category transports
  */
 export const durableWorkflow = (options: DurableWorkflowOptions): DurableWorkflowHandle => {
-  const layer = DurableWorkflowTransport.layer({
-    baseUrl: options.baseUrl,
-    taskQueue: options.taskQueue,
-    token: options.token,
-    workerToken: options.workerToken,
-    controlToken: options.controlToken,
-    namespace: options.namespace,
-    ...(options.requestTimeoutMs === undefined ? {} : { requestTimeout: options.requestTimeoutMs }),
-    ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
-    ...(options.externalStorage === undefined ? {} : { externalStorage: options.externalStorage }),
-    ...(options.externalStorageThresholdBytes === undefined
-      ? {}
-      : { externalStorageThresholdBytes: options.externalStorageThresholdBytes }),
-    ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors })
-  })
+  const layer = refusingUnknown(
+    options,
+    DURABLE_WORKFLOW_KEYS,
+    "durableWorkflow()",
+    ({ message }) => new DurableWorkflowTransport.DurableWorkflowConfigError({ message }),
+    () => DurableWorkflowTransport.layer({
+      baseUrl: options.baseUrl,
+      taskQueue: options.taskQueue,
+      token: options.token,
+      workerToken: options.workerToken,
+      controlToken: options.controlToken,
+      namespace: options.namespace,
+      ...(options.requestTimeoutMs === undefined ? {} : { requestTimeout: options.requestTimeoutMs }),
+      ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
+      ...(options.externalStorage === undefined ? {} : { externalStorage: options.externalStorage }),
+      ...(options.externalStorageThresholdBytes === undefined
+        ? {}
+        : { externalStorageThresholdBytes: options.externalStorageThresholdBytes }),
+      ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors })
+    })
+  )
   const control = <A>(effect: Effect.Effect<A, unknown, DurableWorkflowTransport.DurableWorkflowClient>) =>
     settle(Effect.provide(effect, layer))
   return {

@@ -1,6 +1,23 @@
 import { Cause } from "effect"
 import { assert, describe, it } from "vitest"
-import { FatalError, inMemory, type StepResult, Worker } from "../src/promise.js"
+import {
+  durableWorkflow,
+  type DurableWorkflowOptions,
+  FatalError,
+  inMemory,
+  mysql,
+  postgres,
+  redis,
+  type RedisOptions,
+  type RunUntilOptions,
+  s3Storage,
+  sqs,
+  type StepOptions,
+  type StepResult,
+  type TransportHandle,
+  Worker,
+  type WorkerOptions
+} from "../src/promise.js"
 import { stepTask as task } from "./support/local.js"
 
 
@@ -47,6 +64,98 @@ describe("promise facade", () => {
   it("invalid options throw at construction, naming the option", () => {
     assert.throws(() => new Worker({ concurrency: 1.5 }), /concurrency/)
     assert.throws(() => new Worker({ buildId: "" }), /buildId must be a non-empty string/)
+  })
+
+  it("unknown options throw at construction, naming the key (and its milliseconds form)", () => {
+    const refused = (make: () => unknown) => {
+      try {
+        make()
+      } catch (error) {
+        return error as { _tag?: string; option?: string; message: string }
+      }
+      return assert.fail("should throw")
+    }
+    const worker = refused(() => new Worker({ ...quiet, pollTimeout: 5_000 } as WorkerOptions))
+    assert.strictEqual(worker._tag, "WorkerConfigError")
+    assert.strictEqual(worker.option, "pollTimeout")
+    assert.match(worker.message, /unknown Worker option "pollTimeout" \(durations are in milliseconds here: pollTimeoutMs\)/)
+    assert.match(refused(() => new Worker({ concurency: 4 } as WorkerOptions)).message, /unknown Worker option "concurency"; the options are workerId, /)
+
+    const step = refused(() => new Worker(quiet).step("pay", () => 1, { inputs: undefined } as StepOptions<unknown, unknown>))
+    assert.instanceOf(step, TypeError)
+    assert.match(step.message, /unknown step "pay" option "inputs"; the options are input, output/)
+    assert.match(
+      refused(() => new Worker(quiet).workflow("flow", () => 1, { versoin: "2" } as { version?: string })).message,
+      /unknown workflow "flow" option "versoin"; the options are version/
+    )
+    assert.match(
+      refused(() => inMemory({ heartbeatInterval: 5 } as { heartbeatIntervalMs?: number })).message,
+      /unknown inMemory\(\) option "heartbeatInterval" \(durations are in milliseconds here: heartbeatIntervalMs\)/
+    )
+    assert.match(
+      refused(() => s3Storage({ bucket: "b", region: "eu-west-1" } as Parameters<typeof s3Storage>[0])).message,
+      /unknown s3Storage\(\) option "region"; the options are bucket, prefix, client, clientConfig/
+    )
+  })
+
+  it("runUntil rejects an unknown option before anything runs", async () => {
+    const worker = new Worker(quiet)
+    const error = await worker.runUntil(inMemory(), { until: () => true, pollInterval: 5 } as RunUntilOptions).then(
+      () => assert.fail("should reject"),
+      (e: Error) => e
+    )
+    assert.instanceOf(error, TypeError)
+    assert.match(error.message, /unknown runUntil option "pollInterval" \(durations are in milliseconds here: pollIntervalMs\)/)
+  })
+
+  it("a transport function's unknown option makes run reject with the transport's config error, before anything connects", async () => {
+    const runOn = async (transport: TransportHandle) => {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      return worker.run(transport).then(
+        () => assert.fail("run should fail"),
+        (e: { _tag?: string; option?: string; message: string }) => e
+      )
+    }
+    // the addresses have nothing behind them: a registration would fail with a RegistrationError
+    const bullmq = await runOn(redis({ url: "redis://127.0.0.1:1", lockDuration: 1_000 } as RedisOptions))
+    assert.strictEqual(bullmq._tag, "BullMQConfigError")
+    assert.strictEqual(bullmq.option, "lockDuration")
+    assert.match(bullmq.message, /unknown redis\(\) option "lockDuration" \(durations are in milliseconds here: lockDurationMs\)/)
+
+    const sqsError = await runOn(sqs({ endpoint: "http://127.0.0.1:1", region: "us-east-1" } as Parameters<typeof sqs>[0]))
+    assert.strictEqual(sqsError._tag, "SqsConfigError")
+    assert.strictEqual(sqsError.option, "endpoint")
+    assert.match(sqsError.message, /unknown SQS option "endpoint": settings of the SQS client go in clientConfig/)
+
+    const databases = [
+      postgres({ url: "postgres://postgres@127.0.0.1:1/test", leaseMs: 1 } as Parameters<typeof postgres>[0]),
+      mysql({ url: "mysql://root@127.0.0.1:1/test", leaseMs: 1 } as Parameters<typeof mysql>[0])
+    ]
+    for (const database of databases) {
+      const error = await runOn(database)
+      assert.strictEqual(error._tag, "SqlConfigError")
+      assert.strictEqual(error.option, "leaseMs")
+      assert.match(error.message, /unknown SQL transport option "leaseMs"/)
+    }
+
+    const dw = durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", pollTimeoutMs: 1 } as DurableWorkflowOptions)
+    const dwError = await runOn(dw)
+    assert.strictEqual(dwError._tag, "DurableWorkflowConfigError")
+    assert.match(dwError.message, /unknown durableWorkflow\(\) option "pollTimeoutMs"; the options are baseUrl, /)
+    const control = await dw.workflowTerminal("wf")().then(() => assert.fail("should reject"), (e: { _tag?: string }) => e)
+    assert.strictEqual(control._tag, "DurableWorkflowConfigError")
+  })
+
+  it("a bad value of a transport option makes run reject with the config error naming it", async () => {
+    const worker = new Worker(quiet)
+    worker.step("x", () => 1)
+    const error = await worker.run(redis({ url: "redis://127.0.0.1:1", commandsPerWrite: 0 })).then(
+      () => assert.fail("run should fail"),
+      (e: { _tag?: string; option?: string }) => e
+    )
+    assert.strictEqual(error._tag, "BullMQConfigError")
+    assert.strictEqual(error.option, "commandsPerWrite")
   })
 
   it("a step cannot be registered twice, nor after the worker started", async () => {

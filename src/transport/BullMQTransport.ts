@@ -22,6 +22,7 @@
 import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type Worker as BullWorker } from "bullmq"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -35,7 +36,8 @@ import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { StepResult } from "../wire/StepProtocol.js"
-import { coalesceWrites, DEFAULT_COMMANDS_PER_WRITE } from "./bullmq/internal/coalesce.js"
+import { coalesceWrites } from "./bullmq/internal/coalesce.js"
+import { BullMQConfigError, type Resolved, resolve } from "./bullmq/internal/config.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
@@ -53,46 +55,56 @@ import {
   type WorkerStatus
 } from "../seam/Transport.js"
 
+export { BullMQConfigError } from "./bullmq/internal/config.js"
+
 /**
- * Options of the BullMQ transport.
+ * Options of the BullMQ transport. They are checked when the transport is built (see {@link make}):
+ * an unknown key or a bad value fails with a {@link BullMQConfigError} naming it.
  *
  * @since 0.1.0
  * @category models
  */
 export interface BullMQOptions {
-  /** `redis://[user:password@]host:port[/db]`. Default `redis://127.0.0.1:6379`. */
+  /** `redis://[user:password@]host:port[/db]` (or `rediss://`). Default `redis://127.0.0.1:6379`. */
   readonly url?: string
-  /** ioredis options, used instead of `url` when given. */
+  /** ioredis options, used instead of `url` when given. Default none. */
   readonly connection?: RedisOptions
-  /** Key prefix shared with the engine. Default `durable`. */
+  /** Key prefix shared with the engine; not empty. Default `durable`. */
   readonly prefix?: string
-  /** The transport namespace: renames the keyspace to `<prefix>-<namespace>`. */
+  /** The transport namespace: renames the keyspace to `<prefix>-<namespace>`. Default none. */
   readonly namespace?: string
-  /** Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces). */
+  /**
+   * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
+   * Default none; not with a `namespace` (the engine dispatches no such tokens on a namespaced transport).
+   */
   readonly partition?: string
-  /** BullMQ lock duration of a running job; renewed at half of it. Default 30 seconds. */
+  /** BullMQ lock duration of a running job (positive); renewed at half of it. Default 30 seconds. */
   readonly lockDuration?: Duration.DurationInput
-  /** When set, running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat` this often. */
+  /**
+   * When set (positive), running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat`
+   * this often. Default off.
+   */
   readonly stepBeatInterval?: Duration.DurationInput
   /**
    * Further brokers of the same engine pool, by the id the engine gave each pool transport (the id
    * it stamps on every task as `transport`). The worker consumes from the main broker and from each
    * of these, and answers a task on the broker its `transport` names (else on the one it came from).
+   * None may have the main broker's id. Default none.
    */
   readonly brokers?: Readonly<Record<string, BrokerTarget>>
   /** The engine's pool id of the main broker. Default `"default"` (the id of a single transport). */
   readonly brokerId?: string
-  /** How long the first connection may take before `run` fails. Default 5 seconds. */
+  /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput
   /**
-   * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure.
-   * Default 30 seconds (BullMQ's default).
+   * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure
+   * (positive). Default 30 seconds (BullMQ's default).
    */
   readonly stalledInterval?: Duration.DurationInput
   /**
    * How many of the commands written in one turn of the event loop may share one socket write
-   * (the first two of a turn always go out at once). Default 8; 1 writes every
-   * command on its own, as ioredis does.
+   * (the first two of a turn always go out at once): a whole number of at least 1. Default 8; 1
+   * writes every command on its own, as ioredis does.
    */
   readonly commandsPerWrite?: number
 }
@@ -417,37 +429,26 @@ const subscribeCancellations = (client: Redis, channel: string, cancellations: C
   })
 
 /**
- * Builds the transport service.
+ * Builds the transport service. Its options are checked first: an unknown key or a bad value
+ * fails with a {@link BullMQConfigError} naming the option, before anything connects.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: BullMQOptions = {}): Transport["Type"] => {
-  const prefix = Naming.effectivePrefix(options.prefix ?? Naming.DEFAULT_PREFIX, options.namespace)
-  const lockDuration = Duration.decode(options.lockDuration ?? "30 seconds")
-  const stepBeat = options.stepBeatInterval === undefined ? undefined : Duration.decode(options.stepBeatInterval)
+export const make = (options: BullMQOptions = {}): Effect.Effect<Transport["Type"], BullMQConfigError> =>
+  Effect.map(resolve(options), build)
+
+/** The transport over checked options; connections are opened when the worker registers. */
+const build = (config: Resolved): Transport["Type"] => {
+  const { commandsPerWrite, connectTimeout, lockDuration, partition, prefix } = config
+  const stepBeat = config.stepBeatInterval
   const renewEvery = Duration.min(Duration.divide(lockDuration, 2).pipe(Option.getOrElse(() => lockDuration)), stepBeat ?? Duration.infinity)
-  const connectTimeout = Duration.decode(options.connectTimeout ?? "5 seconds")
-  const stalledInterval = Duration.toMillis(Duration.decode(options.stalledInterval ?? "30 seconds"))
-  const commandsPerWrite = options.commandsPerWrite ?? DEFAULT_COMMANDS_PER_WRITE
-  const name = `bullmq ${describeTarget(options)} prefix ${prefix}`
-  const protocol = NestDurableProtocol.make({ partition: options.partition })
+  const stalledInterval = Duration.toMillis(config.stalledInterval)
+  const name = `bullmq ${describeTarget(config.target)} prefix ${prefix}`
+  const protocol = NestDurableProtocol.make({ partition })
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
-      if (!Naming.isDefaultScope(options.namespace) && !Naming.isDefaultScope(options.partition)) {
-        return yield* new RegistrationError({
-          transport: NAME,
-          message: `partition "${options.partition}" cannot be used with namespace "${options.namespace}": ` +
-            "the engine never dispatches tenant (@) tokens on a namespaced transport, so this worker would consume nothing"
-        })
-      }
-      if (!Number.isInteger(commandsPerWrite) || commandsPerWrite < 1) {
-        return yield* new RegistrationError({
-          transport: NAME,
-          message: `commandsPerWrite must be a whole number of at least 1 (1 turns write coalescing off), got ${commandsPerWrite}`
-        })
-      }
       const runtime = yield* Effect.runtime<never>()
       const cancellations = makeCancellations()
 
@@ -507,8 +508,8 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
           return broker
         })
       const brokers = [
-        yield* openBroker(options.brokerId ?? "default", { ...(options.url === undefined ? {} : { url: options.url }), ...(options.connection === undefined ? {} : { connection: options.connection }) }),
-        ...(yield* Effect.forEach(Object.entries(options.brokers ?? {}), ([id, target]) => openBroker(id, target)))
+        yield* openBroker(config.brokerId, config.target),
+        ...(yield* Effect.forEach(config.brokers, ([id, target]) => openBroker(id, target)))
       ]
       const brokerById = new Map(brokers.map((broker) => [broker.id, broker]))
       /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
@@ -520,15 +521,15 @@ export const make = (options: BullMQOptions = {}): Transport["Type"] => {
       const steps = Protocol.names(worker.handlers.steps)
       const workflows = Protocol.names(worker.handlers.workflows)
       const tokens = Array.from(
-        new Set([...steps, ...workflows].map((name) => Naming.routingToken(name, options.partition)))
+        new Set([...steps, ...workflows].map((name) => Naming.routingToken(name, partition)))
       )
       const descriptor = buildDescriptor({
         instanceId: worker.workerId,
         steps,
         workflows,
         startedAt: worker.startedAt,
-        partition: options.partition,
-        namespace: options.namespace
+        partition,
+        namespace: config.namespace
       })
       const descriptorJson = JSON.stringify(descriptor)
       const hash = descriptorHash(descriptor)
@@ -692,25 +693,27 @@ const bridgeFailures = (
   })
 
 /**
- * The transport as a layer.
+ * The transport as a layer; building it fails with a {@link BullMQConfigError} when an option is
+ * unknown or invalid, before anything connects.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: BullMQOptions = {}): Layer.Layer<Transport> => Layer.succeed(Transport, make(options))
+export const layer = (options: BullMQOptions = {}): Layer.Layer<Transport, BullMQConfigError> =>
+  Layer.effect(Transport, make(options))
 
 /**
  * The transport configured from the environment: `REDIS_URL` (default `redis://127.0.0.1:6379`),
  * `DURABLE_PREFIX` (default `durable`), `DURABLE_NAMESPACE`, `DURABLE_PARTITION`. Explicit options
- * win over the environment.
+ * win over the environment; the result is checked as {@link layer} checks its options.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport, import("effect/ConfigError").ConfigError> =>
+export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport, ConfigError.ConfigError | BullMQConfigError> =>
   Layer.effect(
     Transport,
-    Effect.map(
+    Effect.flatMap(
       Config.all({
         url: Config.string("REDIS_URL").pipe(Config.withDefault("redis://127.0.0.1:6379")),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),

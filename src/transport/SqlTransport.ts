@@ -63,6 +63,7 @@ import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
 import * as Batcher from "./internal/batcher.js"
+import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError } from "./sql/internal/config.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
 import * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
@@ -76,27 +77,33 @@ import {
   type WorkerDescription
 } from "../seam/Transport.js"
 
+export { dialectOfUrl, SqlConfigError } from "./sql/internal/config.js"
+
 /**
- * How the transport uses the engine's tables.
+ * How the transport uses the engine's tables. The options are checked when the transport is built:
+ * an unknown key or a bad value fails with an {@link SqlConfigError} naming it.
  *
  * @since 0.1.0
  * @category models
  */
 export interface SqlTransportOptions {
-  /** Table prefix shared with the engine: `<prefix>_transport_tasks` / `_results`. Default `durable`. */
+  /**
+   * Table prefix shared with the engine: `<prefix>_transport_tasks` / `_results`; 1-40 characters of
+   * `A-Z`, `a-z`, `0-9`, `_` or `-`. Default `durable`.
+   */
   readonly prefix?: string
-  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). */
+  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). Default none. */
   readonly partition?: string
-  /** How long a claimed row is owned before another worker may claim it. Default 30 seconds (the engine's). */
+  /** How long a claimed row is owned before another worker may claim it (positive). Default 30 seconds (the engine's). */
   readonly lease?: Duration.DurationInput
-  /** How often a running task's lease is renewed. Default a third of `lease`. */
+  /** How often a running task's lease is renewed; shorter than `lease`. Default a third of `lease`. */
   readonly renewInterval?: Duration.DurationInput
   /**
-   * How long an idle subscription waits before it looks again. Default 500 ms (the engine's); 5 seconds
-   * on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
+   * How long an idle subscription waits before it looks again (positive). Default 500 ms (the engine's);
+   * 5 seconds on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
    */
   readonly pollInterval?: Duration.DurationInput
-  /** At most this many rows per claim (a claim never exceeds the free permits). Default 100. */
+  /** At most this many rows per claim (a claim never exceeds the free permits); at least 1. Default 100. */
   readonly batchSize?: number
   /** Create the tables and the task index if missing, like the engine. Default true. */
   readonly autoCreate?: boolean
@@ -114,16 +121,24 @@ export interface SqlTransportOptions {
  * @category models
  */
 export interface ConnectionOptions {
-  /** `postgres://user:password@host:5432/db` or `mysql://user:password@host:3306/db`. */
+  /**
+   * `postgres://user:password@host:5432/db` (or `postgresql://`) on PostgreSQL,
+   * `mysql://user:password@host:3306/db` (or `mariadb://`) on MySQL/MariaDB. Default none.
+   */
   readonly url?: string | Redacted.Redacted
+  /** Default `127.0.0.1`. */
   readonly host?: string
+  /** 1-65535. Default 5432 on PostgreSQL, 3306 on MySQL/MariaDB. */
   readonly port?: number
+  /** Default the driver's. */
   readonly database?: string
+  /** Default the driver's. */
   readonly username?: string
+  /** Default none. */
   readonly password?: string | Redacted.Redacted
-  /** Pool size. Default 10. */
+  /** Pool size; at least 1. Default 10. */
   readonly maxConnections?: number
-  /** How long the first connection may take before `run` fails. Default 5 seconds. */
+  /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput
   /** PostgreSQL `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
   readonly applicationName?: string
@@ -167,10 +182,8 @@ export interface Connection {
 }
 
 const NAME = "sql"
-const DEFAULT_LEASE = Duration.seconds(30)
 const DEFAULT_POLL = Duration.millis(500)
 const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
-const DEFAULT_BATCH = 100
 const CONFLICT_RETRY = Duration.millis(100)
 const LISTEN_PROBES = 2_000
 /** A lost `LISTEN` is tried again after 100 ms, doubling up to 5 s; a minute without loss starts over. */
@@ -257,7 +270,8 @@ const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: 
 
 /**
  * Connects to PostgreSQL with `@effect/sql-pg` (a pool, plus one connection for `LISTEN` when used),
- * closed with the scope; fails with a {@link RegistrationError} that says what to check.
+ * closed with the scope; fails with a {@link RegistrationError} that says what to check. The options
+ * are taken as checked ({@link layerPostgres} checks them when it is built).
  *
  * @since 0.1.0
  * @category constructors
@@ -282,7 +296,8 @@ export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Conne
 
 /**
  * Connects to MySQL/MariaDB with `@effect/sql-mysql2`, closed with the scope; fails with a
- * {@link RegistrationError} that says what to check.
+ * {@link RegistrationError} that says what to check. The options are taken as checked
+ * ({@link layerMysql} checks them when it is built).
  *
  * @since 0.1.0
  * @category constructors
@@ -376,7 +391,8 @@ const unreadableProtocol = (
 
 /**
  * Builds the transport service over a connection that each registration acquires (and closes with
- * its scope); `target` names the database in logs and errors.
+ * its scope); `target` names the database in logs and errors. Its options are checked first: an
+ * unknown key or a bad value fails with an {@link SqlConfigError} naming the option.
  *
  * @since 0.1.0
  * @category constructors
@@ -385,38 +401,25 @@ export const make = (
   options: SqlTransportOptions,
   connect: Effect.Effect<Connection, RegistrationError, Scope.Scope>,
   target: string
+): Effect.Effect<Transport["Type"], SqlConfigError> => Effect.map(resolve(options), (config) => build(config, connect, target))
+
+/** The transport over checked options. */
+const build = (
+  config: Resolved,
+  connect: Effect.Effect<Connection, RegistrationError, Scope.Scope>,
+  target: string
 ): Transport["Type"] => {
-  const prefix = options.prefix ?? Statements.DEFAULT_PREFIX
+  const { autoCreate, batchSize, lease, partition, prefix, renewInterval } = config
   const name = `sql ${target} prefix ${prefix}`
-  const protocol = NestDurableProtocol.make({ partition: options.partition })
+  const protocol = NestDurableProtocol.make({ partition })
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
-      const invalid = Statements.invalidPrefix(prefix)
-      if (invalid !== undefined) return yield* new RegistrationError({ transport: NAME, message: invalid })
-      const lease = Duration.decode(options.lease ?? DEFAULT_LEASE)
-      const renewInterval = options.renewInterval === undefined
-        ? Duration.millis(Math.max(1, Math.floor(Duration.toMillis(lease) / 3)))
-        : Duration.decode(options.renewInterval)
-      if (!Duration.lessThan(renewInterval, lease)) {
-        return yield* new RegistrationError({
-          transport: NAME,
-          message: `renewInterval (${Duration.format(renewInterval)}) must be shorter than lease (${
-            Duration.format(lease)
-          }), or running tasks lose their claim`
-        })
-      }
-      const batchSize = options.batchSize ?? DEFAULT_BATCH
-      if (!Number.isInteger(batchSize) || batchSize < 1) {
-        return yield* new RegistrationError({ transport: NAME, message: `batchSize must be a positive integer, got ${batchSize}` })
-      }
-
       const { dialect, listen, sql } = yield* connect
       const names = Statements.names(prefix)
       const run = <A extends object = Record<string, unknown>>(statement: Statements.Sql) =>
         sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
-      const wantsNotify = dialect === "postgres" && (options.notify ?? true) && Option.isSome(listen)
-      const autoCreate = options.autoCreate ?? true
+      const wantsNotify = dialect === "postgres" && config.notify && Option.isSome(listen)
       if (autoCreate) yield* createSchema(sql, dialect, names, wantsNotify)
       // without autoCreate the trigger may be missing: then nothing would ever notify, so poll as often as the engine
       const notifying = wantsNotify && (autoCreate || (yield* triggerExists(sql, names)))
@@ -425,7 +428,7 @@ export const make = (
           `no ${names.notifyTrigger} trigger on ${names.tasks} (autoCreate is off): new tasks are found by polling only`
         )
       }
-      const pollInterval = Duration.decode(options.pollInterval ?? (notifying ? DEFAULT_POLL_NOTIFIED : DEFAULT_POLL))
+      const pollInterval = config.pollInterval ?? (notifying ? DEFAULT_POLL_NOTIFIED : DEFAULT_POLL)
 
       const workflows = Protocol.names(worker.handlers.workflows)
       if (workflows.length > 0) {
@@ -434,7 +437,7 @@ export const make = (
         )
       }
       const tokens = Array.from(
-        new Set(Protocol.names(worker.handlers.steps).map((step) => routingToken(step, options.partition)))
+        new Set(Protocol.names(worker.handlers.steps).map((step) => routingToken(step, partition)))
       )
       const wakes = new Map<string, Queue.Queue<void>>()
       for (const token of tokens) wakes.set(token, yield* Queue.sliding<void>(1))
@@ -857,14 +860,17 @@ const startListening = (
 /**
  * The transport over the application's own `SqlClient` (PostgreSQL or MySQL/MariaDB), which it does
  * not close. `LISTEN` is used when a `PgClient` is in the context too (as `PgClient.layer` provides).
+ * Building it fails with an {@link SqlConfigError} when an option is unknown or invalid (connection
+ * options are the client's own, so they are unknown here).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport, never, SqlClient.SqlClient> =>
+export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport, SqlConfigError, SqlClient.SqlClient> =>
   Layer.effect(
     Transport,
     Effect.gen(function*() {
+      const config = yield* resolve(options)
       const sql = yield* SqlClient.SqlClient
       const pg = yield* Effect.serviceOption(PgClient.PgClient)
       const dialect = sql.onDialectOrElse({
@@ -880,42 +886,41 @@ export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport,
           })
         )
         : Effect.succeed({ sql, dialect, listen: Option.map(pg, listenOn) })
-      return make(options, connection, dialect ?? "sql")
+      return build(config, connection, dialect ?? "sql")
     })
   )
 
 /**
  * The transport on PostgreSQL, with its own `@effect/sql-pg` pool (opened at registration, closed at
- * shutdown). `run` fails fast when the database is unreachable.
+ * shutdown). Building it fails with an {@link SqlConfigError} when an option is unknown or invalid
+ * (a `url` that is not `postgres://` included), before anything connects; `run` fails fast when the
+ * database is unreachable.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport> =>
-  Layer.succeed(Transport, make(options, connectPostgres(options), describeTarget("postgres", options)))
+export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
+  Layer.effect(
+    Transport,
+    Effect.map(resolvePool("postgres", options), (config) =>
+      build(config, connectPostgres(options), describeTarget("postgres", options)))
+  )
 
 /**
  * The transport on MySQL/MariaDB, with its own `@effect/sql-mysql2` pool (opened at registration,
- * closed at shutdown). `run` fails fast when the database is unreachable.
+ * closed at shutdown). Building it fails with an {@link SqlConfigError} when an option is unknown or
+ * invalid (a `url` that is not `mysql://` or `mariadb://` included), before anything connects; `run`
+ * fails fast when the database is unreachable.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport> =>
-  Layer.succeed(Transport, make(options, connectMysql(options), describeTarget("mysql", options)))
-
-/**
- * The dialect a database URL names: `postgres://`/`postgresql://` or `mysql://`/`mariadb://`.
- *
- * @since 0.1.0
- * @category utils
- */
-export const dialectOfUrl = (url: string): Either.Either<Dialect, string> =>
-  /^postgres(ql)?:\/\//i.test(url)
-    ? Either.right("postgres")
-    : /^(mysql|mariadb):\/\//i.test(url)
-    ? Either.right("mysql")
-    : Either.left("must start with postgres://, postgresql://, mysql:// or mariadb://")
+export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
+  Layer.effect(
+    Transport,
+    Effect.map(resolvePool("mysql", options), (config) =>
+      build(config, connectMysql(options), describeTarget("mysql", options)))
+  )
 
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
@@ -927,7 +932,7 @@ export const dialectOfUrl = (url: string): Either.Either<Dialect, string> =>
  */
 export const layerConfig = (
   options: SqlTransportOptions & Omit<ConnectionOptions, "url"> = {}
-): Layer.Layer<Transport, ConfigError.ConfigError> =>
+): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError> =>
   Layer.unwrapEffect(
     Effect.map(
       Config.all({

@@ -52,6 +52,8 @@ import { messageOf } from "../core/internal/errors.js"
 import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as Inflight from "./sqs/internal/inflight.js"
+import * as SqsConfig from "./sqs/internal/config.js"
+import type { SqsConfigError } from "./sqs/internal/config.js"
 import * as Naming from "./sqs/internal/naming.js"
 import { stepsOnly } from "./sqs/internal/protocol.js"
 import * as Protocol from "../seam/Protocol.js"
@@ -65,6 +67,8 @@ import {
   type WorkerDescription
 } from "../seam/Transport.js"
 
+export { SqsConfigError } from "./sqs/internal/config.js"
+
 /**
  * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
  * async, as the engine's `taskQueueUrl`) or a record.
@@ -77,35 +81,52 @@ export type TaskQueueUrl =
   | Readonly<Record<string, string>>
 
 /**
- * Options of the SQS transport.
+ * Options of the SQS transport. They are checked when the transport is built (see {@link make}): an
+ * unknown key or a bad value fails with an {@link SqsConfigError} naming it.
  *
  * @since 0.1.0
  * @category models
  */
 export interface SqsOptions {
-  /** An SQS client to use (not destroyed by the transport). */
+  /** An SQS client to use (not destroyed by the transport). Default: one built from `clientConfig`. */
   readonly client?: SQSClient
-  /** Used when `client` is omitted, e.g. `{ endpoint, region, credentials }`; the client is destroyed at shutdown. */
+  /**
+   * Used when `client` is omitted, e.g. `{ endpoint, region, credentials }`; the client is destroyed at
+   * shutdown. Default `{}` (the SDK's own region and credential lookup).
+   */
   readonly clientConfig?: SQSClientConfig
-  /** Queue-name prefix shared with the engine: `<prefix>-tasks-<token>`, `<prefix>-results`. Default `durable`. */
+  /**
+   * Queue-name prefix shared with the engine: `<prefix>-tasks-<token>`, `<prefix>-results`; it must make
+   * valid SQS queue names of those looked up by name (not given by `taskQueueUrl` / `resultsQueueUrl`).
+   * Default `durable`.
+   */
   readonly prefix?: string
-  /** Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces). */
+  /**
+   * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
+   * Needs `taskQueueUrl`: SQS refuses the `@` in such queue names. Default none.
+   */
   readonly partition?: string
   /** Create the by-name queues that do not exist (not those given by URL). Default `false`. */
   readonly autoCreate?: boolean
-  /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. */
+  /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. Default none. */
   readonly taskQueueUrl?: TaskQueueUrl
-  /** The results queue URL (or a resolver), instead of the `<prefix>-results` name. */
+  /** The results queue URL (or a resolver), instead of the `<prefix>-results` name. Default none. */
   readonly resultsQueueUrl?: string | (() => string | PromiseLike<string>)
-  /** When set, only messages carrying this attribute are taken (others are released), and results carry it. */
+  /**
+   * When set, only messages carrying this attribute are taken (others are released), and results carry
+   * it; an SQS message attribute name. Default none.
+   */
   readonly marker?: string
-  /** Longest receive wait, capped at 20 s and by the worker's poll timeout. Default 20 seconds. */
+  /** Longest receive wait, capped at 20 s and by the worker's poll timeout (negative counts as 0). Default 20 seconds. */
   readonly waitTime?: Duration.DurationInput
-  /** Visibility of a received task, renewed while it runs or waits. Whole seconds. Default 60 seconds. */
+  /**
+   * Visibility of a received task, renewed while it runs or waits: 1 second to 12 hours, in whole
+   * seconds (rounded up). Default 60 seconds.
+   */
   readonly visibilityTimeout?: Duration.DurationInput
-  /** How often a held task's visibility is extended. Default a third of `visibilityTimeout`. */
+  /** How often a held task's visibility is extended; shorter than `visibilityTimeout`. Default a third of it. */
   readonly visibilityExtendInterval?: Duration.DurationInput
-  /** How long resolving the queues at start may take before `run` fails. Default 10 seconds. */
+  /** How long resolving the queues at start may take before `run` fails (positive). Default 10 seconds. */
   readonly connectTimeout?: Duration.DurationInput
 }
 
@@ -139,15 +160,15 @@ const BATCH_CALLS = 4
 /** SQS's limit on the total size of a batch, in bytes (256 KiB, what every SQS-compatible server takes). */
 const MAX_BATCH_BYTES = 262_144
 
-const endpointOf = (options: SqsOptions): string => {
+const endpointOf = (options: Pick<SqsConfig.Resolved, "client" | "clientConfig">): string => {
   if (options.client !== undefined) return "the given SQSClient's endpoint"
-  const endpoint = options.clientConfig?.endpoint
+  const endpoint = options.clientConfig.endpoint
   if (typeof endpoint === "string") return endpoint
   if (typeof endpoint === "object" && endpoint !== null && "hostname" in endpoint) {
     const e = endpoint as { protocol?: string; hostname: string; port?: number; path?: string }
     return `${e.protocol ?? "https:"}//${e.hostname}${e.port === undefined ? "" : `:${e.port}`}${e.path ?? ""}`
   }
-  const region = options.clientConfig?.region
+  const region = options.clientConfig.region
   return typeof region === "string" ? `AWS ${region}` : "AWS"
 }
 
@@ -168,19 +189,22 @@ const parseBody = (body: string | undefined): unknown => {
 }
 
 /**
- * Builds the transport service. The client and queues are set up when the worker registers.
+ * Builds the transport service. Its options are checked first: an unknown key or a bad value fails
+ * with an {@link SqsConfigError} naming the option. The client and queues are set up when the
+ * worker registers.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: SqsOptions = {}): Transport["Type"] => {
-  const prefix = options.prefix ?? Naming.DEFAULT_PREFIX
-  const endpoint = endpointOf(options)
+export const make = (options: SqsOptions = {}): Effect.Effect<Transport["Type"], SqsConfigError> =>
+  Effect.map(SqsConfig.resolve(options), build)
+
+/** The transport over checked options. */
+const build = (config: SqsConfig.Resolved): Transport["Type"] => {
+  const { connectTimeout, marker, partition, prefix, visibility, waitTime } = config
+  const endpoint = endpointOf(config)
   const name = `sqs ${endpoint} prefix ${prefix}`
-  const protocol = stepsOnly(options.partition)
-  const connectTimeout = Duration.decode(options.connectTimeout ?? "10 seconds")
-  const waitTime = Duration.decode(options.waitTime ?? "20 seconds")
-  const marker = options.marker
+  const protocol = stepsOnly(partition)
   const markerAttributes: Record<string, MessageAttributeValue> | undefined = marker === undefined
     ? undefined
     : { [marker]: { DataType: "String", StringValue: "1" } }
@@ -190,11 +214,6 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
-      const visibility = Naming.visibility(
-        Duration.decode(options.visibilityTimeout ?? "60 seconds"),
-        options.visibilityExtendInterval === undefined ? undefined : Duration.decode(options.visibilityExtendInterval)
-      )
-      if (typeof visibility === "string") return yield* registrationError(visibility)
       const workflows = Protocol.names(worker.handlers.workflows)
       if (workflows.length > 0) {
         return yield* registrationError(
@@ -207,10 +226,10 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
       // group → the step names routed to it
       const groups = new Map<string, Array<string>>()
       for (const step of Protocol.names(worker.handlers.steps)) {
-        const group = Naming.token(step, options.partition)
+        const group = Naming.token(step, partition)
         groups.set(group, [...(groups.get(group) ?? []), step])
       }
-      const byName = options.taskQueueUrl === undefined
+      const byName = config.taskQueueUrl === undefined
       if (byName) {
         const problems = Array.from(groups).flatMap(([group, steps]) => {
           const queue = Naming.tasksQueueName(prefix, group)
@@ -222,23 +241,14 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
         if (problems.length > 0) {
           return yield* registrationError(
             `${problems.join("; ")}. ${Naming.QUEUE_NAME_RULE}, and the engine looks task queues up by that name. ` +
-              "Use step names and a partition without '.' or '@' (e.g. payments-charge-card), " +
+              "Use step names without such characters (e.g. payments-charge-card), " +
               "or map each group to an existing queue with taskQueueUrl (the engine must be given the same mapping)"
           )
         }
       }
-      if (options.resultsQueueUrl === undefined) {
-        const problem = Naming.queueNameProblem(Naming.resultsQueueName(prefix))
-        if (problem !== undefined) {
-          return yield* registrationError(
-            `the results queue "${Naming.resultsQueueName(prefix)}" is not a valid SQS queue name (${problem}); ` +
-              `${Naming.QUEUE_NAME_RULE}: choose another prefix or pass resultsQueueUrl`
-          )
-        }
-      }
 
-      const client = options.client ?? (yield* Effect.acquireRelease(
-        Effect.sync(() => new SQSClient(options.clientConfig ?? {})),
+      const client = config.client ?? (yield* Effect.acquireRelease(
+        Effect.sync(() => new SQSClient(config.clientConfig)),
         (c) => Effect.sync(() => c.destroy())
       ))
 
@@ -263,7 +273,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
           catch: (cause) => cause
         }).pipe(
           Effect.catchIf(
-            (cause) => isMissingQueue(cause) && options.autoCreate === true,
+            (cause) => isMissingQueue(cause) && config.autoCreate,
             () =>
               Effect.tryPromise({
                 try: (signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal }),
@@ -309,7 +319,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
           )
         )
 
-      const taskQueueUrl = options.taskQueueUrl
+      const taskQueueUrl = config.taskQueueUrl
       const resolveTasks = (group: string, steps: ReadonlyArray<string>) => {
         const role = `the tasks of step ${steps.map((s) => `"${s}"`).join(", ")} (group "${group}")`
         if (taskQueueUrl === undefined) return queueByName(Naming.tasksQueueName(prefix, group), role)
@@ -324,7 +334,7 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
           )
           : queueByUrl(() => url, role)
       }
-      const resultsOption = options.resultsQueueUrl
+      const resultsOption = config.resultsQueueUrl
       const resolveResults = resultsOption === undefined
         ? queueByName(Naming.resultsQueueName(prefix), "the results")
         : queueByUrl(typeof resultsOption === "string" ? () => resultsOption : resultsOption, "the results")
@@ -628,27 +638,29 @@ export const make = (options: SqsOptions = {}): Transport["Type"] => {
 }
 
 /**
- * The transport as a layer.
+ * The transport as a layer; building it fails with an {@link SqsConfigError} when an option is
+ * unknown or invalid, before any request is sent.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: SqsOptions = {}): Layer.Layer<Transport> => Layer.succeed(Transport, make(options))
+export const layer = (options: SqsOptions = {}): Layer.Layer<Transport, SqsConfigError> => Layer.effect(Transport, make(options))
 
 /**
  * The transport configured from the environment: `SQS_ENDPOINT` (a local server such as
  * `http://127.0.0.1:4566`; AWS itself when unset), `AWS_REGION` (default `us-east-1` with an endpoint,
  * otherwise the SDK's own lookup), `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (otherwise the SDK's
  * credential chain), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`, `SQS_AUTO_CREATE`
- * (default false), `SQS_MARKER`, `SQS_RESULTS_QUEUE_URL`. Explicit options win over the environment.
+ * (default false), `SQS_MARKER`, `SQS_RESULTS_QUEUE_URL`. Explicit options win over the environment;
+ * the result is checked as {@link layer} checks its options.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, ConfigError.ConfigError> =>
+export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, ConfigError.ConfigError | SqsConfigError> =>
   Layer.effect(
     Transport,
-    Effect.map(
+    Effect.flatMap(
       Config.all({
         endpoint: Config.option(Config.string("SQS_ENDPOINT")),
         region: Config.option(Config.string("AWS_REGION")),

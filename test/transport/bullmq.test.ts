@@ -72,9 +72,9 @@ const fixture = (tasks: number) =>
 
 /** The poller of the `work` task queue of a transport registered on `prefix` (closed with the scope). */
 const workQueuePoller = (prefix: string) =>
-  Effect.map(
-    BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix }).register(description),
-    (registration) => registration.pollers[0]!
+  BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix }).pipe(
+    Effect.flatMap((transport) => transport.register(description)),
+    Effect.map((registration) => registration.pollers[0]!)
   )
 
 const reply = (delivery: Delivery) => {
@@ -177,12 +177,13 @@ describe("BullMQ transport answers", () => {
       )
       const task = JSON.parse((yield* Effect.promise(() => redis.hget(`bull:${prefix}-tasks-work:1`, "data")))!)
       yield* Effect.promise(() => redis.hset(`bull:${prefix}-tasks-work:1`, "data", JSON.stringify({ ...task, transport: "b" })))
-      const registration = yield* BullMQTransport.make({
+      const transport = yield* BullMQTransport.make({
         url: `redis://${redisConnection().host}:${redisConnection().port}`,
         prefix,
         brokerId: "a",
         brokers: { b: { connection: other } }
-      }).register(description)
+      })
+      const registration = yield* transport.register(description)
       const [first] = yield* registration.pollers[0]!.poll(1)
       const lock = `bull:${prefix}-tasks-work:1:lock`
       const token = yield* Effect.promise(() => redis.get(lock))

@@ -95,7 +95,7 @@ const spiedWorker = (dialect: DialectName, tasks = 0) =>
   Effect.gen(function*() {
     const f = yield* fixture(dialect)
     const statements: Array<{ readonly text: string; readonly params: ReadonlyArray<unknown> }> = []
-    const transport = SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
+    const transport = yield* SqlTransport.make({ prefix: f.prefix }, spiedConnect(dialect, statements), dialect)
     const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
     const ids: Array<string> = []
     for (let i = 0; i < tasks; i++) ids.push(yield* Effect.promise(() => f.dispatch("work")))
@@ -110,7 +110,7 @@ const registerPoller = (
   options: SqlTransport.SqlTransportOptions = {}
 ) =>
   Effect.gen(function*() {
-    const transport = SqlTransport.make({ prefix, ...options }, connect(dialect), dialect)
+    const transport = yield* SqlTransport.make({ prefix, ...options }, connect(dialect), dialect)
     const registration = yield* transport.register(description(workerId, ["work"]))
     assert.strictEqual(registration.pollers.length, 1)
     return registration.pollers[0]!
@@ -458,9 +458,8 @@ const listenedWith = (listen: (channel: string) => Stream.Stream<string, SqlErro
         })
       )
     }))
-    const registration = yield* SqlTransport.make({ prefix: f.prefix }, connection, "postgres").register(
-      description("worker-a", ["work"])
-    )
+    const transport = yield* SqlTransport.make({ prefix: f.prefix }, connection, "postgres")
+    const registration = yield* transport.register(description("worker-a", ["work"]))
     return { poller: registration.pollers[0]!, subscriptions: () => subscriptions }
   })
 

@@ -10,6 +10,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -19,6 +20,7 @@ import { createServer, type Server, type Socket } from "node:net"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
+import * as SqsConfig from "../../src/transport/sqs/internal/config.js"
 import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
 import type { Transport } from "../../src/seam/Transport.js"
@@ -147,24 +149,26 @@ describe("SQS naming (pure)", () => {
   })
 
   it("visibility: whole seconds in 1..43200, extended every third by default, the interval below the timeout", () => {
-    assert.deepStrictEqual(Naming.visibility(Duration.seconds(60), undefined), {
+    assert.deepStrictEqual(SqsConfig.visibility(Duration.seconds(60), undefined), Either.right({
       timeoutSeconds: 60,
       extendEvery: Duration.millis(20_000)
-    })
-    assert.deepStrictEqual(Naming.visibility(Duration.millis(1_500), undefined), {
+    }))
+    assert.deepStrictEqual(SqsConfig.visibility(Duration.millis(1_500), undefined), Either.right({
       timeoutSeconds: 2,
       extendEvery: Duration.millis(666)
-    })
-    assert.deepStrictEqual(Naming.visibility(Duration.seconds(30), Duration.seconds(5)), {
+    }))
+    assert.deepStrictEqual(SqsConfig.visibility(Duration.seconds(30), Duration.seconds(5)), Either.right({
       timeoutSeconds: 30,
       extendEvery: Duration.seconds(5)
-    })
-    assert.match(Naming.visibility(Duration.zero, undefined) as string, /visibilityTimeout must be between/)
-    assert.match(Naming.visibility(Duration.hours(13), undefined) as string, /visibilityTimeout must be between/)
-    assert.match(
-      Naming.visibility(Duration.seconds(30), Duration.seconds(30)) as string,
-      /visibilityExtendInterval must be more than 0 and less than visibilityTimeout \(30s\)/
-    )
+    }))
+    const refused = (timeout: Duration.Duration, every: Duration.Duration | undefined) =>
+      Either.getOrThrowWith(Either.flip(SqsConfig.visibility(timeout, every)), () => "accepted")
+    assert.strictEqual(refused(Duration.zero, undefined).option, "visibilityTimeout")
+    assert.match(refused(Duration.zero, undefined).message, /visibilityTimeout must be between/)
+    assert.match(refused(Duration.hours(13), undefined).message, /visibilityTimeout must be between/)
+    const interval = refused(Duration.seconds(30), Duration.seconds(30))
+    assert.strictEqual(interval.option, "visibilityExtendInterval")
+    assert.match(interval.message, /visibilityExtendInterval must be more than 0 and less than visibilityTimeout \(30s\)/)
   })
 })
 
@@ -436,14 +440,17 @@ describe("SQS registration errors", () => {
     })
   const steps = (...names: Array<string>) => names.map((name) => Step.make(name, () => Effect.void))
 
-  it.live("a partition ('@' in the queue name) is refused without taskQueueUrl, naming the step and the rule", () =>
+  it.live("a step name SQS refuses in a queue name ('.') is refused without taskQueueUrl, naming the step and the rule", () =>
     Effect.gen(function*() {
       const error = yield* runWith(
-        { clientConfig: server().clientConfig, prefix: sqsPrefix(), partition: "acme", autoCreate: true },
-        { steps: steps("billing:charge") }
+        { clientConfig: server().clientConfig, prefix: sqsPrefix(), autoCreate: true },
+        { steps: steps("billing:charge.card") }
       )
       assert.strictEqual(error._tag, "RegistrationError")
-      assert.match(error.message, /step "billing:charge" is dispatched to queue "edw-\w+-tasks-billing-charge@acme", which SQS refuses \(it contains '@'\)/)
+      assert.match(
+        error.message,
+        /step "billing:charge.card" is dispatched to queue "edw-\w+-tasks-billing-charge.card", which SQS refuses \(it contains '\.'\)/
+      )
       assert.match(error.message, /letters, digits, '-' and '_'/)
     }))
 
@@ -484,12 +491,14 @@ describe("SQS registration errors", () => {
       assert.match(dangling.message, /never created/)
     }))
 
-  it.live("an invalid visibility setting is refused at start", () =>
+  it.live("an invalid visibility setting is refused at start, as a config error naming it", () =>
     Effect.gen(function*() {
       const error = yield* runWith(
         { clientConfig: server().clientConfig, visibilityTimeout: "10 seconds", visibilityExtendInterval: "10 seconds" },
         { steps: steps("v") }
       )
+      assert.strictEqual(error._tag, "SqsConfigError")
+      assert.strictEqual((error as SqsTransport.SqsConfigError).option, "visibilityExtendInterval")
       assert.match(error.message, /visibilityExtendInterval must be more than 0 and less than visibilityTimeout/)
     }))
 

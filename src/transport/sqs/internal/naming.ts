@@ -88,38 +88,3 @@ export const queueNameProblem = (name: string): string | undefined => {
  */
 export const waitTimeSeconds = (waitTime: Duration.Duration, pollTimeout: Duration.Duration): number =>
   Math.max(0, Math.min(MAX_WAIT_SECONDS, Math.floor(Duration.toSeconds(Duration.min(waitTime, pollTimeout)))))
-
-/**
- * The visibility a received task gets and how often it is extended while it runs or waits.
- *
- * @since 0.1.0
- */
-export interface Visibility {
-  /** `VisibilityTimeout` of a receive and of every extension, whole seconds. */
-  readonly timeoutSeconds: number
-  /** How often a held message's visibility is extended (back to `timeoutSeconds` from then). */
-  readonly extendEvery: Duration.Duration
-}
-
-/**
- * Validates the visibility options: the timeout is whole seconds in 1..43200 (a fraction is rounded
- * up), the extension interval defaults to a third of it, so one failed extension still leaves time for
- * the next, and must be shorter than the timeout. Returns the problem as text when they are invalid.
- *
- * @since 0.1.0
- */
-export const visibility = (
-  timeout: Duration.Duration,
-  extendEvery: Duration.Duration | undefined
-): Visibility | string => {
-  const timeoutSeconds = Math.ceil(Duration.toSeconds(timeout))
-  if (!(timeoutSeconds >= 1 && timeoutSeconds <= MAX_VISIBILITY_SECONDS)) {
-    return `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)})`
-  }
-  const every = extendEvery ?? Duration.millis(Math.floor((timeoutSeconds * 1000) / 3))
-  if (!Duration.greaterThan(every, Duration.zero) || !Duration.lessThan(every, Duration.seconds(timeoutSeconds))) {
-    return `visibilityExtendInterval must be more than 0 and less than visibilityTimeout (${timeoutSeconds}s), ` +
-      `or a running task becomes visible to other workers before it is extended (got ${Duration.format(every)})`
-  }
-  return { timeoutSeconds, extendEvery: every }
-}

@@ -1,0 +1,175 @@
+/**
+ * The BullMQ transport's options, checked once when the transport is built: every option with a
+ * constraint is checked here, and an unknown key or a bad value fails with a
+ * {@link BullMQConfigError} that names the option, says what it accepts and shows what it got.
+ *
+ * @since 0.2.0
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import { unknownKey } from "../../../runtime/WorkerConfig.js"
+import type { BrokerTarget, BullMQOptions } from "../../BullMQTransport.js"
+import { checks, isRecord, show } from "../../internal/options.js"
+import { DEFAULT_COMMANDS_PER_WRITE } from "./coalesce.js"
+import * as Naming from "./naming.js"
+
+/**
+ * An invalid or unknown option of the BullMQ transport, named, with the accepted forms and the
+ * value given. Raised when the transport is built, before anything connects.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class BullMQConfigError extends Schema.TaggedError<BullMQConfigError>()("BullMQConfigError", {
+  option: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The checked options, defaults applied.
+ *
+ * @since 0.2.0
+ */
+export interface Resolved {
+  /** The main broker. */
+  readonly target: BrokerTarget
+  /** The engine's pool id of the main broker. */
+  readonly brokerId: string
+  /** The further brokers of the pool, by id. */
+  readonly brokers: ReadonlyArray<readonly [string, BrokerTarget]>
+  /** The effective prefix: the namespace folded in. */
+  readonly prefix: string
+  readonly namespace: string | undefined
+  readonly partition: string | undefined
+  readonly lockDuration: Duration.Duration
+  readonly stepBeatInterval: Duration.Duration | undefined
+  readonly connectTimeout: Duration.Duration
+  readonly stalledInterval: Duration.Duration
+  readonly commandsPerWrite: number
+}
+
+const KEYS: ReadonlyArray<keyof BullMQOptions> = [
+  "url",
+  "connection",
+  "prefix",
+  "namespace",
+  "partition",
+  "lockDuration",
+  "stepBeatInterval",
+  "brokers",
+  "brokerId",
+  "connectTimeout",
+  "stalledInterval",
+  "commandsPerWrite"
+]
+
+const TARGET_KEYS: ReadonlyArray<keyof BrokerTarget> = ["url", "connection"]
+
+const { duration, fail, refuseUnknown, string } = checks(
+  "BullMQ",
+  (option, message) => new BullMQConfigError({ option, message })
+)
+
+/** Refuses an unknown key of one further broker, `scope` (`brokers.<id>`) in its option name. */
+const refuseUnknownOfBroker = (value: object, scope: string) => {
+  const key = unknownKey(value, TARGET_KEYS)
+  return key === undefined
+    ? Either.void
+    : fail(`${scope}.${key}`, `unknown option "${key}" of ${scope}; a broker takes ${TARGET_KEYS.join(" or ")}`)
+}
+
+const isRedisUrl = (value: unknown) => {
+  if (typeof value !== "string" || !/^rediss?:\/\//i.test(value)) return false
+  try {
+    new URL(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Checks where a broker is; `name` gives the option name of each of its fields. */
+const target = (value: { readonly url?: unknown; readonly connection?: unknown }, name: (key: string) => string) =>
+  Either.gen(function*() {
+    if (value.url !== undefined && !isRedisUrl(value.url)) {
+      return yield* fail(
+        name("url"),
+        `${name("url")} must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379, got ${show(value.url)}`
+      )
+    }
+    if (value.connection !== undefined && !isRecord(value.connection)) {
+      return yield* fail(name("connection"), `${name("connection")} must be ioredis options, got ${show(value.connection)}`)
+    }
+    return {
+      ...(value.url === undefined ? {} : { url: value.url as string }),
+      ...(value.connection === undefined ? {} : { connection: value.connection as NonNullable<BrokerTarget["connection"]> })
+    } satisfies BrokerTarget
+  })
+
+/** Checks one further broker of the pool. */
+const broker = (id: string, value: unknown) =>
+  Either.gen(function*() {
+    const option = `brokers.${id}`
+    if (!isRecord(value)) return yield* fail(option, `${option} must be { url } or { connection }, got ${show(value)}`)
+    yield* refuseUnknownOfBroker(value, option)
+    return yield* target(value, (key) => `${option}.${key}`)
+  })
+
+/**
+ * Checks the options and applies the defaults. Besides each value, it refuses a partition together
+ * with a namespace (the engine never dispatches tenant tokens on a namespaced transport) and a
+ * further broker under the main broker's id.
+ *
+ * @since 0.2.0
+ */
+export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQConfigError> =>
+  Either.gen(function*() {
+    yield* refuseUnknown(options, KEYS)
+    const main = yield* target(options, (key) => key)
+    const prefix = (yield* string("prefix", options.prefix)) ?? Naming.DEFAULT_PREFIX
+    const namespace = yield* string("namespace", options.namespace, true)
+    const partition = yield* string("partition", options.partition, true)
+    if (!Naming.isDefaultScope(namespace) && !Naming.isDefaultScope(partition)) {
+      return yield* fail(
+        "partition",
+        `partition "${partition}" cannot be used with namespace "${namespace}": the engine never dispatches ` +
+          "tenant (@) tokens on a namespaced transport, so this worker would consume nothing; set one of them"
+      )
+    }
+    const brokerId = (yield* string("brokerId", options.brokerId)) ?? "default"
+    if (options.brokers !== undefined && !isRecord(options.brokers)) {
+      return yield* fail("brokers", `brokers must be a record of brokers by pool id, got ${show(options.brokers)}`)
+    }
+    const brokers: Array<readonly [string, BrokerTarget]> = []
+    for (const [id, value] of Object.entries(options.brokers ?? {})) {
+      if (id === brokerId) {
+        return yield* fail(
+          `brokers.${id}`,
+          `brokers.${id} has the id of the main broker (brokerId "${brokerId}"); give each broker of the pool its own id`
+        )
+      }
+      brokers.push([id, yield* broker(id, value)])
+    }
+    const commandsPerWrite = options.commandsPerWrite ?? DEFAULT_COMMANDS_PER_WRITE
+    if (!Number.isInteger(commandsPerWrite) || commandsPerWrite < 1) {
+      return yield* fail(
+        "commandsPerWrite",
+        `commandsPerWrite must be a whole number of at least 1 (1 turns write coalescing off), got ${show(commandsPerWrite)}`
+      )
+    }
+    return {
+      target: main,
+      brokerId,
+      brokers,
+      prefix: Naming.effectivePrefix(prefix, namespace),
+      namespace,
+      partition,
+      lockDuration: (yield* duration("lockDuration", options.lockDuration)) ?? Duration.seconds(30),
+      stepBeatInterval: yield* duration("stepBeatInterval", options.stepBeatInterval),
+      connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(5),
+      stalledInterval: (yield* duration("stalledInterval", options.stalledInterval)) ?? Duration.seconds(30),
+      commandsPerWrite
+    }
+  })

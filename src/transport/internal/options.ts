@@ -1,0 +1,91 @@
+/**
+ * The option checks the transports share, so every transport words a bad option the same way.
+ * Each transport binds them to its own error class with {@link checks} and keeps only its own
+ * rules beside them.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import { inspect } from "node:util"
+import { unknownKey } from "../../runtime/WorkerConfig.js"
+
+/**
+ * A value for a message: strings quoted, the credentials of a URL (`//user:pass@`) masked, since
+ * a bad value may well be a connection string.
+ *
+ * @internal
+ */
+export const show = (value: unknown): string =>
+  typeof value === "string" ? JSON.stringify(value.replace(/\/\/[^@/]*@/, "//***@")) : inspect(value, { depth: 0 })
+
+/**
+ * Whether a value is a plain object (not null, not an array).
+ *
+ * @internal
+ */
+export const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * The shared checks, failing with the transport's own error. Each check passes `undefined` through
+ * (the caller applies its default with `??`) and fails naming the option, what it accepts and what
+ * it got.
+ *
+ * @param transport - How an unknown key names the transport: `unknown <transport> option "…"`.
+ * @param makeError - The transport's error for an option and a message.
+ * @param example - The duration shown in the duration message; a transport keeps its own.
+ * @internal
+ */
+export const checks = <E>(
+  transport: string,
+  makeError: (option: string, message: string) => E,
+  example = "30 seconds"
+) => {
+  const fail = (option: string, message: string): Either.Either<never, E> => Either.left(makeError(option, message))
+  return {
+    fail,
+    /** Refuses the first key not in `known`, listing the options. */
+    refuseUnknown: (options: object, known: ReadonlyArray<string>): Either.Either<void, E> => {
+      const key = unknownKey(options, known)
+      return key === undefined
+        ? Either.void
+        : fail(key, `unknown ${transport} option "${key}"; the options are ${known.join(", ")}`)
+    },
+    /** A string option; an empty one only with `empty`, where it means the default (a namespace, a partition). */
+    string: (option: string, value: unknown, empty = false): Either.Either<string | undefined, E> =>
+      value === undefined || (typeof value === "string" && (empty || value !== ""))
+        ? Either.right(value as string | undefined)
+        : fail(option, `${option} must be a ${empty ? "" : "non-empty "}string, got ${show(value)}`),
+    boolean: (option: string, value: unknown): Either.Either<boolean | undefined, E> =>
+      value === undefined || typeof value === "boolean"
+        ? Either.right(value as boolean | undefined)
+        : fail(option, `${option} must be true or false, got ${show(value)}`),
+    /** A whole number from `min` (to `max`, where there is one). */
+    integer: (option: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): Either.Either<number | undefined, E> =>
+      value === undefined || (Number.isInteger(value) && (value as number) >= min && (value as number) <= max)
+        ? Either.right(value as number | undefined)
+        : fail(
+          option,
+          `${option} must be a whole number ${
+            max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`
+          }, got ${show(value)}`
+        ),
+    /** A positive, finite duration, given as anything `Duration.decode` takes. */
+    duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
+      value === undefined ? Either.right(undefined) : Option.match(
+        Option.filter(Duration.decodeUnknown(value), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
+        {
+          onNone: () =>
+            fail(
+              option,
+              `${option} must be a positive, finite duration (milliseconds, or a string such as "${example}"), got ${
+                show(value)
+              }`
+            ),
+          onSome: (d) => Either.right(d)
+        }
+      )
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * The SQS transport's options, checked once when the transport is built: every option with a
+ * constraint is checked here, and an unknown key or a bad value fails with an
+ * {@link SqsConfigError} that names the option, says what it accepts and shows what it got.
+ *
+ * @since 0.2.0
+ * @internal
+ */
+import type { SQSClient, SQSClientConfig } from "@aws-sdk/client-sqs"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
+import { unknownKey } from "../../../runtime/WorkerConfig.js"
+import { checks, isRecord, show } from "../../internal/options.js"
+import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
+import * as Naming from "./naming.js"
+
+/**
+ * An invalid or unknown option of the SQS transport, named, with the accepted forms and the value
+ * given. Raised when the transport is built, before any request is sent.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class SqsConfigError extends Schema.TaggedError<SqsConfigError>()("SqsConfigError", {
+  option: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The visibility a received task gets and how often it is extended while it runs or waits.
+ *
+ * @since 0.1.0
+ */
+export interface Visibility {
+  /** `VisibilityTimeout` of a receive and of every extension, whole seconds. */
+  readonly timeoutSeconds: number
+  /** How often a held message's visibility is extended (back to `timeoutSeconds` from then). */
+  readonly extendEvery: Duration.Duration
+}
+
+/**
+ * The checked options, defaults applied.
+ *
+ * @since 0.2.0
+ */
+export interface Resolved {
+  readonly client: SQSClient | undefined
+  readonly clientConfig: SQSClientConfig
+  readonly prefix: string
+  readonly partition: string | undefined
+  readonly autoCreate: boolean
+  readonly taskQueueUrl: TaskQueueUrl | undefined
+  readonly resultsQueueUrl: SqsOptions["resultsQueueUrl"]
+  readonly marker: string | undefined
+  readonly waitTime: Duration.Duration
+  readonly visibility: Visibility
+  readonly connectTimeout: Duration.Duration
+}
+
+const KEYS: ReadonlyArray<keyof SqsOptions> = [
+  "client",
+  "clientConfig",
+  "prefix",
+  "partition",
+  "autoCreate",
+  "taskQueueUrl",
+  "resultsQueueUrl",
+  "marker",
+  "waitTime",
+  "visibilityTimeout",
+  "visibilityExtendInterval",
+  "connectTimeout"
+]
+
+/** Settings of the SQS client, which belong in `clientConfig`. */
+const CLIENT_KEYS: ReadonlyArray<string> = ["endpoint", "region", "credentials", "maxAttempts", "retryMode"]
+
+const { boolean, duration, fail, refuseUnknown, string } = checks(
+  "SQS",
+  (option, message) => new SqsConfigError({ option, message }),
+  "10 seconds"
+)
+
+/** Refuses an unknown key; a setting of the SQS client is pointed to `clientConfig`. */
+const refuseUnknownKey = (options: object) => {
+  const key = unknownKey(options, KEYS)
+  return key !== undefined && CLIENT_KEYS.includes(key)
+    ? fail(
+      key,
+      `unknown SQS option "${key}": settings of the SQS client go in clientConfig, ` +
+        `e.g. { clientConfig: { endpoint, region, credentials } }`
+    )
+    : refuseUnknown(options, KEYS)
+}
+
+/** Refuses a prefix that makes `name`, a queue looked up by name, one SQS refuses; `instead` replaces the lookup. */
+const queueName = (name: string, invalid: string, instead: string) => {
+  const problem = Naming.queueNameProblem(name)
+  return problem === undefined ? Either.void : fail(
+    "prefix",
+    `${invalid} (${problem}); ${Naming.QUEUE_NAME_RULE}: choose another prefix or pass ${instead}`
+  )
+}
+
+/** SQS's rule for a message attribute name (the marker). */
+const isAttributeName = (name: string) =>
+  /^[A-Za-z0-9_.-]{1,256}$/.test(name) && !/^\.|\.$|\.\./.test(name) && !/^(aws|amazon)\./i.test(name)
+
+/**
+ * Checks the visibility settings: the timeout is whole seconds in 1..43200 (a fraction is rounded
+ * up), the extension interval defaults to a third of it, so one failed extension still leaves time
+ * for the next, and must be shorter than the timeout.
+ *
+ * @since 0.1.0
+ */
+export const visibility = (
+  timeout: Duration.Duration,
+  extendEvery: Duration.Duration | undefined
+): Either.Either<Visibility, SqsConfigError> => {
+  const timeoutSeconds = Math.ceil(Duration.toSeconds(timeout))
+  if (!(timeoutSeconds >= 1 && timeoutSeconds <= Naming.MAX_VISIBILITY_SECONDS)) {
+    return fail("visibilityTimeout", `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)})`)
+  }
+  const every = extendEvery ?? Duration.millis(Math.floor((timeoutSeconds * 1000) / 3))
+  if (!Duration.greaterThan(every, Duration.zero) || !Duration.lessThan(every, Duration.seconds(timeoutSeconds))) {
+    return fail(
+      "visibilityExtendInterval",
+      `visibilityExtendInterval must be more than 0 and less than visibilityTimeout (${timeoutSeconds}s), ` +
+        `or a running task becomes visible to other workers before it is extended (got ${Duration.format(every)})`
+    )
+  }
+  return Either.right({ timeoutSeconds, extendEvery: every })
+}
+
+/** A duration option whose range is checked where it is used (or that needs none). */
+const decode = (option: string, value: unknown) =>
+  value === undefined ? Either.right(undefined) : Option.match(Duration.decodeUnknown(value), {
+    onNone: () =>
+      fail(option, `${option} must be a duration (milliseconds, or a string such as "60 seconds"), got ${show(value)}`),
+    onSome: (d) => Either.right(d)
+  })
+
+/**
+ * Checks the options and applies the defaults. Besides each value, it refuses what would make a
+ * queue looked up by name one that SQS cannot have: a prefix SQS refuses in `<prefix>-results`
+ * (without `resultsQueueUrl`) or in `<prefix>-tasks-<step>` (without `taskQueueUrl`), and a
+ * partition (it puts `@` into every task queue name) without `taskQueueUrl`. Step names are checked
+ * at registration, where they are known.
+ *
+ * @since 0.2.0
+ */
+export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigError> =>
+  Either.gen(function*() {
+    yield* refuseUnknownKey(options)
+    if (options.client !== undefined && typeof (options.client as { send?: unknown } | null)?.send !== "function") {
+      return yield* fail("client", `client must be an SQSClient of @aws-sdk/client-sqs v3, got ${show(options.client)}`)
+    }
+    if (options.clientConfig !== undefined && !isRecord(options.clientConfig)) {
+      return yield* fail(
+        "clientConfig",
+        `clientConfig must be an SQSClientConfig such as { endpoint, region, credentials }, got ${show(options.clientConfig)}`
+      )
+    }
+    const prefix = (yield* string("prefix", options.prefix)) ?? Naming.DEFAULT_PREFIX
+    const { taskQueueUrl, resultsQueueUrl } = options
+    if (
+      taskQueueUrl !== undefined && typeof taskQueueUrl !== "function" &&
+      !(isRecord(taskQueueUrl) && Object.values(taskQueueUrl).every((url) => typeof url === "string" && url !== ""))
+    ) {
+      return yield* fail(
+        "taskQueueUrl",
+        `taskQueueUrl must be a function of the group or a record of queue URLs by group, got ${show(taskQueueUrl)}`
+      )
+    }
+    if (resultsQueueUrl !== undefined && typeof resultsQueueUrl !== "function") {
+      yield* string("resultsQueueUrl", resultsQueueUrl)
+    }
+    if (resultsQueueUrl === undefined) {
+      yield* queueName(
+        Naming.resultsQueueName(prefix),
+        `the results queue "${Naming.resultsQueueName(prefix)}" is not a valid SQS queue name`,
+        "resultsQueueUrl"
+      )
+    }
+    if (taskQueueUrl === undefined) {
+      yield* queueName(
+        Naming.tasksQueueName(prefix, ""),
+        `the task queues "${Naming.tasksQueueName(prefix, "<step>")}" are not valid SQS queue names`,
+        "taskQueueUrl"
+      )
+    }
+    const partition = yield* string("partition", options.partition, true)
+    if (!isDefaultScope(partition) && taskQueueUrl === undefined) {
+      return yield* fail(
+        "partition",
+        `partition "${partition}" puts '@' into every task queue name (${Naming.tasksQueueName(prefix, `<step>@${partition}`)}), ` +
+          `which SQS refuses (${Naming.QUEUE_NAME_RULE}); map each group to an existing queue with taskQueueUrl ` +
+          "(the engine must be given the same mapping)"
+      )
+    }
+    const autoCreate = (yield* boolean("autoCreate", options.autoCreate)) ?? false
+    const marker = yield* string("marker", options.marker)
+    if (marker !== undefined && !isAttributeName(marker)) {
+      return yield* fail(
+        "marker",
+        `marker must be an SQS message attribute name (1-256 letters, digits, '_', '-' or '.', no leading, trailing ` +
+          `or double '.', not starting with "AWS." or "Amazon."), got ${show(marker)}`
+      )
+    }
+    return {
+      client: options.client,
+      clientConfig: options.clientConfig ?? {},
+      prefix,
+      partition,
+      autoCreate,
+      taskQueueUrl,
+      resultsQueueUrl,
+      marker,
+      // capped at 20 s and by the poll timeout where it is used
+      waitTime: (yield* decode("waitTime", options.waitTime)) ?? Duration.seconds(20),
+      visibility: yield* visibility(
+        (yield* decode("visibilityTimeout", options.visibilityTimeout)) ?? Duration.seconds(60),
+        yield* decode("visibilityExtendInterval", options.visibilityExtendInterval)
+      ),
+      connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(10)
+    }
+  })
