@@ -240,7 +240,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
       (e: Error) => e
     )
     assert.isBelow(Date.now() - started, 5_000)
-    assert.strictEqual((error as { _tag?: string })._tag, "BullMQConfigError")
+    assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
     assert.match(error.message, new RegExp(`could not connect to Redis at redis://127.0.0.1:${port}`))
     assert.match(error.message, /REDIS_URL/)
   })
