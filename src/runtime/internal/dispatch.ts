@@ -127,7 +127,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
 
   /**
    * Runs one delivery under the caller's permit, in the serving fiber itself: keeps its lease
-   * alive, processes it, answers, and returns the next delivery the transport handed over, if any.
+   * alive until it is answered, processes it, answers, and returns the next delivery the transport handed over, if any.
    * A cancel of its run interrupts this fiber while the task is processing; the task is then
    * answered as cancelled and the fiber ends (its permit goes back to the poller). Interrupted
    * otherwise (shutdown deadline), it gives the task back.
@@ -140,15 +140,17 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     Effect.suspend(() => {
       if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, clock.unsafeCurrentTimeMillis())
       const watch = watchCancel(delivery, self)
-      return Effect.flatMap(processed(delivery), (exit) => {
+      // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
+      const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
-        leases.remove(delivery)
         if (Exit.isSuccess(exit)) {
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
           return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
         }
         return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
-      })
+      }
+      return Effect.flatMap(processed(delivery), (exit) =>
+        Effect.ensuring(answered(exit), Effect.sync(() => leases.remove(delivery))))
     })
 
   /**
