@@ -150,7 +150,18 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
       }
       return Effect.flatMap(processed(delivery), (exit) =>
-        Effect.ensuring(answered(exit), Effect.sync(() => leases.remove(delivery))))
+        answered(exit).pipe(
+          // a defect while answering (a transport that throws) must not end the fiber silently: the
+          // task is given back, still under its lease, and the defect is logged with its identity
+          Effect.catchAllDefect((defect) =>
+            Effect.logError("a defect while answering a task; giving it back", Cause.pretty(Cause.die(defect))).pipe(
+              Effect.zipRight(Effect.ignore(delivery.abandon)),
+              aboutDelivery(delivery),
+              Effect.as(Option.none<Delivery>())
+            )
+          ),
+          Effect.ensuring(Effect.sync(() => leases.remove(delivery)))
+        ))
     })
 
   /**

@@ -1,3 +1,4 @@
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -53,7 +54,10 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
         yield* FiberSet.run(
           renewals,
           lease.keepAlive.renew.pipe(
-            Effect.catchAll((error) => Effect.logWarning("could not extend the task's lease", error)),
+            // a defect in a broker's renewal is logged like a failure, never lost with its fiber
+            Effect.catchAllCause((cause) =>
+              Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logWarning("could not extend the task's lease", Cause.pretty(cause))
+            ),
             Effect.annotateLogs({ delivery: delivery.id })
           )
         )

@@ -1,0 +1,92 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import { NestDurableProtocol, Step, Transport, Worker } from "../../src/index.js"
+import * as Memory from "../../src/services/Memory.js"
+import { stepTask } from "../support/local.js"
+
+const memory = Memory.layerTest({ usage: 1, limit: 1024 })
+
+/** A one-queue transport whose deliveries die where `dies` says, recording what the worker did. */
+const faulty = (dies: "complete" | "renew") =>
+  Effect.gen(function*() {
+    const queue = yield* Queue.unbounded<unknown>()
+    const done = yield* Ref.make<ReadonlyArray<string>>([])
+    const record = (op: string) => Ref.update(done, (ops) => [...ops, op])
+    const protocol = NestDurableProtocol.make()
+    const layer = Layer.succeed(Transport.Transport, {
+      name: "faulty",
+      protocol,
+      register: () =>
+        Effect.succeed(Transport.Registration.make({
+          pollers: [Transport.Poller.make({
+            name: "faulty queue",
+            pool: protocol.pools.step,
+            poll: () =>
+              Effect.map(Effect.interruptible(Queue.take(queue)), (payload) => [
+                Transport.Delivery.make({
+                  id: "d1",
+                  payload,
+                  protocol,
+                  keepAlive: Option.some({
+                    interval: "100 millis",
+                    renew: dies === "renew" ? Effect.zipRight(record("renew"), Effect.dieMessage("renew exploded")) : record("renew")
+                  }),
+                  complete: () =>
+                    dies === "complete" ? Effect.zipRight(record("complete"), Effect.dieMessage("cannot encode")) : record("complete"),
+                  abandon: record("abandon")
+                })
+              ])
+          })]
+        }))
+    })
+    return { queue, done, layer }
+  })
+
+describe("a defect on the task path", () => {
+  it.effect("while answering: logged at error level with the task's id, the task given back, the worker goes on", () =>
+    Effect.gen(function*() {
+      const logs: Array<{ level: string; message: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => logs.push({ level: logLevel.label, message: String(message) }))
+      const { done, layer, queue } = yield* faulty("complete")
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))] })
+      yield* Effect.forkDaemon(
+        Effect.provide(worker.run, Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger)))
+      )
+      yield* worker.registered
+      yield* Queue.offer(queue, stepTask("r1", "s", {}))
+      yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.includes("abandon") }))
+      assert.deepStrictEqual(yield* Ref.get(done), ["complete", "abandon"])
+      const logged = logs.find((l) => l.message.includes("a defect while answering"))
+      assert.isDefined(logged)
+      assert.strictEqual(logged!.level, "ERROR")
+      assert.strictEqual((yield* worker.status).state, "running", "the worker goes on")
+      yield* worker.stop
+    }))
+
+  it.effect("while renewing a lease: logged, and the lease is still renewed on its interval", () =>
+    Effect.gen(function*() {
+      const warnings: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel.label === "WARN") warnings.push(String(message))
+      })
+      const { done, layer, queue } = yield* faulty("renew")
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.sleep("350 millis"))] })
+      yield* Effect.forkDaemon(
+        Effect.provide(worker.run, Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger)))
+      )
+      yield* worker.registered
+      yield* Queue.offer(queue, stepTask("r1", "s", {}))
+      yield* TestClock.adjust("1 millis")
+      yield* TestClock.adjust("350 millis")
+      const ops = yield* Ref.get(done).pipe(Effect.repeat({ until: (o) => o.includes("complete") }))
+      assert.deepStrictEqual(ops, ["renew", "renew", "renew", "complete"])
+      assert.strictEqual(warnings.filter((w) => w.includes("could not extend the task's lease")).length, 3)
+      yield* worker.stop
+    }))
+})
