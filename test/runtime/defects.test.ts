@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -34,7 +35,7 @@ const faulty = (dies: "complete" | "renew") =>
                   payload,
                   protocol,
                   keepAlive: Option.some({
-                    interval: "100 millis",
+                    interval: Duration.millis(100),
                     renew: dies === "renew" ? Effect.zipRight(record("renew"), Effect.dieMessage("renew exploded")) : record("renew")
                   }),
                   complete: () =>
