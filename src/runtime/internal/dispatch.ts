@@ -101,7 +101,10 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     if (controller.gates) return interruptibleExit(controller.run(name, process, { kind: label.kind, ok }))
     // nothing to wait for: counted around the processing, with no interruption handler of its own
     const done = controller.count(name, label.kind)
-    return Effect.tap(interruptibleExit(process), (exit) => Effect.sync(() => done(ok(exit))))
+    return Effect.map(interruptibleExit(process), (exit) => {
+      done(ok(exit))
+      return exit
+    })
   }
 
   /** A delivery whose processing ended without an outcome: answered as cancelled, or given back. */
@@ -160,7 +163,11 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
               Effect.as(Option.none<Delivery>())
             )
           ),
-          Effect.ensuring(Effect.sync(() => leases.remove(delivery)))
+          // uninterruptible and defects caught: success is the only way out, so no finalizer is needed
+          Effect.map((next) => {
+            leases.remove(delivery)
+            return next
+          })
         ))
     })
 
