@@ -156,6 +156,8 @@ export interface Protocol<Reply> {
 export const names = (
   registry: ReadonlyMap<string, unknown> | ReadonlyArray<{ readonly name: string }>
 ): ReadonlyArray<string> =>
-  ("keys" in registry && !Array.isArray(registry)
-    ? Array.from((registry as ReadonlyMap<string, unknown>).keys())
-    : (registry as ReadonlyArray<{ readonly name: string }>).map((d) => d.name)).sort()
+  (isList(registry) ? registry.map((definition) => definition.name) : Array.from(registry.keys())).sort()
+
+const isList = (
+  registry: ReadonlyMap<string, unknown> | ReadonlyArray<{ readonly name: string }>
+): registry is ReadonlyArray<{ readonly name: string }> => Array.isArray(registry)
