@@ -57,17 +57,30 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     const send = outcome._tag === "Reply"
       ? delivery.complete(outcome.reply)
       : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
-    return retried(send, () => send)
+    return retried(send, () => send, undefined)
   }
 
-  /** A first attempt, then (built only when it failed) the retries of `again`; never fails. */
-  const retried = <A>(first: Effect.Effect<A, TransportError>, again: () => Effect.Effect<unknown, TransportError>) =>
+  /**
+   * A first attempt, then (built only when it failed) the retries of `again`, after which the answer
+   * is `otherwise`; never fails.
+   */
+  const retried = <A>(
+    first: Effect.Effect<A, TransportError>,
+    again: () => Effect.Effect<unknown, TransportError>,
+    otherwise: A
+  ): Effect.Effect<A> =>
     first.pipe(
       Effect.catchAll((error) =>
-        Effect.zipRight(Effect.logWarning("could not deliver the reply; retrying", error), Effect.retry(again(), replyRetry))
+        Effect.logWarning("could not deliver the reply; retrying", error).pipe(
+          Effect.zipRight(Effect.retry(again(), replyRetry)),
+          Effect.as(otherwise)
+        )
       ),
       Effect.catchAll((error) =>
-        Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+        Effect.as(
+          Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error),
+          otherwise
+        )
       )
     )
 
@@ -81,10 +94,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     return Effect.flatMap(Deferred.isDone(stopping), (stop) =>
       stop
         ? Effect.as(answer(delivery, outcome), Option.none())
-        : Effect.map(
-          retried(delivery.completeAndTakeNext(reply), () => delivery.complete(reply)),
-          (next) => Option.isOption(next) ? next as Option.Option<Delivery> : Option.none()
-        ))
+        : retried<Option.Option<Delivery>>(delivery.completeAndTakeNext(reply), () => delivery.complete(reply), Option.none()))
   }
 
   /**
