@@ -7,7 +7,8 @@
  *
  * Define a workflow with an Effect body ({@link make}) or an async body ({@link fromPromise}); both
  * replay identically. {@link processWorkflowTask} runs one turn; it is pure (no broker, no store) and
- * never fails.
+ * never fails. {@link replay} runs one turn offline against a recorded task and fails with a typed
+ * `NondeterminismError` when the code no longer matches the history.
  *
  * @example
  * import { Effect } from "effect"
@@ -41,6 +42,7 @@ export {
   StepFailed,
   UnsupportedInRemoteWorkflow
 } from "./internal/workflow/errors.js"
+export { replay, type ReplayOptions } from "./internal/workflow/offline.js"
 export { processWorkflowTask, type ProcessWorkflowTaskOptions } from "./internal/workflow/process.js"
 export type { CallSpec, GatherOptions, LocalStep, StepOptions } from "./internal/workflow/replay.js"
 export {
@@ -98,6 +100,14 @@ export interface Workflow<I = any, O = unknown, R = never> {
   readonly decodeInput: (input: unknown) => Either.Either<I, ParseResult.ParseError>
   readonly body: WorkflowBody<R>
 }
+
+/**
+ * Any workflow definition, whatever its input, output and requirements.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type Any = Workflow<any, any, any>
 
 /**
  * The workflows a worker runs, looked up by name: a list (the first definition of a name wins) or a

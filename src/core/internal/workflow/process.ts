@@ -9,6 +9,7 @@ import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
 import { runAsyncTurn } from "./asyncContext.js"
 import { makeEffectContext } from "./effectContext.js"
 import { failureOfCause } from "./failure.js"
+import type { FatalReplayError } from "./errors.js"
 import { type BodyOutcome, Turn } from "./replay.js"
 
 /**
@@ -76,6 +77,63 @@ const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): BodyOutcome => {
   return { _tag: "Failed", failure: Option.getOrUndefined(failureOfCause(exit.cause)) }
 }
 
+/** A turn's decision and the error that poisoned it, if any (the offline replayer needs the latter typed). */
+interface TurnResult {
+  readonly decision: WorkflowDecision
+  readonly fatal: FatalReplayError | undefined
+}
+
+const failedResult = (task: WorkflowTask, error: { readonly message: string; readonly code?: string }): TurnResult => ({
+  decision: failedTurn(task, error),
+  fatal: undefined
+})
+
+/** One turn of `registry` over `task`; see {@link processWorkflowTask}. @internal */
+export const runWorkflowTurn = <R = never>(
+  registry: WorkflowRegistry<R>,
+  task: WorkflowTask,
+  options?: ProcessWorkflowTaskOptions
+): Effect.Effect<TurnResult, never, R> =>
+  Effect.gen(function*() {
+    const workflow = findWorkflow(registry, task.workflow)
+    if (workflow === undefined) {
+      const names = registeredNames(registry)
+      return failedResult(task, {
+        message: `no workflow registered for ${JSON.stringify(task.workflow)}` +
+          (names.length === 0 ? " (this worker registers no workflows)" : ` (this worker runs: ${names.join(", ")})`),
+        code: "no_workflow"
+      })
+    }
+    const input = workflow.decodeInput(task.input)
+    if (Either.isLeft(input)) {
+      return failedResult(task, {
+        message: `workflow ${JSON.stringify(task.workflow)}: the run input does not match the workflow's input schema: ` +
+          ParseResult.TreeFormatter.formatErrorSync(input.left)
+      })
+    }
+    const turn = new Turn(task, {
+      partition: options?.partition ?? "default",
+      isCancelled: options?.isCancelled,
+      onStepEvent: options?.onStepEvent,
+      yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
+      yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
+      clock: yield* Effect.clock,
+      runtime: yield* Effect.runtime<never>()
+    })
+    const body = workflow.body
+    const run: Effect.Effect<BodyOutcome | undefined, never, R> = body._tag === "Effect"
+      ? Effect.map(Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))), outcomeOfExit)
+      : Effect.async<BodyOutcome | undefined>((resume, signal) => {
+        runAsyncTurn(turn, body.run, input.right, signal).then(
+          (outcome) => resume(Effect.succeed(outcome)),
+          (defect: unknown) => resume(Effect.die(defect))
+        )
+      })
+    // An interrupted turn is closed, so ops an abandoned async body still reaches do nothing.
+    const outcome = yield* Effect.onInterrupt(run, () => Effect.sync(() => turn.close()))
+    return { decision: turn.decide(outcome ?? { _tag: "Stopped" }), fatal: turn.fatal }
+  })
+
 /**
  * Replays one workflow turn and returns its decision. Pure: no broker, no store; the only time it
  * reads is the `Clock` (for `now` and local step windows). It never fails: an unknown workflow, an
@@ -105,43 +163,4 @@ export const processWorkflowTask = <R = never>(
   registry: WorkflowRegistry<R>,
   task: WorkflowTask,
   options?: ProcessWorkflowTaskOptions
-): Effect.Effect<WorkflowDecision, never, R> =>
-  Effect.gen(function*() {
-    const workflow = findWorkflow(registry, task.workflow)
-    if (workflow === undefined) {
-      const names = registeredNames(registry)
-      return failedTurn(task, {
-        message: `no workflow registered for ${JSON.stringify(task.workflow)}` +
-          (names.length === 0 ? " (this worker registers no workflows)" : ` (this worker runs: ${names.join(", ")})`),
-        code: "no_workflow"
-      })
-    }
-    const input = workflow.decodeInput(task.input)
-    if (Either.isLeft(input)) {
-      return failedTurn(task, {
-        message: `workflow ${JSON.stringify(task.workflow)}: the run input does not match the workflow's input schema: ` +
-          ParseResult.TreeFormatter.formatErrorSync(input.left)
-      })
-    }
-    const turn = new Turn(task, {
-      partition: options?.partition ?? "default",
-      isCancelled: options?.isCancelled,
-      onStepEvent: options?.onStepEvent,
-      yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
-      yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
-      clock: yield* Effect.clock,
-      runtime: yield* Effect.runtime<never>()
-    })
-    const body = workflow.body
-    const run: Effect.Effect<BodyOutcome | undefined, never, R> = body._tag === "Effect"
-      ? Effect.map(Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))), outcomeOfExit)
-      : Effect.async<BodyOutcome | undefined>((resume, signal) => {
-        runAsyncTurn(turn, body.run, input.right, signal).then(
-          (outcome) => resume(Effect.succeed(outcome)),
-          (defect: unknown) => resume(Effect.die(defect))
-        )
-      })
-    // An interrupted turn is closed, so ops an abandoned async body still reaches do nothing.
-    const outcome = yield* Effect.onInterrupt(run, () => Effect.sync(() => turn.close()))
-    return turn.decide(outcome ?? { _tag: "Stopped" })
-  })
+): Effect.Effect<WorkflowDecision, never, R> => Effect.map(runWorkflowTurn(registry, task, options), (result) => result.decision)
