@@ -57,9 +57,12 @@ const renderOp = (kind: string, name: string | undefined) =>
   `${kind}/${name === undefined ? "(no name)" : JSON.stringify(name)}`
 
 /**
- * Replay reached a durable op that does not match what history recorded at the same seq (another kind,
- * or another name). The workflow code changed under an in-flight run. It fails the turn even if
- * workflow code catches it.
+ * Replay left the run's recorded history: at seq `seq` history holds `recordedKind`/`recordedName`
+ * (the kind of entry and its name, when history keeps one), but the code reached `reachedKind`/
+ * `reachedName` there (another kind, or another name), or, offline only (`Workflow.replay`), ended
+ * the turn before reaching a recorded seq at all (`reachedKind` `"end"`, `reachedName` the decision's
+ * status). The workflow code changed under an in-flight run. It fails the turn even if workflow code
+ * catches it.
  *
  * @since 0.1.0
  * @category errors
@@ -73,9 +76,12 @@ export class NondeterminismError extends Schema.TaggedError<NondeterminismError>
   reachedName: Schema.optional(Schema.String)
 }) {
   override get message(): string {
-    return `history at seq ${this.seq} is ${renderOp(this.recordedKind, this.recordedName)}, but replay reached ` +
-      `${renderOp(this.reachedKind, this.reachedName)} (run ${this.runId}): the workflow code no longer matches ` +
-      `this run's history; keep the old code path for runs started on it, or ship the change under a new workflow name`
+    const reached = this.reachedKind === "end"
+      ? `the code ended the turn (${this.reachedName ?? "decided"}) before reaching it`
+      : `replay reached ${renderOp(this.reachedKind, this.reachedName)}`
+    return `history at seq ${this.seq} is ${renderOp(this.recordedKind, this.recordedName)}, but ${reached} ` +
+      `(run ${this.runId}): the workflow code no longer matches this run's history; keep the old code path for ` +
+      `runs started on it, or ship the change under a new workflow name`
   }
 }
 

@@ -25,7 +25,9 @@ const isRegistry = <R>(u: Workflow<any, any, R> | WorkflowRegistry<R>): u is Wor
  * Replays one nestjs-durable workflow turn offline, the way a worker would answer it, and returns
  * its decision; fails with a {@link NondeterminismError} when the code asks, at some seq, for another
  * op than the one history recorded there (the error names the seq, the op the code reached and the
- * one history holds), and with a `WorkflowTaskDecodeError` when `task` is not a workflow task.
+ * one history holds) or ends the turn before reaching a seq history recorded (code that dropped
+ * trailing ops: the live worker, like the engine, lets that pass, and the run quietly ends
+ * differently), and with a `WorkflowTaskDecodeError` when `task` is not a workflow task.
  *
  * `task` is the turn as the engine sends it (the JSON-parsed payload) or an already decoded
  * `WorkflowTask`. `workflow` is one definition or a registry of them; the task's `workflow` name picks
@@ -61,6 +63,9 @@ export const replay = <R = never>(
       runWorkflowTurn(isRegistry(workflow) ? workflow : [workflow], decoded, {
         partition: options?.partition
       }),
-      (result) =>
-        result.fatal instanceof NondeterminismError ? Effect.fail(result.fatal) : Effect.succeed(result.decision)
+      (result) => {
+        if (result.fatal instanceof NondeterminismError) return Effect.fail(result.fatal)
+        const unreached = result.turn?.unreached(result.decision.status)
+        return unreached === undefined ? Effect.succeed(result.decision) : Effect.fail(unreached)
+      }
     ))

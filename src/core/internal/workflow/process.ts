@@ -81,11 +81,14 @@ const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): BodyOutcome => {
 interface TurnResult {
   readonly decision: WorkflowDecision
   readonly fatal: FatalReplayError | undefined
+  /** The turn, when the body ran (not for an unknown workflow or a refused input). */
+  readonly turn: Turn | undefined
 }
 
 const failedResult = (task: WorkflowTask, error: { readonly message: string; readonly code?: string }): TurnResult => ({
   decision: failedTurn(task, error),
-  fatal: undefined
+  fatal: undefined,
+  turn: undefined
 })
 
 /** One turn of `registry` over `task`; see {@link processWorkflowTask}. @internal */
@@ -131,7 +134,7 @@ export const runWorkflowTurn = <R = never>(
       })
     // An interrupted turn is closed, so ops an abandoned async body still reaches do nothing.
     const outcome = yield* Effect.onInterrupt(run, () => Effect.sync(() => turn.close()))
-    return { decision: turn.decide(outcome ?? { _tag: "Stopped" }), fatal: turn.fatal }
+    return { decision: turn.decide(outcome ?? { _tag: "Stopped" }), fatal: turn.fatal, turn }
   })
 
 /**

@@ -572,6 +572,29 @@ export class Turn {
     this.closed = true
   }
 
+  /**
+   * The first history entry at a seq this turn never took (the code ended before reaching it), as a
+   * {@link NondeterminismError}; `undefined` when the code reached every recorded seq. A turn that
+   * stopped on a fatal error is left alone (that error already explains it). The live worker
+   * tolerates such entries, as the engine and upstream workers do; the offline replayer reports them.
+   */
+  unreached(status: WorkflowDecision["status"]): NondeterminismError | undefined {
+    if (this.fatalError !== undefined || this.cancelled) return undefined
+    let first: HistoryEvent | undefined
+    for (const event of this.history.values()) {
+      if (event.seq >= this.seq && (first === undefined || event.seq < first.seq)) first = event
+    }
+    if (first === undefined) return undefined
+    return new NondeterminismError({
+      runId: this.runId,
+      seq: first.seq,
+      recordedKind: first.kind,
+      ...(first.name === undefined ? {} : { recordedName: first.name }),
+      reachedKind: "end",
+      reachedName: status
+    })
+  }
+
   // -- the decision -----------------------------------------------------------------------------
 
   /**
