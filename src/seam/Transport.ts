@@ -19,7 +19,13 @@ import type * as Scope from "effect/Scope"
 import type { Handlers, Pool, Protocol, Task } from "./Protocol.js"
 import type { DeregistrationError, RegistrationError, TransportError } from "./TransportError.js"
 
-export { DeregistrationError, RegistrationError, TransportError } from "./TransportError.js"
+export {
+  AuthenticationError,
+  DeregistrationError,
+  PermissionError,
+  RegistrationError,
+  TransportError
+} from "./TransportError.js"
 
 /**
  * What the worker tells a transport about itself when it registers.
@@ -134,6 +140,7 @@ export type DeliveryFields<Reply> =
 const noCancel = () => () => {}
 const notCancelled = Effect.succeed({ cancelRequested: false })
 const noPages: Effect.Effect<ReadonlyArray<unknown>> = Effect.succeed([])
+const noBacklog: Effect.Effect<Option.Option<number>> = Effect.succeedNone
 
 /**
  * Building deliveries.
@@ -188,6 +195,14 @@ export interface Poller {
    * stopping the worker interrupts an outstanding poll.
    */
   readonly poll: (max: number) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
+  /**
+   * How many tasks wait in the broker for this subscription, where the broker says so cheaply (one
+   * command, no scan); none where it cannot. The runtime samples it for the backlog and saturation
+   * metrics, never on the task path.
+   *
+   * @since 0.3.0
+   */
+  readonly backlog: Effect.Effect<Option.Option<number>, TransportError>
 }
 
 /**
@@ -197,9 +212,13 @@ export interface Poller {
  * @category constructors
  */
 export const Poller = {
-  /** A poller; by default it is always ready (its `poll` does the waiting). */
-  make: (fields: Pick<Poller, "name" | "pool" | "poll"> & Partial<Pick<Poller, "ready">>): Poller => ({
+  /**
+   * A poller; by default it is always ready (its `poll` does the waiting) and has no backlog to
+   * tell.
+   */
+  make: (fields: Pick<Poller, "name" | "pool" | "poll"> & Partial<Pick<Poller, "ready" | "backlog">>): Poller => ({
     ready: Effect.void,
+    backlog: noBacklog,
     ...fields
   })
 }

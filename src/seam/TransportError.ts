@@ -44,3 +44,34 @@ export class DeregistrationError extends Schema.TaggedError<DeregistrationError>
   message: Schema.String,
   cause: Schema.optional(Schema.Defect)
 }) {}
+
+/**
+ * The broker or server refused who the worker says it is: a wrong password or token, an unknown
+ * user, missing or invalid credentials (Redis `WRONGPASS` / `NOAUTH`, PostgreSQL `28P01` / `28000`,
+ * MySQL `ER_ACCESS_DENIED_ERROR`, SQS `InvalidClientTokenId` / `SignatureDoesNotMatch`, HTTP 401).
+ * Its message names the server's answer and what to check. It is never retried: credentials do not
+ * fix themselves. A failed start carries it as the `cause` of its {@link RegistrationError}.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class AuthenticationError extends Schema.TaggedError<AuthenticationError>()("AuthenticationError", {
+  transport: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}
+
+/**
+ * The broker or server knows who the worker is but does not let it do what it asked (Redis
+ * `NOPERM`, PostgreSQL `42501`, MySQL `ER_DBACCESS_DENIED_ERROR` / `ER_TABLEACCESS_DENIED_ERROR`, SQS
+ * `AccessDenied`, HTTP 403). Its message names the server's answer and the permission to grant.
+ * Never retried; a failed start carries it as the `cause` of its {@link RegistrationError}.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class PermissionError extends Schema.TaggedError<PermissionError>()("PermissionError", {
+  transport: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {}

@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import { unknownKey } from "../../../runtime/WorkerConfig.js"
 import type { BrokerTarget, BullMQOptions } from "../../BullMQTransport.js"
 import { checks, isRecord, show } from "../../internal/options.js"
+import { isSecret, reveal } from "../../internal/redact.js"
 import { DEFAULT_COMMANDS_PER_WRITE } from "./coalesce.js"
 import * as Naming from "./naming.js"
 
@@ -28,17 +29,24 @@ export class BullMQConfigError extends Schema.TaggedError<BullMQConfigError>()("
 }) {}
 
 /**
+ * A checked broker target: its URL revealed (a `Redacted` given as the option is unwrapped here).
+ *
+ * @since 0.3.0
+ */
+export type Target = Omit<BrokerTarget, "url"> & { readonly url?: string }
+
+/**
  * The checked options, defaults applied.
  *
  * @since 0.2.0
  */
 export interface Resolved {
   /** The main broker. */
-  readonly target: BrokerTarget
+  readonly target: Target
   /** The engine's pool id of the main broker. */
   readonly brokerId: string
   /** The further brokers of the pool, by id. */
-  readonly brokers: ReadonlyArray<readonly [string, BrokerTarget]>
+  readonly brokers: ReadonlyArray<readonly [string, Target]>
   /** The effective prefix: the namespace folded in. */
   readonly prefix: string
   readonly namespace: string | undefined
@@ -46,6 +54,8 @@ export interface Resolved {
   readonly lockDuration: Duration.Duration
   readonly stepBeatInterval: Duration.Duration | undefined
   readonly connectTimeout: Duration.Duration
+  /** Whether a Redis that does not answer at start is waited for (else the start fails after `connectTimeout`). */
+  readonly waitForBroker: boolean
   readonly stalledInterval: Duration.Duration
   readonly commandsPerWrite: number
 }
@@ -61,13 +71,14 @@ const KEYS: ReadonlyArray<keyof BullMQOptions> = [
   "brokers",
   "brokerId",
   "connectTimeout",
+  "waitForBroker",
   "stalledInterval",
   "commandsPerWrite"
 ]
 
 const TARGET_KEYS: ReadonlyArray<keyof BrokerTarget> = ["url", "connection"]
 
-const { duration, fail, refuseUnknown, string } = checks(
+const { boolean, duration, fail, refuseUnknown, string } = checks(
   "BullMQ",
   (option, message) => new BullMQConfigError({ option, message })
 )
@@ -93,19 +104,22 @@ const isRedisUrl = (value: unknown) => {
 /** Checks where a broker is; `name` gives the option name of each of its fields. */
 const target = (value: { readonly url?: unknown; readonly connection?: unknown }, name: (key: string) => string) =>
   Either.gen(function*() {
-    if (value.url !== undefined && !isRedisUrl(value.url)) {
+    const url = isSecret(value.url) ? reveal(value.url) : value.url
+    if (url !== undefined && !isRedisUrl(url)) {
       return yield* fail(
         name("url"),
-        `${name("url")} must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379, got ${show(value.url)}`
+        `${name("url")} must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379 (a string or a Redacted), got ${
+          show(url)
+        }`
       )
     }
     if (value.connection !== undefined && !isRecord(value.connection)) {
       return yield* fail(name("connection"), `${name("connection")} must be ioredis options, got ${show(value.connection)}`)
     }
     return {
-      ...(value.url === undefined ? {} : { url: value.url as string }),
+      ...(url === undefined ? {} : { url: url as string }),
       ...(value.connection === undefined ? {} : { connection: value.connection as NonNullable<BrokerTarget["connection"]> })
-    } satisfies BrokerTarget
+    } satisfies Target
   })
 
 /** Checks one further broker of the pool. */
@@ -142,7 +156,7 @@ export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQC
     if (options.brokers !== undefined && !isRecord(options.brokers)) {
       return yield* fail("brokers", `brokers must be a record of brokers by pool id, got ${show(options.brokers)}`)
     }
-    const brokers: Array<readonly [string, BrokerTarget]> = []
+    const brokers: Array<readonly [string, Target]> = []
     for (const [id, value] of Object.entries(options.brokers ?? {})) {
       if (id === brokerId) {
         return yield* fail(
@@ -169,6 +183,7 @@ export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQC
       lockDuration: (yield* duration("lockDuration", options.lockDuration)) ?? Duration.seconds(30),
       stepBeatInterval: yield* duration("stepBeatInterval", options.stepBeatInterval),
       connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(5),
+      waitForBroker: (yield* boolean("waitForBroker", options.waitForBroker)) ?? false,
       stalledInterval: (yield* duration("stalledInterval", options.stalledInterval)) ?? Duration.seconds(30),
       commandsPerWrite
     }

@@ -1,0 +1,56 @@
+/**
+ * Starting in any order: a broker, a queue or a table that is not there yet is waited for — logged
+ * once with what is waited for, retried with a capped backoff — rather than failing the start.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+
+/** The first retry's delay. */
+export const FIRST_RETRY = Duration.millis(250)
+
+/** The longest delay between two attempts. */
+export const MAX_RETRY = Duration.seconds(5)
+
+/**
+ * The backoff of a start that waits: 250 ms, doubling, capped at 5 s, for as long as it takes
+ * (the union takes the shorter of the two delays).
+ */
+export const waitSchedule: Schedule.Schedule<unknown> = Schedule.exponential(FIRST_RETRY, 2).pipe(
+  Schedule.union(Schedule.spaced(MAX_RETRY))
+)
+
+/**
+ * Runs `attempt` until it succeeds, retrying with {@link waitSchedule} while its error is one to
+ * wait out (`waitingFor` gives what is waited for, e.g. `queue "durable-results" to be created`)
+ * and failing at once with any other error. The first wait is logged once, at warning level, with
+ * the reason; the end of the wait is logged at info level.
+ */
+export const waitFor = <A, E, R>(
+  attempt: Effect.Effect<A, E, R>,
+  waitingFor: (error: E) => string | undefined,
+  options: { readonly describe?: (error: E) => string; readonly schedule?: Schedule.Schedule<unknown> } = {}
+): Effect.Effect<A, E, R> =>
+  Effect.gen(function*() {
+    const waited = yield* Ref.make<string | undefined>(undefined)
+    const logOnce = (error: E) =>
+      Effect.flatMap(Ref.getAndUpdate(waited, (was) => was ?? waitingFor(error)), (was) => {
+        const what = waitingFor(error)
+        return was !== undefined || what === undefined
+          ? Effect.void
+          : Effect.logWarning(
+            `waiting for ${what}${options.describe === undefined ? "" : ` (${options.describe(error)})`}; ` +
+              `retrying with backoff up to every ${Duration.format(MAX_RETRY)} until it is there`
+          )
+      })
+    const result = yield* attempt.pipe(
+      Effect.tapError(logOnce),
+      Effect.retry({ schedule: options.schedule ?? waitSchedule, while: (error) => waitingFor(error) !== undefined })
+    )
+    const what = yield* Ref.get(waited)
+    if (what !== undefined) yield* Effect.logInfo(`done waiting for ${what}`)
+    return result
+  })
