@@ -14,8 +14,10 @@
  * - job locks are renewed while a task runs or waits; a job that failed at the infrastructure level
  *   (stalled twice, for instance) gets a synthetic retryable failed result so its run never hangs;
  * - a `cancel` on `<P>-control` interrupts that run's running steps;
- * - Redis unreachable at start fails `run` fast; a connection lost later is re-established by the
- *   client while the runtime retries its polls.
+ * - Redis unreachable at start fails `run` fast (after `connectTimeout`), or is waited for with
+ *   `waitForBroker`; a refused password or user fails it at once with an `AuthenticationError`
+ *   cause. A connection lost later is re-established by the client while the runtime retries its
+ *   polls.
  *
  * @since 0.1.0
  */
@@ -27,17 +29,21 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf } from "../core/internal/errors.js"
+import * as Refusals from "./internal/connectErrors.js"
+import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
+import { waitFor } from "./internal/startup.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { StepResult } from "../wire/StepProtocol.js"
 import { coalesceWrites } from "./bullmq/internal/coalesce.js"
-import { BullMQConfigError, type Resolved, resolve } from "./bullmq/internal/config.js"
+import { BullMQConfigError, type Resolved, resolve, type Target } from "./bullmq/internal/config.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
@@ -65,8 +71,11 @@ export { BullMQConfigError } from "./bullmq/internal/config.js"
  * @category models
  */
 export interface BullMQOptions {
-  /** `redis://[user:password@]host:port[/db]` (or `rediss://`). Default `redis://127.0.0.1:6379`. */
-  readonly url?: string
+  /**
+   * `redis://[user:password@]host:port[/db]` (or `rediss://`), as a string or a `Redacted` (what
+   * `Config.redacted` reads). Its password never appears in a message. Default `redis://127.0.0.1:6379`.
+   */
+  readonly url?: Secret
   /** ioredis options, used instead of `url` when given. Default none. */
   readonly connection?: RedisOptions
   /** Key prefix shared with the engine; not empty. Default `durable`. */
@@ -94,8 +103,17 @@ export interface BullMQOptions {
   readonly brokers?: Readonly<Record<string, BrokerTarget>>
   /** The engine's pool id of the main broker. Default `"default"` (the id of a single transport). */
   readonly brokerId?: string
-  /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
+  /**
+   * How long one attempt at the first connection may take (positive); without `waitForBroker`, the
+   * start fails after it. Default 5 seconds.
+   */
   readonly connectTimeout?: Duration.DurationInput
+  /**
+   * Wait for a Redis that does not answer at start (logged once, retried with a backoff of up to
+   * 5 s) instead of failing the start, for fleets where the worker may start first. A refused
+   * password or user still fails at once. Default `false`.
+   */
+  readonly waitForBroker?: boolean
   /**
    * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure
    * (positive). Default 30 seconds (BullMQ's default).
@@ -116,49 +134,98 @@ export interface BullMQOptions {
  * @category models
  */
 export interface BrokerTarget {
-  readonly url?: string
+  /** A `redis://` URL, as a string or a `Redacted`. */
+  readonly url?: Secret
   readonly connection?: RedisOptions
 }
 
 const NAME = "bullmq"
 const RUN_BEAT_INTERVAL = Duration.seconds(5)
 
-const describeTarget = (options: BrokerTarget) =>
+const describeTarget = (options: Target) =>
   options.connection === undefined
-    ? (options.url ?? "redis://127.0.0.1:6379").replace(/\/\/[^@/]*@/, "//***@")
+    ? redactUrl(options.url ?? "redis://127.0.0.1:6379")
     : `${options.connection.host ?? "127.0.0.1"}:${options.connection.port ?? 6379}`
+
+/** The secrets of a target, masked wherever a driver's message might echo them. */
+const secretsOf = (options: Target) => [passwordOf(options.url), options.connection?.password]
 
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
 
-const connect = (options: BrokerTarget, connectTimeout: Duration.Duration, commandsPerWrite: number) =>
+/**
+ * The error of a first connection that failed: the server's refusal of the credentials or of a
+ * command as an `AuthenticationError` / `PermissionError` cause, anything else as a connection that
+ * could not be made; the server's own answer is in the message either way.
+ */
+const connectError = (options: Target, connectTimeout: Duration.Duration, cause: unknown) => {
+  const secrets = secretsOf(options)
+  const safe = safeCause(cause, secrets)
+  const where = describeTarget(options)
+  const refusal = Refusals.redis(cause)
+  if (refusal !== undefined) {
+    const refused = Refusals.toError(NAME, { ...refusal, answer: redact(refusal.answer, secrets) }, `Redis at ${where}`, {
+      authentication: "check the user and password in REDIS_URL (or the url/connection option) against the server's " +
+        "requirepass or ACL users",
+      permission: "grant this Redis user the commands and keys BullMQ needs (e.g. ACL SETUSER <user> ~<prefix>* &* +@all)"
+    }, safe)
+    return new RegistrationError({ transport: NAME, message: refused.message, cause: refused })
+  }
+  return new RegistrationError({
+    transport: NAME,
+    message: `could not connect to Redis at ${where} within ${Duration.format(connectTimeout)} (${
+      safe.message
+    }); check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
+    cause: safe
+  })
+}
+
+/** Whether a failed start is Redis refusing the worker (never waited out), not Redis being away. */
+const isRefusal = (error: RegistrationError) =>
+  typeof error.cause === "object" && error.cause !== null &&
+  ["AuthenticationError", "PermissionError"].includes((error.cause as { _tag?: unknown })._tag as string)
+
+/** One attempt at the first connection. */
+const connectOnce = (options: Target, connectTimeout: Duration.Duration, commandsPerWrite: number) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
       const settings = { maxRetriesPerRequest: null, lazyConnect: true } as const
       const client = options.connection === undefined
         ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
         : new Redis({ ...options.connection, ...settings })
-      client.on("error", () => {
-        // connection errors surface through the commands that fail; ioredis reconnects by itself
+      // ioredis rejects a failed connect with "Connection is closed."; the server's answer (WRONGPASS,
+      // NOAUTH, ECONNREFUSED) comes only as an error event, so the last one is kept for the message
+      let lastError: unknown
+      client.on("error", (error) => {
+        // later connection errors surface through the commands that fail; ioredis reconnects by itself
+        lastError = error
       })
       coalesceWrites(client, commandsPerWrite)
-      yield* Effect.tryPromise(() => client.connect()).pipe(
-        Effect.timeoutFail({ duration: connectTimeout, onTimeout: () => new Error("timed out") }),
-        Effect.mapError((cause) =>
-          new RegistrationError({
-            transport: NAME,
-            message: `could not connect to Redis at ${describeTarget(options)} within ${
-              Duration.format(connectTimeout)
-            } (${messageOf(cause)}); check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
-            cause
-          })
-        ),
+      yield* Effect.tryPromise({ try: () => client.connect(), catch: (cause) => lastError ?? cause }).pipe(
+        Effect.timeoutFail({
+          duration: connectTimeout,
+          onTimeout: () => lastError ?? new Error("timed out")
+        }),
+        Effect.mapError((cause) => connectError(options, connectTimeout, cause)),
         Effect.tapError(() => Effect.sync(() => client.disconnect()))
       )
       return client
     }),
     (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
   )
+
+/**
+ * The first connection to a broker: one attempt, or with `waitForBroker` as many as it takes while
+ * Redis does not answer (a refusal still fails at once).
+ */
+const connect = (options: Target, connectTimeout: Duration.Duration, commandsPerWrite: number, waitForBroker: boolean) =>
+  waitForBroker
+    ? waitFor(
+      connectOnce(options, connectTimeout, commandsPerWrite),
+      (error) => isRefusal(error) ? undefined : `Redis at ${describeTarget(options)} to answer`,
+      { describe: (error) => (error.cause instanceof Error ? error.cause.message : error.message) }
+    )
+    : connectOnce(options, connectTimeout, commandsPerWrite)
 
 /** A duplicate connection for blocking reads or subscriptions, closed with the scope. */
 const duplicate = (client: Redis) =>
@@ -453,9 +520,9 @@ const build = (config: Resolved): Transport["Type"] => {
       const cancellations = makeCancellations()
 
       /** One broker of the pool: its connection, its reply writers, its control subscription. */
-      const openBroker = (id: string, target: BrokerTarget) =>
+      const openBroker = (id: string, target: Target) =>
         Effect.gen(function*() {
-          const client = yield* connect(target, connectTimeout, commandsPerWrite)
+          const client = yield* connect(target, connectTimeout, commandsPerWrite, config.waitForBroker)
           /** A reply queue, with a writer of its jobs (one name, the engine's reply job options). */
           const replyQueue = (queueName: string, jobName: string) =>
             Effect.gen(function*() {
@@ -703,7 +770,8 @@ export const layer = (options: BullMQOptions = {}): Layer.Layer<Transport, BullM
   Layer.effect(Transport, make(options))
 
 /**
- * The transport configured from the environment: `REDIS_URL` (default `redis://127.0.0.1:6379`),
+ * The transport configured from the environment: `REDIS_URL` (default `redis://127.0.0.1:6379`; read
+ * as a `Redacted`, so its password stays out of logs),
  * `DURABLE_PREFIX` (default `durable`), `DURABLE_NAMESPACE`, `DURABLE_PARTITION`. Explicit options
  * win over the environment; the result is checked as {@link layer} checks its options.
  *
@@ -715,7 +783,7 @@ export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport,
     Transport,
     Effect.flatMap(
       Config.all({
-        url: Config.string("REDIS_URL").pipe(Config.withDefault("redis://127.0.0.1:6379")),
+        url: Config.redacted("REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
         namespace: Config.option(Config.string("DURABLE_NAMESPACE")),
         partition: Config.option(Config.string("DURABLE_PARTITION"))
