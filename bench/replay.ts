@@ -15,7 +15,8 @@
  * Prints a markdown table: µs per turn (median of the runs), µs per history entry, and the ratio to
  * upstream (below 1 is faster). Per-entry cost that stays flat as N grows is linear growth.
  *
- * `npx tsx --conditions=source bench/replay.ts`; BENCH_SIZES (default "100,1000,10000"),
+ * `npm run bench:replay` (builds, then measures the built package: our modules are imported by the
+ * package name, which resolves to dist); BENCH_SIZES (default "100,1000,10000"),
  * BENCH_MIN_MS (default 1500: time spent measuring each cell). Young-generation GC makes the
  * per-entry cost of both workers creep up at 10,000 entries and beyond; with
  * `NODE_OPTIONS=--max-semi-space-size=64` it stays flat, so that creep is the collector, not the replay.
@@ -24,8 +25,13 @@ import { WorkflowWorker } from "@dudousxd/durable-worker"
 import type { WorkflowTask as UpstreamTask } from "@dudousxd/nestjs-durable-core"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Workflow from "../src/core/Workflow.js"
-import { decodeWorkflowTask, type WorkflowDecision, type WorkflowTask } from "../src/wire/WorkflowProtocol.js"
+// Our modules through the package's own name: `exports` resolves it to the built package (dist), so
+// this measures what users run. `--conditions=source` would measure the TypeScript source instead.
+import { Workflow, WorkflowProtocol } from "effect-durable-worker"
+
+type WorkflowDecision = WorkflowProtocol.WorkflowDecision
+type WorkflowTask = WorkflowProtocol.WorkflowTask
+const { decodeWorkflowTask } = WorkflowProtocol
 
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1_500)
