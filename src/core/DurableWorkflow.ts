@@ -28,6 +28,7 @@ import * as EffectRuntime from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { AsyncLocalStorage } from "node:async_hooks"
+import type * as Codec from "../wire/DurableWorkflowCodec.js"
 import type * as Step from "./Step.js"
 import {
   type CommandContract,
@@ -42,15 +43,18 @@ import {
   ChildWorkflowFailed,
   InvalidWorkflowDeclaration,
   NonDeterministicReplayError,
+  type QueryFailed,
+  type ReplayError,
   UpdateRejected,
   WorkflowDefinitionChanged
 } from "./internal/durableWorkflow/errors.js"
-import type { ActivityOptions, ChildOptions, Op } from "./internal/durableWorkflow/replay.js"
+import { queryOffline, replayOffline, updateOffline } from "./internal/durableWorkflow/offline.js"
+import type { ActivityOptions, ChildOptions, Command, Op } from "./internal/durableWorkflow/replay.js"
 import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
 export * from "./internal/durableWorkflow/errors.js"
 export { ContinueAsNew }
-export type { ActivityOptions, ChildOptions, CommandContract, ConditionOptions, ContractType, Op }
+export type { ActivityOptions, ChildOptions, Command, CommandContract, ConditionOptions, ContractType, Op }
 
 // ---- receiver declarations ---------------------------------------------------------------------
 
@@ -546,3 +550,167 @@ export const activityFromPromise = <Args extends Array<any>, A>(
       catch: (error) => error
     })
 })
+
+// ---- offline replay ------------------------------------------------------------------------------
+
+/**
+ * A recorded Durable Workflow history: its event list (`{ event_type, payload }` objects, as the
+ * server sends them on a workflow task or exports them), or an export document carrying that list
+ * under `events` (`history_events` and `history` are read too).
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export type ReplayHistory = ReadonlyArray<unknown> | { readonly events: ReadonlyArray<unknown> }
+
+/**
+ * The definitions an offline replay picks from: one workflow, a list of them, or a
+ * {@link DurableWorkflowRegistry}. A list must not name a type twice.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export type ReplayDefinitions<R = never> = DurableWorkflow<R> | Iterable<DurableWorkflow<R>> | DurableWorkflowRegistry<R>
+
+/**
+ * Options of an offline replay; every one has a default read from the history.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export interface ReplayOptions {
+  /** The workflow type to run. Default: the first `workflow_type` in the history, else the only definition given. */
+  readonly workflowType?: string | undefined
+  /** The start input (decoded arguments). Default: decoded from `WorkflowStarted` (`input_envelope`, `input` or `arguments`), `[]` when absent. */
+  readonly input?: ReadonlyArray<unknown> | undefined
+  /** `ctx.workflowId`. Default: the first `workflow_id` in the history, else `""`. */
+  readonly workflowId?: string | undefined
+  /** `ctx.runId` (it seeds `ctx.random`/`ctx.uuid4`). Default: the first `run_id` in the history, else `""`. */
+  readonly runId?: string | undefined
+  /** The queue new activities and children go to unless they name one. Default: the history's `task_queue`, else `"default"`. */
+  readonly taskQueue?: string | undefined
+  /**
+   * The codec of event payloads that do not name their own `payload_codec` (a live task's root
+   * codec). Default `"avro"`; anything else — `null` included — fails with `unsupported_payload_codec`.
+   */
+  readonly payloadCodec?: string | null | undefined
+}
+
+/**
+ * What an offline replay produced: the commands the code answers the history with, exactly as a
+ * worker would send them (payloads as Avro envelopes, see `DurableWorkflowCodec.decodeEnvelope`).
+ * A history the code has not finished ends in the commands it blocks on (`schedule_activity`,
+ * `start_timer`, `open_condition_wait`, …); a finished one in `complete_workflow`, `fail_workflow`
+ * or `continue_as_new`.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export interface ReplayOutcome {
+  readonly workflowType: string
+  /** The start input the code ran with. */
+  readonly input: ReadonlyArray<unknown>
+  readonly commands: ReadonlyArray<Command>
+}
+
+/**
+ * Why an offline replay failed: the code diverged from the history
+ * ({@link NonDeterministicReplayError}), a payload could not be decoded (`PayloadDecodeError`, e.g.
+ * `unsupported_payload_codec`), or the replay could not run ({@link ReplayError}).
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export type ReplayFailure = NonDeterministicReplayError | Codec.PayloadDecodeError | ReplayError
+
+/**
+ * Replays a recorded history against the current workflow code, without a server: the commands
+ * the code produces for it, or a {@link NonDeterministicReplayError} naming the workflow sequence,
+ * what the code asked for and what history recorded. It follows the worker's replay exactly (the
+ * same code runs a live workflow task), so a history that replays here replays on the worker.
+ * Run it in CI over histories exported from production before deploying changed workflow code.
+ *
+ * @example
+ * import { Effect } from "effect"
+ * import { DurableWorkflow } from "effect-durable-worker"
+ *
+ * const outcome = yield* DurableWorkflow.replay([checkout, refund], JSON.parse(exported))
+ * // outcome.commands: [{ type: "complete_workflow", result: { codec: "avro", blob: "…" } }]
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export const replay = <R = never>(
+  definitions: ReplayDefinitions<R>,
+  history: ReplayHistory,
+  options?: ReplayOptions
+): Effect.Effect<ReplayOutcome, ReplayFailure, R> => replayOffline(definitions, history, options)
+
+/**
+ * Options of {@link replayQuery}: those of {@link replay} and the query's arguments.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export interface ReplayQueryOptions extends ReplayOptions {
+  /** The query's arguments (decoded). Default `[]`. */
+  readonly args?: ReadonlyArray<unknown> | undefined
+}
+
+/**
+ * Replays a history, then answers the query `name` from the replayed state, as a query task
+ * would: the handler's value, or {@link QueryFailed} (unknown query, arguments that do not fit its
+ * declaration, the handler failed). A replay that fails fails with the replay's error.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export const replayQuery = <R = never>(
+  definitions: ReplayDefinitions<R>,
+  history: ReplayHistory,
+  name: string,
+  options?: ReplayQueryOptions
+): Effect.Effect<unknown, ReplayFailure | QueryFailed, R> =>
+  queryOffline(definitions, history, name, options?.args ?? [], options)
+
+/**
+ * The update {@link replayUpdate} applies: the `update_id` of an `UpdateAccepted` in the history
+ * (as an accepted-update task does), or a new update by name and arguments, applied to the state
+ * the history leaves (`updateId` default `"offline-update"`).
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export type ReplayUpdate = string | {
+  readonly name: string
+  readonly args?: ReadonlyArray<unknown> | undefined
+  readonly updateId?: string | undefined
+}
+
+/**
+ * What {@link replayUpdate} produced: the one command an accepted-update task answers,
+ * `complete_update` (its `result` an Avro envelope) or `fail_update` (`UpdateNotFound`,
+ * `UnknownUpdate`, `InvalidUpdate`, or the handler's failure).
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export interface ReplayUpdateOutcome {
+  readonly workflowType: string
+  readonly updateId: string
+  readonly command: Command
+}
+
+/**
+ * Replays a history, then applies an update, as an accepted-update task does: the
+ * `complete_update` / `fail_update` command the code answers with.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export const replayUpdate = <R = never>(
+  definitions: ReplayDefinitions<R>,
+  history: ReplayHistory,
+  update: ReplayUpdate,
+  options?: ReplayOptions
+): Effect.Effect<ReplayUpdateOutcome, ReplayFailure, R> => updateOffline(definitions, history, update, options)

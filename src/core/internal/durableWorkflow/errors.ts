@@ -118,3 +118,19 @@ export class InvalidWorkflowDeclaration extends Schema.TaggedError<InvalidWorkfl
   workflowType: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * An offline replay (`DurableWorkflow.replay`, `replayQuery`, `replayUpdate`) could not run the history
+ * against the code for a reason other than non-determinism or an undecodable payload: `reason`
+ * says which (`no_workflows`, `duplicate_workflow_type`, `unknown_workflow_type` — the message lists
+ * the registered types —, `invalid_history` — not an event list or export document —,
+ * `invalid_update`, or `replay_failed` for anything the workflow code threw while replaying, e.g.
+ * an `UpdateApplied` with no handler).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class ReplayError extends Schema.TaggedError<ReplayError>()("ReplayError", {
+  reason: Schema.Literal("no_workflows", "duplicate_workflow_type", "unknown_workflow_type", "invalid_history", "invalid_update", "replay_failed"),
+  message: Schema.String
+}) {}

@@ -134,6 +134,23 @@ export const decodeValue = (raw: unknown, codec: unknown): unknown => {
   return decoded.right
 }
 
+/**
+ * The codec a history event's payloads decode with (rule 4): its own `payload_codec` when it has
+ * the key (even as `null`), else `fallback` (the task's codec). An explicit codec, or any codec in
+ * force that is not null, must be `"avro"`: otherwise `unsupported_payload_codec` is thrown.
+ *
+ * @internal
+ */
+export const payloadCodecOf = (payload: Record<string, unknown>, fallback: unknown): unknown => {
+  const explicit = "payload_codec" in payload
+  const codec = explicit ? payload["payload_codec"] : fallback
+  if ((explicit || (codec !== null && codec !== undefined)) && codec !== Codec.codec) {
+    const refused = Codec.requireAvroCodec(codec, "history event payload")
+    if (Either.isLeft(refused)) throw refused.left
+  }
+  return codec
+}
+
 /** Decodes an argument list (scalar → `[x]`, null → `[]`). @internal */
 export const decodeArgs = (raw: unknown, codec: unknown): ReadonlyArray<unknown> => {
   const value = decodeValue(raw, codec)
