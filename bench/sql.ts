@@ -19,6 +19,8 @@ import { Worker } from "../src/promise.js"
 import * as Statements from "../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../src/transport/SqlTransport.js"
 import { databaseUrl, type Db, type DialectName, dropTables, openDb, uniqueTablePrefix } from "../test/support/sqlEngine.js"
+import { SqlTransport as PostgresSql } from "../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../src/mysql.js"
 
 const n = Number(process.env.BENCH_SQL_N ?? 2_000)
 const rounds = Number(process.env.BENCH_SQL_ROUNDS ?? 3)
@@ -51,7 +53,7 @@ const startOurs = async (
   })
   const all = { url: databaseUrl(dialect), prefix, pollInterval: POLL_MS, maxConnections: 16, ...options }
   const running = worker.run({
-    layer: dialect === "postgres" ? SqlTransport.layerPostgres(all) : SqlTransport.layerMysql(all)
+    layer: dialect === "postgres" ? PostgresSql.layerPostgres(all) : MysqlSql.layerMysql(all)
   })
   running.catch(() => undefined)
   // registered once the tables exist (autoCreate) and the first poll has run

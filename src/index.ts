@@ -8,18 +8,25 @@
  *   protocols and the brokers
  * - protocols: `NestDurableProtocol` (nestjs-durable steps and turns), `DurableWorkflowProtocol`
  * - runtime: `Worker` (lifecycle, concurrency, drain, deregistration), `WorkerConfig`
- * - transports: `InMemoryTransport`, `BullMQTransport`, `SqsTransport`, `SqlTransport`,
- *   `DurableWorkflowTransport` with `DurableWorkflowExternalStorage`
+ * - transports: `InMemoryTransport` here; each broker has its own entry point, which loads its
+ *   driver (optional peer dependencies): `effect-durable-worker/bullmq` (`BullMQTransport`),
+ *   `…/sqs` (`SqsTransport`), `…/postgres` and `…/mysql` (`SqlTransport`), `…/durable-workflow`
+ *   (`DurableWorkflowTransport`, `DurableWorkflowExternalStorage`)
  * - services: `Memory`, `Concurrency`, `ConcurrencyController` (adaptive concurrency, memory gate)
  *
- * The plain-promise facade is `effect-durable-worker/promise`.
+ * The plain-promise facade is `effect-durable-worker/promise`. Importing this module loads no
+ * broker driver.
  *
  * @since 0.1.0
  */
 export { FatalError } from "./core/FatalError.js"
 
-/** @since 0.1.0 */
-export * as BullMQTransport from "./transport/BullMQTransport.js"
+/**
+ * A transport's driver is not installed; its message says which packages to install.
+ *
+ * @since 0.3.0
+ */
+export { MissingDriverError } from "./transport/internal/drivers.js"
 
 /** @since 0.1.0 */
 export * as Concurrency from "./services/Concurrency.js"
@@ -33,16 +40,6 @@ export * as DurableWorkflow from "./core/DurableWorkflow.js"
 /** @since 0.1.0 */
 export * as DurableWorkflowCodec from "./wire/DurableWorkflowCodec.js"
 
-/**
- * External payload storage drivers for the Durable Workflow transport (filesystem, S3, custom).
- *
- * @since 0.1.0
- */
-export * as DurableWorkflowExternalStorage from "./transport/DurableWorkflowExternalStorage.js"
-
-/** @since 0.1.0 */
-export * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
-
 /** @since 0.1.0 */
 export * as InMemoryTransport from "./transport/InMemoryTransport.js"
 
@@ -54,12 +51,6 @@ export * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 
 /** @since 0.2.0 */
 export * as Protocol from "./seam/Protocol.js"
-
-/** @since 0.1.0 */
-export * as SqlTransport from "./transport/SqlTransport.js"
-
-/** @since 0.1.0 */
-export * as SqsTransport from "./transport/SqsTransport.js"
 
 /** @since 0.1.0 */
 export * as Step from "./core/Step.js"

@@ -15,11 +15,8 @@
  *
  * @since 0.1.0
  */
-import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
@@ -31,16 +28,18 @@ import type { StepResult } from "./wire/StepProtocol.js"
 import type { WorkflowDecision } from "./wire/WorkflowProtocol.js"
 import * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
-import { unknownKey } from "./runtime/WorkerConfig.js"
 import { TaskRejected } from "./runtime/WorkerError.js"
 import type * as Concurrency from "./services/Concurrency.js"
-import * as BullMQTransport from "./transport/BullMQTransport.js"
-import * as DurableWorkflowExternalStorage from "./transport/DurableWorkflowExternalStorage.js"
-import * as DurableWorkflowTransport from "./transport/DurableWorkflowTransport.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
-import * as SqlTransport from "./transport/SqlTransport.js"
-import * as SqsTransport from "./transport/SqsTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
+import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from "./transport/internal/drivers.js"
+import type * as FacadeBullMQ from "./facade/bullmq.js"
+import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
+import type * as FacadeMysql from "./facade/mysql.js"
+import type * as FacadePostgres from "./facade/postgres.js"
+import type * as FacadeSqs from "./facade/sqs.js"
+import { lazyHandle } from "./facade/internal/lazy.js"
+import { refuseUnknown, settle, settleSync, type TransportHandle, unknownOption } from "./facade/internal/options.js"
 import type { Transport } from "./seam/Transport.js"
 
 export {
@@ -66,6 +65,11 @@ export { GatherFailed, NondeterminismError, StepFailed, UnsupportedInRemoteWorkf
 export type { StepError, StepEvent, StepResult, StepTask } from "./wire/StepProtocol.js"
 export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./wire/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
+export type { TransportHandle } from "./facade/internal/options.js"
+export type { RedisOptions } from "./facade/bullmq.js"
+export type { DurableWorkflowHandle, DurableWorkflowOptions } from "./facade/durableWorkflow.js"
+export type { MissingDriverError } from "./transport/internal/drivers.js"
+export { externalStorage, filesystemStorage, s3Storage } from "./facade/externalStorage.js"
 export type {
   ExternalPayloadReference,
   ExternalStorageDriver,
@@ -74,17 +78,6 @@ export type {
   S3Options,
   StoredPayload
 } from "./transport/DurableWorkflowExternalStorage.js"
-
-/**
- * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
- * return.
- *
- * @since 0.1.0
- * @category models
- */
-export interface TransportHandle {
-  readonly layer: Layer.Layer<Transport, unknown>
-}
 
 /**
  * Options of a promise-facade worker; durations in milliseconds. An unknown key is refused.
@@ -166,40 +159,6 @@ const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", 
 
 const RUN_UNTIL_KEYS: ReadonlyArray<keyof RunUntilOptions> = ["until", "pollIntervalMs", "timeoutMs"]
 
-/**
- * The first key of `options` not in `known`, with why it is refused: the key named, with its
- * milliseconds form when that is the option meant, and the options there are.
- */
-const unknownOption = (
-  options: object | undefined,
-  known: ReadonlyArray<string>,
-  what: string
-): { readonly key: string; readonly message: string } | undefined => {
-  const key = options === undefined ? undefined : unknownKey(options, known)
-  if (key === undefined) return undefined
-  const millis = `${key}Ms`
-  const hint = known.includes(millis) ? ` (durations are in milliseconds here: ${millis})` : ""
-  return { key, message: `unknown ${what} option "${key}"${hint}; the options are ${known.join(", ")}` }
-}
-
-/** Throws a `TypeError` naming an unknown key of `options`. */
-const refuseUnknown = (options: object | undefined, known: ReadonlyArray<string>, what: string): void => {
-  const unknown = unknownOption(options, known, what)
-  if (unknown !== undefined) throw new TypeError(unknown.message)
-}
-
-/** `layer()`, or, when `options` has an unknown key, a layer that fails with `error` when a run builds it. */
-const refusingUnknown = <ROut, E>(
-  options: object,
-  known: ReadonlyArray<string>,
-  what: string,
-  error: (unknown: { readonly key: string; readonly message: string }) => E,
-  layer: () => Layer.Layer<ROut, E>
-): Layer.Layer<ROut, E> => {
-  const unknown = unknownOption(options, known, what)
-  return unknown === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(unknown)))
-}
-
 const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => ({
   ...(options.workerId === undefined ? {} : { workerId: options.workerId }),
   ...(options.buildId === undefined ? {} : { buildId: options.buildId }),
@@ -210,20 +169,6 @@ const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => 
   ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
   ...(options.interruptTimeoutMs === undefined ? {} : { interruptTimeout: options.interruptTimeoutMs })
 })
-
-/** Runs an effect and settles with its value, or rejects with its error itself (not a wrapper). */
-const settle = async <A, E>(effect: Effect.Effect<A, E>): Promise<A> => {
-  const exit = await Effect.runPromiseExit(effect)
-  if (Exit.isSuccess(exit)) return exit.value
-  throw Cause.squash(exit.cause)
-}
-
-/** Runs a synchronous effect, throwing its error itself (not a wrapper). */
-const settleSync = <A, E>(effect: Effect.Effect<A, E>): A => {
-  const exit = Effect.runSyncExit(effect)
-  if (Exit.isSuccess(exit)) return exit.value
-  throw Cause.squash(exit.cause)
-}
 
 /**
  * A worker. Register steps with {@link Worker.step}, then {@link Worker.run} it on a transport.
@@ -505,278 +450,71 @@ export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): I
 }
 
 /**
- * Options of the Redis/BullMQ transport; durations in milliseconds. They are checked as
- * `BullMQTransport` checks its own (an unknown key included).
- *
- * @since 0.1.0
- * @category models
- */
-export interface RedisOptions {
-  /** A `redis://` or `rediss://` URL. Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
-  readonly url?: string
-  /** ioredis connection options, used instead of `url`. Default none. */
-  readonly connection?: BullMQTransport.BullMQOptions["connection"]
-  /** Default `durable`, as the engine's. */
-  readonly prefix?: string
-  /** The transport namespace (keyspace `<prefix>-<namespace>`). Default none. */
-  readonly namespace?: string
-  /** Serve `<name>@<partition>` tokens: the steps of runs in that engine namespace. Default none; not with `namespace`. */
-  readonly partition?: string
-  /** BullMQ lock duration of a running job, renewed at half of it. Default 30,000. */
-  readonly lockDurationMs?: number
-  /** Publish step beats on `<P>-heartbeat` this often while a step runs (engine-side `timeoutMs`). Default off. */
-  readonly stepBeatIntervalMs?: number
-  /** How long the first connection may take before `run` fails. Default 5,000. */
-  readonly connectTimeoutMs?: number
-  /** How often stalled jobs are looked for. Default 30,000. */
-  readonly stalledIntervalMs?: number
-  /**
-   * Further brokers of the engine's transport pool, by the pool id the engine stamps on tasks as
-   * `transport`; a task is answered on the broker its `transport` names. Default none.
-   */
-  readonly brokers?: BullMQTransport.BullMQOptions["brokers"]
-  /** The engine's pool id of the main broker. Default `"default"`. */
-  readonly brokerId?: string
-  /** Commands of one event-loop turn that may share a socket write. Default 8; 1 turns this off. */
-  readonly commandsPerWrite?: number
-}
-
-const REDIS_KEYS: ReadonlyArray<keyof RedisOptions> = [
-  "url",
-  "connection",
-  "prefix",
-  "namespace",
-  "partition",
-  "lockDurationMs",
-  "stepBeatIntervalMs",
-  "connectTimeoutMs",
-  "stalledIntervalMs",
-  "brokers",
-  "brokerId",
-  "commandsPerWrite"
-]
-
-/**
- * The Redis/BullMQ transport of the nestjs-durable engine. An unknown or invalid option makes `run`
- * reject with a `BullMQConfigError` naming it, before anything connects.
+ * The Redis/BullMQ transport of the nestjs-durable engine (also `redis` in
+ * `effect-durable-worker/bullmq`). Its drivers, `bullmq` and `ioredis`, are loaded when a run starts:
+ * when they are not installed, `run` rejects with a `MissingDriverError` that names them. An unknown
+ * or invalid option makes `run` reject with a `BullMQConfigError` naming it, before anything connects.
  *
  * @since 0.1.0
  * @category transports
  */
-export const redis = (options: RedisOptions = {}): TransportHandle => {
-  const url = options.url ?? process.env.REDIS_URL
-  return {
-    layer: refusingUnknown(
-      options,
-      REDIS_KEYS,
-      "redis()",
-      ({ key, message }) => new BullMQTransport.BullMQConfigError({ option: key, message }),
-      () => BullMQTransport.layer({
-        ...(url === undefined ? {} : { url }),
-        ...(options.connection === undefined ? {} : { connection: options.connection }),
-        ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
-        ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
-        ...(options.partition === undefined ? {} : { partition: options.partition }),
-        ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
-        ...(options.stepBeatIntervalMs === undefined ? {} : { stepBeatInterval: options.stepBeatIntervalMs }),
-        ...(options.connectTimeoutMs === undefined ? {} : { connectTimeout: options.connectTimeoutMs }),
-        ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
-        ...(options.brokers === undefined ? {} : { brokers: options.brokers }),
-        ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId }),
-        ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite })
-      })
-    )
-  }
-}
+export const redis = (options: FacadeBullMQ.RedisOptions = {}): TransportHandle =>
+  lazyHandle(() => import("./facade/bullmq.js"), BULLMQ_PACKAGES, "Redis/BullMQ", (module) => module.redis(options))
 
 /**
- * The SQS transport of the nestjs-durable engine (`@aws-sdk/client-sqs` v3): queue names, bodies
- * and the results queue as the engine's SQS transport has them. Names the SQS rules refuse (`.`,
- * `@`) are refused at start unless `taskQueueUrl` maps them, as on the engine side. An unknown or
+ * The SQS transport of the nestjs-durable engine (also `sqs` in `effect-durable-worker/sqs`), on
+ * `@aws-sdk/client-sqs` v3, loaded when a run starts (a `MissingDriverError` names it when it is not
+ * installed). Queue names, bodies and the results queue are the engine's SQS transport's; names the
+ * SQS rules refuse (`.`, `@`) are refused at start unless `taskQueueUrl` maps them. An unknown or
  * invalid option makes `run` reject with an `SqsConfigError` naming it, before any request (client
  * settings such as `endpoint` and `region` go in `clientConfig`).
  *
  * @since 0.1.0
  * @category transports
  */
-export const sqs = (options: SqsTransport.SqsOptions = {}): TransportHandle => ({ layer: SqsTransport.layer(options) })
+export const sqs = (options: FacadeSqs.SqsOptions = {}): TransportHandle =>
+  lazyHandle(() => import("./facade/sqs.js"), SQS_PACKAGES, "SQS", (module) => module.sqs(options))
 
 /**
- * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
- * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
- * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`.
- * An unknown or invalid option makes `run` reject with an `SqlConfigError` naming it, before anything
- * connects.
+ * The database transport of the nestjs-durable engine on PostgreSQL (also `postgres` in
+ * `effect-durable-worker/postgres`): the engine's own tables, claims with `FOR UPDATE SKIP LOCKED`,
+ * leases renewed while a step runs, `LISTEN/NOTIFY` wake-ups. `url` defaults to
+ * `process.env.DATABASE_URL`. Its drivers (`pg`, `@effect/sql`, `@effect/sql-pg`,
+ * `@effect/experimental`) are loaded when a run starts; a `MissingDriverError` names the missing ones.
  *
  * @since 0.1.0
  * @category transports
  */
-export const postgres = (options: SqlTransport.PostgresOptions = {}): TransportHandle => ({
-  layer: SqlTransport.layerPostgres(withDatabaseUrl(options))
-})
+export const postgres = (options: FacadePostgres.PostgresOptions = {}): TransportHandle =>
+  lazyHandle(() => import("./facade/postgres.js"), POSTGRES_PACKAGES, "PostgreSQL", (module) => module.postgres(options))
 
 /**
- * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
- * tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs. `url` defaults to
- * `process.env.DATABASE_URL`. An unknown or invalid option makes `run` reject with an
- * `SqlConfigError` naming it, before anything connects.
+ * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB (also `mysql` in
+ * `effect-durable-worker/mysql`). `url` defaults to `process.env.DATABASE_URL`. Its drivers
+ * (`mysql2`, `@effect/sql`, `@effect/sql-mysql2`, `@effect/experimental`) are loaded when a run
+ * starts; a `MissingDriverError` names the missing ones.
  *
  * @since 0.1.0
  * @category transports
  */
-export const mysql = (options: SqlTransport.MysqlOptions = {}): TransportHandle => ({
-  layer: SqlTransport.layerMysql(withDatabaseUrl(options))
-})
-
-const withDatabaseUrl = <O extends { readonly url?: unknown; readonly host?: unknown }>(options: O): O =>
-  options.url === undefined && options.host === undefined && process.env.DATABASE_URL !== undefined
-    ? { ...options, url: process.env.DATABASE_URL }
-    : options
+export const mysql = (options: FacadeMysql.MysqlOptions = {}): TransportHandle =>
+  lazyHandle(() => import("./facade/mysql.js"), MYSQL_PACKAGES, "MySQL/MariaDB", (module) => module.mysql(options))
 
 /**
- * Options of the Durable Workflow transport; durations in milliseconds.
- *
- * @since 0.1.0
- * @category models
- */
-export interface DurableWorkflowOptions {
-  /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
-  readonly baseUrl: string
-  /** The shared bearer token (both planes). Default none. */
-  readonly token?: string
-  /** A worker-plane token; wins over `token` on the worker plane. Default none. */
-  readonly workerToken?: string
-  /** A control-plane token; wins over `token` on the control plane. Default none. */
-  readonly controlToken?: string
-  /** `X-Namespace`. Default `"default"`. */
-  readonly namespace?: string
-  /** The task queue the worker registers on and polls. */
-  readonly taskQueue: string
-  /** Timeout of non-poll requests. Default 60,000. */
-  readonly requestTimeoutMs?: number
-  /** Worker heartbeat interval until the server advertises one; positive. Default 60,000. */
-  readonly heartbeatIntervalMs?: number
-  /**
-   * Where payloads above `externalStorageThresholdBytes` are stored, and inbound `external_storage`
-   * references are read from (size and SHA-256 checked): {@link filesystemStorage},
-   * {@link s3Storage}, or {@link externalStorage} for any other store (GCS, Azure Blob, …).
-   */
-  readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver
-  /** Size in bytes of an encoded payload above which it goes to `externalStorage`. At least 1. */
-  readonly externalStorageThresholdBytes?: number
-  /** Hooks around workflow tasks, activities and queries, outermost first. Default none. */
-  readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
-}
-
-const DURABLE_WORKFLOW_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
-  "baseUrl",
-  "token",
-  "workerToken",
-  "controlToken",
-  "namespace",
-  "taskQueue",
-  "requestTimeoutMs",
-  "heartbeatIntervalMs",
-  "externalStorage",
-  "externalStorageThresholdBytes",
-  "interceptors"
-]
-
-/**
- * External payload storage on the local filesystem, for `durableWorkflow({ externalStorage })`:
- * `file://` URIs, files at `<root>/<codec>/<sha[:2]>/<sha>`.
- *
- * @since 0.1.0
- * @category external storage
- */
-export const filesystemStorage = (root: string): DurableWorkflowTransport.ExternalStorageDriver =>
-  DurableWorkflowExternalStorage.localFilesystem(root)
-
-const S3_KEYS: ReadonlyArray<keyof DurableWorkflowExternalStorage.S3Options> = ["bucket", "prefix", "client", "clientConfig"]
-
-/**
- * External payload storage on S3 or an S3-compatible server, for
- * `durableWorkflow({ externalStorage })`: objects at `<prefix>/<codec>/<sha[:2]>/<sha>`, URIs
- * `s3://<bucket>/<key>`. Needs the optional peer dependency `@aws-sdk/client-s3` (v3), imported on
- * first use. An unknown key of `options` throws a `TypeError` naming it.
- *
- * ```ts
- * durableWorkflow({
- *   baseUrl, taskQueue: "orders",
- *   externalStorage: s3Storage({ bucket: "payloads", prefix: "dw", clientConfig: { region: "eu-west-1" } }),
- *   externalStorageThresholdBytes: 256_000
- * })
- * ```
- *
- * @since 0.1.0
- * @category external storage
- */
-export const s3Storage = (options: DurableWorkflowExternalStorage.S3Options): DurableWorkflowTransport.ExternalStorageDriver => {
-  refuseUnknown(options, S3_KEYS, "s3Storage()")
-  return DurableWorkflowExternalStorage.s3(options)
-}
-
-/**
- * External payload storage on any store, from two async functions: `put` keeps the bytes and
- * answers their URI, `get` reads them back for a reference. The worker checks size and SHA-256 of
- * what `get` answers.
- *
- * @since 0.1.0
- * @category external storage
- */
-export const externalStorage = (
-  driver: DurableWorkflowExternalStorage.PromiseExternalStorageDriver
-): DurableWorkflowTransport.ExternalStorageDriver => DurableWorkflowExternalStorage.make(driver)
-
-/**
- * The Durable Workflow transport, with control-plane helpers.
- *
- * @since 0.1.0
- * @category models
- */
-export interface DurableWorkflowHandle extends TransportHandle {
-  /** A `runUntil` predicate: true once the workflow is terminal (control plane; needs a control or shared token). */
-  readonly workflowTerminal: (workflowId: string) => () => Promise<boolean>
-  /** Control plane: retire a worker (`DELETE /api/workers/{id}`); never used by shutdown. */
-  readonly deregisterWorker: (workerId: string) => Promise<Record<string, unknown>>
-}
-
-/**
- * A Durable Workflow server (worker protocol 1.1 over HTTP): activities, workflow tasks replayed
- * from history, query tasks. An unknown or invalid option makes `run` (and the control-plane
- * helpers) reject with a `DurableWorkflowConfigError` naming it, before any request.
+ * A Durable Workflow server (worker protocol 1.1 over HTTP; also `durableWorkflow` in
+ * `effect-durable-worker/durable-workflow`): activities, workflow tasks replayed from history, query
+ * tasks, with control-plane helpers. Loaded when first used. An unknown or invalid option makes
+ * `run` (and the control-plane helpers) reject with a `DurableWorkflowConfigError` naming it.
  *
  * @since 0.1.0
  * @category transports
  */
-export const durableWorkflow = (options: DurableWorkflowOptions): DurableWorkflowHandle => {
-  const layer = refusingUnknown(
-    options,
-    DURABLE_WORKFLOW_KEYS,
-    "durableWorkflow()",
-    ({ message }) => new DurableWorkflowTransport.DurableWorkflowConfigError({ message }),
-    () => DurableWorkflowTransport.layer({
-      baseUrl: options.baseUrl,
-      taskQueue: options.taskQueue,
-      token: options.token,
-      workerToken: options.workerToken,
-      controlToken: options.controlToken,
-      namespace: options.namespace,
-      ...(options.requestTimeoutMs === undefined ? {} : { requestTimeout: options.requestTimeoutMs }),
-      ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
-      ...(options.externalStorage === undefined ? {} : { externalStorage: options.externalStorage }),
-      ...(options.externalStorageThresholdBytes === undefined
-        ? {}
-        : { externalStorageThresholdBytes: options.externalStorageThresholdBytes }),
-      ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors })
-    })
-  )
-  const control = <A>(effect: Effect.Effect<A, unknown, DurableWorkflowTransport.DurableWorkflowClient>) =>
-    settle(Effect.provide(effect, layer))
+export const durableWorkflow = (options: FacadeDurableWorkflow.DurableWorkflowOptions): FacadeDurableWorkflow.DurableWorkflowHandle => {
+  let loaded: Promise<FacadeDurableWorkflow.DurableWorkflowHandle> | undefined
+  const handle = () => (loaded ??= import("./facade/durableWorkflow.js").then((module) => module.durableWorkflow(options)))
   return {
-    layer,
-    workflowTerminal: (workflowId) => () =>
-      control(Effect.map(DurableWorkflowTransport.describeWorkflow(workflowId), DurableWorkflowTransport.isTerminal)),
-    deregisterWorker: (workerId) => control(DurableWorkflowTransport.deregisterWorker(workerId))
+    ...lazyHandle(handle, [], "Durable Workflow", (loadedHandle) => loadedHandle),
+    workflowTerminal: (workflowId) => async () => (await handle()).workflowTerminal(workflowId)(),
+    deregisterWorker: async (workerId) => (await handle()).deregisterWorker(workerId)
   }
 }

@@ -36,13 +36,12 @@
  *
  * @since 0.1.0
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
-import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import * as ConfigError from "effect/ConfigError"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -57,7 +56,6 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { messageOf } from "../core/internal/errors.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
@@ -65,7 +63,17 @@ import * as Protocol from "../seam/Protocol.js"
 import * as Batcher from "./internal/batcher.js"
 import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError } from "./sql/internal/config.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
-import * as Listen from "./sql/internal/listen.js"
+import {
+  dialectLabel,
+  describeTarget,
+  NAME,
+  retryLostConnection,
+  sqlMessageOf
+} from "./sql/internal/connection.js"
+import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
+
+export { MissingDriverError } from "./internal/drivers.js"
+import type * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
 import {
   Delivery,
@@ -181,7 +189,6 @@ export interface Connection {
   readonly listen: Option.Option<(channel: string) => Stream.Stream<string, SqlError>>
 }
 
-const NAME = "sql"
 const DEFAULT_POLL = Duration.millis(500)
 const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
 const CONFLICT_RETRY = Duration.millis(100)
@@ -192,138 +199,8 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.resetAfter(Duration.minutes(1))
 )
 
-/** The message of an SQL error with its driver's cause (the SQL client's own message says little). */
-const sqlMessageOf = (error: unknown): string => {
-  if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
-    const inner = messageOf((error as { cause: unknown }).cause)
-    const outer = error instanceof Error ? error.message : ""
-    return outer === "" || outer === inner ? inner : `${outer}: ${inner}`
-  }
-  return messageOf(error)
-}
-
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
-
-const dialectLabel = (dialect: Dialect) => (dialect === "postgres" ? "PostgreSQL" : "MySQL/MariaDB")
-
-/** `scheme://user@host:port/db`, password removed. */
-const describeTarget = (dialect: Dialect, options: ConnectionOptions): string => {
-  if (options.url !== undefined) {
-    const text = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
-    try {
-      const url = new URL(text)
-      url.password = ""
-      return url.toString().replace(/\/$/, "")
-    } catch {
-      return "<unparsable url>"
-    }
-  }
-  const scheme = dialect === "postgres" ? "postgres" : "mysql"
-  const port = options.port ?? (dialect === "postgres" ? 5432 : 3306)
-  const user = options.username === undefined ? "" : `${options.username}@`
-  return `${scheme}://${user}${options.host ?? "127.0.0.1"}:${port}${options.database === undefined ? "" : `/${options.database}`}`
-}
-
-/** `LISTEN` on a connection of its own, with the client's connection settings (see `internal/listen`). */
-const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfig(client.config))
-
-const redact = (value: string | Redacted.Redacted | undefined) =>
-  value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
-
-/**
- * The server ended an established connection (a killed backend, a restart, a failover, a reset
- * socket): the statement may be tried again on a new connection. A refused or timed-out connect is
- * not one of these, so an unreachable database still fails fast.
- */
-const isConnectionLost = (error: unknown): boolean => {
-  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
-    const { code, message } = current as { code?: unknown; message?: unknown }
-    if (typeof code === "string" && LOST_CONNECTION_CODES.has(code)) return true
-    if (typeof message === "string" && /connection terminated|not queryable|connection lost/i.test(message)) return true
-    current = (current as { cause?: unknown }).cause
-  }
-  return false
-}
-const LOST_CONNECTION_CODES: ReadonlySet<string> = new Set([
-  "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
-  "57P02", // crash_shutdown
-  "57P03", // cannot_connect_now: the server is starting or shutting down
-  "ECONNRESET",
-  "EPIPE",
-  "PROTOCOL_CONNECTION_LOST", // mysql2
-  "ER_SERVER_SHUTDOWN",
-  "ER_CONNECTION_KILLED"
-])
-
-/** Registration's statements ride out a connection lost under them, on a new connection each time. */
-const retryLostConnection = { times: 3, while: isConnectionLost } as const
-
-const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
-  new RegistrationError({
-    transport: NAME,
-    message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
-      sqlMessageOf(cause)
-    }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
-    cause
-  })
-
-/**
- * Connects to PostgreSQL with `@effect/sql-pg` (a pool, plus one connection for `LISTEN` when used),
- * closed with the scope; fails with a {@link RegistrationError} that says what to check. The options
- * are taken as checked ({@link layerPostgres} checks them when it is built).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> =>
-  PgClient.make({
-    url: redact(options.url),
-    host: options.url === undefined ? options.host ?? "127.0.0.1" : undefined,
-    port: options.port,
-    database: options.database,
-    username: options.username,
-    password: redact(options.password),
-    maxConnections: options.maxConnections ?? 10,
-    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
-    applicationName: options.applicationName ?? "effect-durable-worker"
-  }).pipe(
-    Effect.provide(Reactivity.layer),
-    Effect.map((client): Connection => ({ sql: client, dialect: "postgres", listen: Option.some(listenOn(client)) })),
-    Effect.retry(retryLostConnection),
-    Effect.mapError(connectFailed("postgres", options))
-  )
-
-/**
- * Connects to MySQL/MariaDB with `@effect/sql-mysql2`, closed with the scope; fails with a
- * {@link RegistrationError} that says what to check. The options are taken as checked
- * ({@link layerMysql} checks them when it is built).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> => {
-  const url = options.url === undefined
-    ? undefined
-    : Redacted.make((Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"))
-  return MysqlClient.make({
-    url,
-    host: url === undefined ? options.host ?? "127.0.0.1" : undefined,
-    port: options.port,
-    database: options.database,
-    username: options.username,
-    password: redact(options.password),
-    maxConnections: options.maxConnections ?? 10,
-    ...(url === undefined && options.connectTimeout !== undefined
-      ? { poolConfig: { connectTimeout: Duration.toMillis(Duration.decode(options.connectTimeout)) } }
-      : {})
-  }).pipe(
-    Effect.provide(Reactivity.layer),
-    Effect.map((client): Connection => ({ sql: client, dialect: "mysql", listen: Option.none() })),
-    Effect.retry(retryLostConnection),
-    Effect.mapError(connectFailed("mysql", options))
-  )
-}
 
 /** An earlier result row of the step still waits for the engine: the completion was rolled back. */
 class ResultConflict extends Schema.TaggedError<ResultConflict>()("ResultConflict", { stepId: Schema.String }) {}
@@ -872,7 +749,7 @@ export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport,
     Effect.gen(function*() {
       const config = yield* resolve(options)
       const sql = yield* SqlClient.SqlClient
-      const pg = yield* Effect.serviceOption(PgClient.PgClient)
+      const pg = yield* Effect.serviceOption(PgClientTag)
       const dialect = sql.onDialectOrElse({
         pg: () => "postgres" as const,
         mysql: () => "mysql" as const,
@@ -885,42 +762,63 @@ export const layer = (options: SqlTransportOptions = {}): Layer.Layer<Transport,
             message: "the SqlClient in context is neither PostgreSQL nor MySQL; the engine's DB transport supports only these"
           })
         )
-        : Effect.succeed({ sql, dialect, listen: Option.map(pg, listenOn) })
+        : Effect.succeed({ sql, dialect, listen: Option.map(pg, listenLazily) })
       return build(config, connection, dialect ?? "sql")
     })
   )
 
 /**
- * The transport on PostgreSQL, with its own `@effect/sql-pg` pool (opened at registration, closed at
- * shutdown). Building it fails with an {@link SqlConfigError} when an option is unknown or invalid
- * (a `url` that is not `postgres://` included), before anything connects; `run` fails fast when the
- * database is unreachable.
+ * What a SQL dialect brings to the transport: its name and how it connects. The dialect modules
+ * (`effect-durable-worker/postgres`, `effect-durable-worker/mysql`) each fill one in, so this module
+ * loads neither driver.
  *
- * @since 0.1.0
- * @category layers
+ * @since 0.3.0
+ * @category models
  */
-export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
-  Layer.effect(
-    Transport,
-    Effect.map(resolvePool("postgres", options), (config) =>
-      build(config, connectPostgres(options), describeTarget("postgres", options)))
-  )
+export interface Driver<Options extends ConnectionOptions = ConnectionOptions> {
+  readonly dialect: Dialect
+  readonly connect: (options: Options) => Effect.Effect<Connection, RegistrationError, Scope.Scope>
+}
 
 /**
- * The transport on MySQL/MariaDB, with its own `@effect/sql-mysql2` pool (opened at registration,
- * closed at shutdown). Building it fails with an {@link SqlConfigError} when an option is unknown or
- * invalid (a `url` that is not `mysql://` or `mariadb://` included), before anything connects; `run`
- * fails fast when the database is unreachable.
+ * The transport on a dialect's own pool (opened at registration, closed at shutdown). Building it
+ * fails with an {@link SqlConfigError} when an option is unknown or invalid (a `url` of another
+ * dialect included), before anything connects; `run` fails fast when the database is unreachable.
  *
- * @since 0.1.0
+ * @since 0.3.0
  * @category layers
  */
-export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
+export const layerDriver = <Options extends SqlTransportOptions & ConnectionOptions>(
+  driver: Driver<Options>,
+  options: Options
+): Layer.Layer<Transport, SqlConfigError> =>
   Layer.effect(
     Transport,
-    Effect.map(resolvePool("mysql", options), (config) =>
-      build(config, connectMysql(options), describeTarget("mysql", options)))
+    Effect.map(resolvePool(driver.dialect, options), (config) =>
+      build(config, driver.connect(options), describeTarget(driver.dialect, options)))
   )
+
+/** `@effect/sql-pg`'s tag, by its key: found in the context without loading the driver. */
+const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
+
+/** `LISTEN` on a connection of its own (see `internal/listen`), loaded with `pg` when first listened. */
+const listenLazily = (client: PgClient.PgClient) => (channel: string): Stream.Stream<string, SqlError> =>
+  Stream.unwrap(
+    Effect.map(
+      Effect.promise((): Promise<typeof Listen> => import("./sql/internal/listen.js")),
+      (listen) => listen.listen(listen.clientConfig(client.config))(channel)
+    )
+  )
+
+/** The dialect's module, loaded when a layer needs it; a missing driver names the packages to install. */
+const loadDriver = (dialect: Dialect): Effect.Effect<Driver, MissingDriverError> =>
+  Effect.tryPromise({
+    try: (): Promise<Driver> =>
+      dialect === "postgres"
+        ? import("./sql/postgres.js").then((module) => module.driver)
+        : import("./sql/mysql.js").then((module) => module.driver),
+    catch: missingDriverError(dialect === "postgres" ? POSTGRES_PACKAGES : MYSQL_PACKAGES, dialectLabel(dialect))
+  })
 
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
@@ -932,7 +830,7 @@ export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport, S
  */
 export const layerConfig = (
   options: SqlTransportOptions & Omit<ConnectionOptions, "url"> = {}
-): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError> =>
+): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
   Layer.unwrapEffect(
     Effect.map(
       Config.all({
@@ -954,7 +852,7 @@ export const layerConfig = (
           ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
           ...options
         }
-        return env.url.dialect === "postgres" ? layerPostgres(merged) : layerMysql(merged)
+        return Layer.unwrapEffect(Effect.map(loadDriver(env.url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )
   )

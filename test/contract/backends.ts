@@ -14,22 +14,19 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
-import {
-  BullMQTransport,
-  DurableWorkflow,
-  DurableWorkflowTransport,
-  InMemoryTransport,
-  Memory,
-  SqlTransport,
-  SqsTransport,
-  Step
-} from "../../src/index.js"
+import { DurableWorkflow, InMemoryTransport, Memory, Step } from "../../src/index.js"
+import { BullMQTransport } from "../../src/bullmq.js"
+import { DurableWorkflowTransport } from "../../src/durable-workflow.js"
+import { SqlTransport } from "../../src/postgres.js"
+import { SqsTransport } from "../../src/sqs.js"
 import * as DurableWorkflowServer from "../support/durableWorkflowServer.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
 import { fauxqs, sqsPrefix } from "../support/fauxqs.js"
 import { freePort } from "../support/local.js"
 import { databaseUrl, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 import { type Backend, type CancelHooks, idOfInput, type Instance, type Observed, type Reply } from "./suite.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
 // ---------------------------------------------------------------------------------------------
 // nestjs-durable: shared by the in-memory, BullMQ, SQL and SQS backends
@@ -242,7 +239,7 @@ export const sql = (dialect: DialectName): Backend => ({
       const tasksTable = db.id(`${prefix}_transport_tasks`)
       const url = databaseUrl(dialect)
       const layer = (options: SqlTransport.PostgresOptions) =>
-        Layer.orDie(dialect === "postgres" ? SqlTransport.layerPostgres(options) : SqlTransport.layerMysql(options))
+        Layer.orDie(dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options))
 
       // a reply fault: the task's row is locked from another connection, so the completion waits on
       // it, and the waiting connection is killed (a connection lost mid-write)

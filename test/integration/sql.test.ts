@@ -11,12 +11,14 @@ import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
 import { freePort } from "../support/local.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
 
 const handle = (engine: SqlEngine, options: SqlTransport.SqlTransportOptions = {}): TransportHandle => {
   const all = { url: engine.url, prefix: engine.prefix, pollInterval: 50, ...options }
-  return { layer: engine.dialect === "postgres" ? SqlTransport.layerPostgres(all) : SqlTransport.layerMysql(all) }
+  return { layer: engine.dialect === "postgres" ? PostgresSql.layerPostgres(all) : MysqlSql.layerMysql(all) }
 }
 
 const engines: Array<SqlEngine> = []
@@ -211,8 +213,8 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
     worker.step("x", () => 1)
     const url = dialect === "postgres" ? `postgres://postgres@127.0.0.1:${port}/test` : `mysql://root@127.0.0.1:${port}/test`
     const layer = dialect === "postgres"
-      ? SqlTransport.layerPostgres({ url, connectTimeout: 1_000 })
-      : SqlTransport.layerMysql({ url, connectTimeout: 1_000 })
+      ? PostgresSql.layerPostgres({ url, connectTimeout: 1_000 })
+      : MysqlSql.layerMysql({ url, connectTimeout: 1_000 })
     const started = Date.now()
     const error = await worker.run({ layer }).then(
       () => assert.fail("run should fail"),
@@ -262,7 +264,7 @@ describe("SQL transport on postgres: lost connections", () => {
     const killed = await engine.db.transaction(async (query) => {
       await query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${engine.prefix}_transport_tasks`])
       running = worker.run({
-        layer: SqlTransport.layerPostgres({ url: engine.url, prefix: engine.prefix, pollInterval: 50, applicationName })
+        layer: PostgresSql.layerPostgres({ url: engine.url, prefix: engine.prefix, pollInterval: 50, applicationName })
       })
       await waitFor("the worker's schema transaction to wait on the lock", async () =>
         (await engine.db.query(
@@ -296,7 +298,7 @@ describe("SQL transport on postgres: lost connections", () => {
       return (outputs as Array<number>).reduce((a, b) => a + b, 0)
     })
     const running = worker.run({
-      layer: SqlTransport.layerPostgres({ url: engine.url, prefix: engine.prefix, pollInterval: 50, applicationName })
+      layer: PostgresSql.layerPostgres({ url: engine.url, prefix: engine.prefix, pollInterval: 50, applicationName })
     })
     const runId = await engine.start("fanout", {})
     let killed = 0

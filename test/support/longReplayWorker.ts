@@ -13,7 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { BullMQTransport, Step, Workflow, Worker as EffectWorker } from "../../src/index.js"
+import { Step, Workflow, Worker as EffectWorker } from "../../src/index.js"
+import { BullMQTransport } from "../../src/bullmq.js"
 import { redis, Worker } from "../../src/promise.js"
 
 const [style, prefix, url, nArg, spinArg, lockArg, stalledArg] = process.argv.slice(2)

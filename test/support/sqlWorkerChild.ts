@@ -3,8 +3,9 @@
  * `started <stepId> <attempt>` when the handler starts and never finishes it, so the parent can
  * SIGKILL the process mid-step. Arguments: dialect, url, table prefix, lease in ms.
  */
-import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { Worker } from "../../src/promise.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
 const [dialect, url, prefix, leaseMs] = process.argv.slice(2)
 const options = { url: url!, prefix: prefix!, lease: Number(leaseMs), pollInterval: 50 }
@@ -14,7 +15,7 @@ worker.step("slow", (_input: unknown, ctx) => {
   return new Promise<never>(() => {})
 })
 void worker.run({
-  layer: dialect === "postgres" ? SqlTransport.layerPostgres(options) : SqlTransport.layerMysql(options)
+  layer: dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
 }).catch((error: unknown) => {
   process.stderr.write(`worker failed: ${String(error)}\n`)
   process.exit(1)

@@ -14,6 +14,8 @@ import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import { Transport } from "../../src/seam/Transport.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
 const unreachable = { postgres: "postgres://postgres:s3cret@127.0.0.1:1/test", mysql: "mysql://root:s3cret@127.0.0.1:1/test" } as const
 
@@ -47,7 +49,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
 
 describe.each(["postgres", "mysql"] as const)("SQL transport options on %s", (dialect) => {
   const layer = (options: SqlTransport.PostgresOptions) =>
-    dialect === "postgres" ? SqlTransport.layerPostgres(options) : SqlTransport.layerMysql(options)
+    dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
 
   for (const [what, options, option, message] of cases) {
     it.effect(`${what} fails the layer build, naming ${option}`, () =>

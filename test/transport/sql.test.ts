@@ -33,6 +33,8 @@ import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/seam/Transport.js"
 import { servingSteps } from "../support/handlers.js"
 import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
@@ -75,8 +77,8 @@ const fixture = (dialect: DialectName) =>
 
 const connect = (dialect: DialectName) =>
   dialect === "postgres"
-    ? SqlTransport.connectPostgres({ url: databaseUrl("postgres") })
-    : SqlTransport.connectMysql({ url: databaseUrl("mysql") })
+    ? PostgresSql.connectPostgres({ url: databaseUrl("postgres") })
+    : MysqlSql.connectMysql({ url: databaseUrl("mysql") })
 
 const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDescription => ({
   workerId,
@@ -262,8 +264,8 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
         shutdownTimeout: "1 minute"
       })
       const layer = dialect === "postgres"
-        ? SqlTransport.layerPostgres({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
-        : SqlTransport.layerMysql({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
+        ? PostgresSql.layerPostgres({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
+        : MysqlSql.layerMysql({ url: databaseUrl(dialect), prefix: f.prefix, lease: "30 seconds" })
       // dispatched first: the worker's first poll finds it (later polls would wait for the test clock)
       yield* Effect.promise(() => f.dispatch("work"))
       const running = yield* Effect.forkDaemon(Effect.provide(worker.run, layer))

@@ -1,0 +1,69 @@
+/**
+ * What the promise facade's modules share: refusing unknown option keys, and settling an effect as a
+ * promise that rejects with the error itself.
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import { unknownKey } from "../../runtime/WorkerConfig.js"
+import type { Transport } from "../../seam/Transport.js"
+
+/**
+ * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
+ * return.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransportHandle {
+  readonly layer: Layer.Layer<Transport, unknown>
+}
+
+/**
+ * The first key of `options` not in `known`, with why it is refused: the key named, with its
+ * milliseconds form when that is the option meant, and the options there are.
+ */
+export const unknownOption = (
+  options: object | undefined,
+  known: ReadonlyArray<string>,
+  what: string
+): { readonly key: string; readonly message: string } | undefined => {
+  const key = options === undefined ? undefined : unknownKey(options, known)
+  if (key === undefined) return undefined
+  const millis = `${key}Ms`
+  const hint = known.includes(millis) ? ` (durations are in milliseconds here: ${millis})` : ""
+  return { key, message: `unknown ${what} option "${key}"${hint}; the options are ${known.join(", ")}` }
+}
+
+/** Throws a `TypeError` naming an unknown key of `options`. */
+export const refuseUnknown = (options: object | undefined, known: ReadonlyArray<string>, what: string): void => {
+  const unknown = unknownOption(options, known, what)
+  if (unknown !== undefined) throw new TypeError(unknown.message)
+}
+
+/** `layer()`, or, when `options` has an unknown key, a layer that fails with `error` when a run builds it. */
+export const refusingUnknown = <ROut, E>(
+  options: object,
+  known: ReadonlyArray<string>,
+  what: string,
+  error: (unknown: { readonly key: string; readonly message: string }) => E,
+  layer: () => Layer.Layer<ROut, E>
+): Layer.Layer<ROut, E> => {
+  const unknown = unknownOption(options, known, what)
+  return unknown === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(unknown)))
+}
+
+/** Runs an effect and settles with its value, or rejects with its error itself (not a wrapper). */
+export const settle = async <A, E>(effect: Effect.Effect<A, E>): Promise<A> => {
+  const exit = await Effect.runPromiseExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
+
+/** Runs a synchronous effect, throwing its error itself (not a wrapper). */
+export const settleSync = <A, E>(effect: Effect.Effect<A, E>): A => {
+  const exit = Effect.runSyncExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}

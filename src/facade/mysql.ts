@@ -1,0 +1,29 @@
+/**
+ * The promise facade's MySQL/MariaDB transport: `mysql(...)`.
+ *
+ * @since 0.3.0
+ */
+import * as SqlTransport from "../transport/sql/mysql.js"
+import { withDatabaseUrl } from "./internal/databaseUrl.js"
+import type { TransportHandle } from "./internal/options.js"
+
+/**
+ * Options of {@link mysql}: the Effect transport's own.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type MysqlOptions = SqlTransport.MysqlOptions
+
+/**
+ * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
+ * tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs. `url` defaults to
+ * `process.env.DATABASE_URL`. An unknown or invalid option makes `run` reject with an
+ * `SqlConfigError` naming it, before anything connects.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const mysql = (options: SqlTransport.MysqlOptions = {}): TransportHandle => ({
+  layer: SqlTransport.layerMysql(withDatabaseUrl(options))
+})

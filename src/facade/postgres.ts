@@ -1,0 +1,30 @@
+/**
+ * The promise facade's PostgreSQL transport: `postgres(...)`.
+ *
+ * @since 0.3.0
+ */
+import * as SqlTransport from "../transport/sql/postgres.js"
+import { withDatabaseUrl } from "./internal/databaseUrl.js"
+import type { TransportHandle } from "./internal/options.js"
+
+/**
+ * Options of {@link postgres}: the Effect transport's own.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type PostgresOptions = SqlTransport.PostgresOptions
+
+/**
+ * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
+ * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
+ * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`.
+ * An unknown or invalid option makes `run` reject with an `SqlConfigError` naming it, before anything
+ * connects.
+ *
+ * @since 0.1.0
+ * @category transports
+ */
+export const postgres = (options: SqlTransport.PostgresOptions = {}): TransportHandle => ({
+  layer: SqlTransport.layerPostgres(withDatabaseUrl(options))
+})

@@ -1,0 +1,45 @@
+/**
+ * The drivers each transport needs. They are optional peer dependencies: an application installs
+ * those of the transports it uses, and a transport whose driver is missing says which to install.
+ */
+import * as Schema from "effect/Schema"
+import { messageOf } from "../../core/internal/errors.js"
+
+/** @internal */
+export const BULLMQ_PACKAGES = ["bullmq", "ioredis"] as const
+/** @internal */
+export const POSTGRES_PACKAGES = ["@effect/sql", "@effect/sql-pg", "@effect/experimental", "pg"] as const
+/** @internal */
+export const MYSQL_PACKAGES = ["@effect/sql", "@effect/sql-mysql2", "@effect/experimental", "mysql2"] as const
+/** @internal */
+export const SQS_PACKAGES = ["@aws-sdk/client-sqs"] as const
+
+/**
+ * A transport's driver is not installed (it is an optional peer dependency of this package).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class MissingDriverError extends Schema.TaggedError<MissingDriverError>()("MissingDriverError", {
+  transport: Schema.String,
+  packages: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
+/** Whether an import failed because a package could not be found (ESM and CommonJS alike). */
+const isNotFound = (cause: unknown): boolean => {
+  const code = (cause as { code?: unknown } | null)?.code
+  return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND"
+}
+
+/** The message of a driver that failed to load: what to install, or why it failed when it is installed. */
+export const missingDriver = (packages: ReadonlyArray<string>, transport: string, cause: unknown): string =>
+  isNotFound(cause)
+    ? `the ${transport} transport needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: npm install ${
+      packages.join(" ")
+    } (${messageOf(cause)})`
+    : `the ${transport} transport's driver failed to load: ${messageOf(cause)}`
+
+/** A {@link MissingDriverError} for a failed import of a transport's driver. */
+export const missingDriverError = (packages: ReadonlyArray<string>, transport: string) => (cause: unknown) =>
+  new MissingDriverError({ transport, packages: [...packages], message: missingDriver(packages, transport, cause) })

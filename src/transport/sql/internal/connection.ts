@@ -1,0 +1,82 @@
+/**
+ * What both SQL dialects share when they connect: how a target is named without its password, which
+ * errors mean a connection was lost (worth another try), and the registration error of a failed connect.
+ */
+import * as Redacted from "effect/Redacted"
+import { messageOf } from "../../../core/internal/errors.js"
+import { RegistrationError } from "../../../seam/Transport.js"
+import type { ConnectionOptions } from "../../SqlTransport.js"
+import type { Dialect } from "./statements.js"
+
+/** The transport's name in errors and logs. */
+export const NAME = "sql"
+
+/** The message of an SQL error with its driver's cause (the SQL client's own message says little). */
+export const sqlMessageOf = (error: unknown): string => {
+  if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
+    const inner = messageOf((error as { cause: unknown }).cause)
+    const outer = error instanceof Error ? error.message : ""
+    return outer === "" || outer === inner ? inner : `${outer}: ${inner}`
+  }
+  return messageOf(error)
+}
+
+export const dialectLabel = (dialect: Dialect) => (dialect === "postgres" ? "PostgreSQL" : "MySQL/MariaDB")
+
+/** `scheme://user@host:port/db`, password removed. */
+export const describeTarget = (dialect: Dialect, options: ConnectionOptions): string => {
+  if (options.url !== undefined) {
+    const text = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
+    try {
+      const url = new URL(text)
+      url.password = ""
+      return url.toString().replace(/\/$/, "")
+    } catch {
+      return "<unparsable url>"
+    }
+  }
+  const scheme = dialect === "postgres" ? "postgres" : "mysql"
+  const port = options.port ?? (dialect === "postgres" ? 5432 : 3306)
+  const user = options.username === undefined ? "" : `${options.username}@`
+  return `${scheme}://${user}${options.host ?? "127.0.0.1"}:${port}${options.database === undefined ? "" : `/${options.database}`}`
+}
+
+export const redact = (value: string | Redacted.Redacted | undefined) =>
+  value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
+
+/**
+ * The server ended an established connection (a killed backend, a restart, a failover, a reset
+ * socket): the statement may be tried again on a new connection. A refused or timed-out connect is
+ * not one of these, so an unreachable database still fails fast.
+ */
+export const isConnectionLost = (error: unknown): boolean => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
+    const { code, message } = current as { code?: unknown; message?: unknown }
+    if (typeof code === "string" && LOST_CONNECTION_CODES.has(code)) return true
+    if (typeof message === "string" && /connection terminated|not queryable|connection lost/i.test(message)) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+const LOST_CONNECTION_CODES: ReadonlySet<string> = new Set([
+  "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now: the server is starting or shutting down
+  "ECONNRESET",
+  "EPIPE",
+  "PROTOCOL_CONNECTION_LOST", // mysql2
+  "ER_SERVER_SHUTDOWN",
+  "ER_CONNECTION_KILLED"
+])
+
+/** Registration's statements ride out a connection lost under them, on a new connection each time. */
+export const retryLostConnection = { times: 3, while: isConnectionLost } as const
+
+export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
+  new RegistrationError({
+    transport: NAME,
+    message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
+      sqlMessageOf(cause)
+    }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
+    cause
+  })

@@ -1,0 +1,69 @@
+/**
+ * The SQL transport on PostgreSQL: `@effect/sql-pg` (a pool, plus one connection of its own for
+ * `LISTEN`). The entry point `effect-durable-worker/postgres` adds these to `SqlTransport`.
+ *
+ * @since 0.3.0
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import type { RegistrationError, Transport } from "../../seam/Transport.js"
+import { type Connection, type ConnectionOptions, type Driver, layerDriver, type PostgresOptions } from "../SqlTransport.js"
+import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
+import type { SqlConfigError } from "./internal/config.js"
+import * as Listen from "./internal/listen.js"
+
+export * from "../SqlTransport.js"
+
+/** `LISTEN` on a connection of its own, with the client's connection settings (see `internal/listen`). */
+const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfig(client.config))
+
+/**
+ * Connects to PostgreSQL with `@effect/sql-pg` (a pool, plus one connection for `LISTEN` when used),
+ * closed with the scope; fails with a {@link RegistrationError} that says what to check. The options
+ * are taken as checked ({@link layerPostgres} checks them when it is built).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> =>
+  PgClient.make({
+    url: redact(options.url),
+    host: options.url === undefined ? options.host ?? "127.0.0.1" : undefined,
+    port: options.port,
+    database: options.database,
+    username: options.username,
+    password: redact(options.password),
+    maxConnections: options.maxConnections ?? 10,
+    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+    applicationName: options.applicationName ?? "effect-durable-worker"
+  }).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.map((client): Connection => ({ sql: client, dialect: "postgres", listen: Option.some(listenOn(client)) })),
+    Effect.retry(retryLostConnection),
+    Effect.mapError(connectFailed("postgres", options))
+  )
+
+/**
+ * PostgreSQL as a {@link Driver} of `SqlTransport.layerDriver`.
+ *
+ * @since 0.3.0
+ * @category drivers
+ */
+export const driver: Driver = { dialect: "postgres", connect: connectPostgres }
+
+/**
+ * The transport on PostgreSQL, with its own `@effect/sql-pg` pool (opened at registration, closed at
+ * shutdown). Building it fails with an `SqlConfigError` when an option is unknown or invalid
+ * (a `url` that is not `postgres://` included), before anything connects; `run` fails fast when the
+ * database is unreachable.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
+  layerDriver(driver, options)
