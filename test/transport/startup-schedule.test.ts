@@ -1,0 +1,83 @@
+/**
+ * The timing rule of a start that waits (a broker, a queue or a table not there yet): retried on a
+ * backoff of 250 ms doubling, capped at 5 s, for as long as it takes; the wait logged once; any
+ * other error fails at once. On the TestClock.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
+import * as TestClock from "effect/TestClock"
+import { waitFor } from "../../src/transport/internal/startup.js"
+
+/** A logger that keeps each message with its level. */
+const capture = () => {
+  const lines: Array<string> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+  })
+  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+}
+
+/** An attempt failing with `error(n)` on its n-th call until `succeedOn`, recording when each call ran. */
+const attempts = (succeedOn: number, error: (n: number) => string) => {
+  const at: Array<number> = []
+  const attempt = Effect.gen(function*() {
+    at.push(yield* Clock.currentTimeMillis)
+    return at.length >= succeedOn ? "ready" : yield* Effect.fail(error(at.length))
+  })
+  return { at, attempt }
+}
+
+describe("waitFor: the backoff of a start that waits", () => {
+  it.effect("retries after 250 ms, doubling, capped at 5 s, and logs the wait once", () =>
+    Effect.gen(function*() {
+      const log = capture()
+      const { at, attempt } = attempts(10, () => "missing")
+      const fiber = yield* waitFor(attempt, (e) => (e === "missing" ? `queue "q" to be created` : undefined)).pipe(
+        Effect.provide(log.layer),
+        Effect.fork
+      )
+      for (let i = 0; i < 60; i++) yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(fiber), "ready")
+      const gaps = at.slice(1).map((t, i) => t - at[i]!)
+      assert.deepStrictEqual(gaps, [250, 500, 1000, 2000, 4000, 5000, 5000, 5000, 5000])
+      const waits = log.lines.filter((l) => l.startsWith("WARN"))
+      assert.strictEqual(waits.length, 1, log.lines.join("\n"))
+      assert.match(waits[0]!, /waiting for queue "q" to be created; retrying with backoff up to every 5s/)
+      assert.isTrue(log.lines.some((l) => /^INFO done waiting for queue "q" to be created/.test(l)))
+    }))
+
+  it.effect("never gives up while the error is one to wait out", () =>
+    Effect.gen(function*() {
+      const { at, attempt } = attempts(Number.POSITIVE_INFINITY, () => "missing")
+      const fiber = yield* waitFor(attempt, () => "it").pipe(Effect.provide(capture().layer), Effect.fork)
+      yield* TestClock.adjust("10 minutes")
+      assert.isNull(fiber.unsafePoll(), "still waiting after ten minutes")
+      assert.isAbove(at.length, 110)
+      yield* Fiber.interrupt(fiber)
+    }))
+
+  it.effect("fails at once with an error that is not waited out, even mid-wait", () =>
+    Effect.gen(function*() {
+      const { at, attempt } = attempts(10, (n) => (n < 3 ? "missing" : "refused"))
+      const fiber = yield* waitFor(attempt, (e) => (e === "missing" ? "it" : undefined)).pipe(
+        Effect.provide(capture().layer),
+        Effect.fork
+      )
+      yield* TestClock.adjust("10 seconds")
+      const exit = yield* Fiber.await(fiber)
+      assert.deepStrictEqual(exit, Exit.fail("refused"))
+      assert.deepStrictEqual(at, [0, 250, 750])
+    }))
+
+  it.effect("logs nothing when the first attempt succeeds", () =>
+    Effect.gen(function*() {
+      const log = capture()
+      const { attempt } = attempts(1, () => "missing")
+      assert.strictEqual(yield* waitFor(attempt, () => "it").pipe(Effect.provide(log.layer)), "ready")
+      assert.deepStrictEqual(log.lines, [])
+    }))
+})
