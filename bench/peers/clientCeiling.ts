@@ -49,7 +49,7 @@ export const start = async (options: PeerOptions): Promise<RunningPeer> => {
       let job = first === undefined ? undefined : { id: first.id!, data: first.data as TaskData, options: first.opts }
       if (job === undefined) await nothingWaiting()
       while (job !== undefined) {
-        job = read(await answer(results, completedResult(job.data), tasks, job, token, !stopped))
+        job = read((await answer(results, completedResult(job.data), tasks, job, token, !stopped)).next)
       }
     }
   }

@@ -254,7 +254,7 @@ interface Broker {
     job: { readonly id: string; readonly options: JobsOptions },
     token: string,
     fetchNext: boolean
-  ) => Promise<Jobs.NextJob | undefined>
+  ) => Promise<Jobs.Answered>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
@@ -421,6 +421,12 @@ class JobDelivery implements Delivery<NestReply> {
    * acknowledgement: a refused answer leaves the job active under its lock, to be answered again. A
    * reply for another broker is written there before the job is acknowledged, and only while the job's
    * lock is still this worker's (so a retried answer of a job it lost writes no reply either).
+   *
+   * An answer whose outcome the worker never learnt (the connection lost after the script was sent)
+   * is sent again, by the client once it reconnects or by the runtime's retry, and the script then
+   * finds its own record (see `Jobs.Answered`): nothing is written twice, the log says the answer had
+   * been applied, and the job that first send took is served here, or, when this call takes no next
+   * job, handed back to wait at once rather than left to its lock.
    */
   private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
     const { jobId, queue, token } = this
@@ -428,21 +434,32 @@ class JobDelivery implements Delivery<NestReply> {
     const job = { id: jobId, options: this.jobOptions }
     return Effect.async<A, TransportError>((resume) => {
       const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
-      const acknowledged = (acked: Jobs.NextJob | undefined) => {
+      const acknowledged = ({ next: acked, replayed }: Jobs.Answered) => {
+        const applied = replayed
+          ? Effect.logInfo(
+            `the answer to job ${jobId} on ${queue.name} had been applied before the connection to Redis was lost; ` +
+              "it was not written again" +
+              (acked === undefined ? "" : fetchNext ? `, and job ${acked.id} it took is served now` : `; job ${acked.id} it took is given back`)
+          )
+          : Effect.void
+        if (acked !== undefined && !fetchNext) {
+          return resume(Effect.zipRight(applied, Effect.map(handBack(queue, acked, token), () => then(undefined))))
+        }
         let next: JobDelivery | undefined
         try {
           next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
         } catch {
           // the answer went through; the job handed over with it cannot be read
-          return resume(Effect.map(failUnreadable(queue, acked!, token), () => then(undefined)))
+          return resume(Effect.zipRight(applied, Effect.map(failUnreadable(queue, acked!, token), () => then(undefined))))
         }
-        resume(Effect.sync(() => then(next)))
+        resume(Effect.zipRight(applied, Effect.sync(() => then(next))))
       }
       const answered = target === queue.home
         ? target.answer(reply, queue.bull, job, token, fetchNext)
         : Jobs.holdsLock(queue.bull, jobId, token)
           .then((held) => held ? target.addNestReply(reply) : undefined)
           .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
+          .then((next) => ({ next, replayed: false }))
       answered.then(acknowledged, failed)
     })
   }
@@ -461,6 +478,18 @@ const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => 
     Effect.catchAll((error) => Effect.logWarning(`could not fail job ${next.id} on ${queue.name}`, error))
   )
 }
+
+/**
+ * Gives back to wait a job an earlier send of an answer moved to active (locked with `token`) when
+ * the answer that learnt of it takes no next job, so it is served by whoever polls next instead of
+ * waiting out its lock.
+ */
+const handBack = (queue: TaskQueue, next: Jobs.NextJob, token: string) =>
+  Effect.tryPromise(() => Jobs.TaskJob.fromJSON(queue.bull, next.fields, next.id).moveToWait(token)).pipe(
+    Effect.catchAll((error) =>
+      Effect.logWarning(`could not give job ${next.id} on ${queue.name} back; it is redelivered once its lock expires`, error)
+    )
+  )
 
 /** A running job's lease: its lock renewed (and its run's beat published, when it beats) every `interval`. */
 class JobLease implements KeepAlive {

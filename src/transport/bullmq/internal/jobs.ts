@@ -186,8 +186,15 @@ const bullmqScripts = () => {
 /**
  * BullMQ's add script, then (unless the add returned an error code) its acknowledge script, each on
  * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's. A job
- * whose lock (the last key) does not hold this worker's token (`ARGV[2]`) gets no reply: its
- * acknowledgement alone runs, and fails as BullMQ fails it, changing nothing.
+ * whose lock (the key after BullMQ's) does not hold this worker's token (`ARGV[2]`) gets no reply:
+ * its acknowledgement alone runs, and fails as BullMQ fails it, changing nothing.
+ *
+ * An answer applied leaves a record (the last key, {@link answerRecordKey}, for `ARGV[3]`
+ * milliseconds): the token, the id of the job it moved to active (or ""), the reply's id. The same
+ * answer sent again once its job is no longer locked with the token (a command re-sent by the client
+ * after a lost connection, or a retry of an answer whose outcome was not known) writes nothing and
+ * returns what the first run did, flagged as a replay (a third element, 1): the next job is returned
+ * only while its lock still holds the token. `ARGV[4]` is the task queue's key prefix.
  */
 const answerLua = (add: LuaScript, finish: LuaScript) =>
   `local function addStandardJob(KEYS, ARGV)
@@ -197,12 +204,33 @@ local function moveToFinished(KEYS, ARGV)
 ${finish.content}
 end
 local addArgs = tonumber(ARGV[1])
+local token = ARGV[2]
+local recordKey = KEYS[${add.keys + finish.keys + 2}]
 local finishKeys = {unpack(KEYS, ${add.keys + 1}, ${add.keys + finish.keys})}
-local finishArgs = {unpack(ARGV, 3 + addArgs, #ARGV)}
-if redis.call("GET", KEYS[${add.keys + finish.keys + 1}]) ~= ARGV[2] then return {0, moveToFinished(finishKeys, finishArgs)} end
-local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 3, 2 + addArgs)})
+local finishArgs = {unpack(ARGV, 5 + addArgs, #ARGV)}
+if redis.call("GET", KEYS[${add.keys + finish.keys + 1}]) ~= token then
+  local recorded = redis.call("GET", recordKey)
+  if recorded then
+    local answered = cjson.decode(recorded)
+    if answered[1] == token then
+      local nextId = answered[2]
+      if nextId ~= "" and redis.call("GET", ARGV[4] .. nextId .. ":lock") == token then
+        return {answered[3], {redis.call("HGETALL", ARGV[4] .. nextId), nextId, 0, 0}, 1}
+      end
+      return {answered[3], 0, 1}
+    end
+  end
+  return {0, moveToFinished(finishKeys, finishArgs)}
+end
+local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 5, 4 + addArgs)})
 if type(added) == "number" and added < 0 then return {added, 0} end
-return {added, moveToFinished(finishKeys, finishArgs)}
+local finished = moveToFinished(finishKeys, finishArgs)
+if type(finished) ~= "number" or finished >= 0 then
+  local nextId = ""
+  if type(finished) == "table" and type(finished[2]) == "string" then nextId = finished[2] end
+  redis.call("SET", recordKey, cjson.encode({token, nextId, tostring(added)}), "PX", ARGV[3])
+end
+return {added, finished}
 `
 
 /**
@@ -224,13 +252,15 @@ return {added, moveToFinished(finishKeys, finishArgs)}
  * same token (`fetchNextJob`: to the active list, locked, `active`, `processedOn`, `ats`, marker),
  * or, with none, the next delayed time returned or `drained` emitted. One write is left out: the
  * attempt counter of the job being deleted in the same script. The reply's stored options
- * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`).
+ * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
+ * answer applied leaves the same record as {@link answerLua}'s (the last key), which that script
+ * reads when the answer comes again (this one steps aside then: the job's lock is gone).
  *
  * KEYS: task job, its lock; reply queue wait, meta, id, events, marker; task queue wait, active,
- * prioritized, events, stalled, delayed, meta, marker, priority counter.
+ * prioritized, events, stalled, delayed, meta, marker, priority counter; the answer's record.
  * ARGV: token, task job id, timestamp, reply key prefix, task key prefix, reply name, reply data,
- * reply options, lock duration, fetch next (1 or 0). Returns `{reply id, what moveToFinished returns}`
- * or nil.
+ * reply options, lock duration, fetch next (1 or 0), how long the record is kept (ms). Returns
+ * `{reply id, what moveToFinished returns}` or nil.
  *
  * @internal
  */
@@ -238,9 +268,14 @@ export const FAST_ANSWER_LUA = `local rcall = redis.call
 local jobKey, lockKey = KEYS[1], KEYS[2]
 local rWait, rMeta, rId, rEvents, rMarker = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local wait, active, prioritized, events, stalled = KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local delayed, meta, marker, pc = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local delayed, meta, marker, pc, recordKey = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
 local token, jobId, timestamp = ARGV[1], ARGV[2], ARGV[3]
 local fetchNext = ARGV[10] == "1"
+local replyId
+local function answered(nextId, result)
+  rcall("SET", recordKey, cjson.encode({token, nextId, replyId}), "PX", ARGV[11])
+  return result
+end
 -- is this the common case? (reads only)
 local job = rcall("HMGET", jobKey, "name", "parentKey", "parent", "deid")
 if not job[1] or job[2] or job[3] or job[4] then return false end
@@ -255,7 +290,7 @@ if fetchNext then
   if #rcall("ZRANGEBYSCORE", delayed, 0, (timestamp + 1) * 0x1000 - 1, "LIMIT", 0, 1) ~= 0 then return false end
 end
 -- the reply
-local replyId = rcall("INCR", rId) .. ""
+replyId = rcall("INCR", rId) .. ""
 local rMaxEvents = rQueue[3]
 if not rMaxEvents then
   rMaxEvents = 10000
@@ -298,16 +333,28 @@ if fetchNext then
     rcall("HMSET", nextKey, "processedOn", timestamp)
     rcall("HINCRBY", nextKey, "ats", 1)
     rcall("ZADD", marker, 0, "0")
-    return {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}}
+    return answered(nextId, {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}})
   end
   local nextDelayed = tonumber(rcall("ZRANGE", delayed, 0, 0, "WITHSCORES")[2])
-  if nextDelayed ~= nil then return {replyId, {0, 0, 0, nextDelayed / 0x1000}} end
+  if nextDelayed ~= nil then return answered("", {replyId, {0, 0, 0, nextDelayed / 0x1000}}) end
 end
 if rcall("LLEN", wait) == 0 and rcall("LLEN", active) == 0 and rcall("ZCARD", prioritized) == 0 then
   rcall("XADD", events, "*", "event", "drained")
 end
-return {replyId, 0}
+return answered("", {replyId, 0})
 `
+
+/** What an answer did. @internal */
+export interface Answered {
+  /** The job the acknowledgement moved to active, locked with the same token, if one was. */
+  readonly next: NextJob | undefined
+  /**
+   * True when this call found the answer already applied by an earlier send of it whose outcome the
+   * worker never learnt (the connection was lost before Redis replied), and wrote nothing: `next` is
+   * then the job that earlier send took, while its lock still holds the token.
+   */
+  readonly replayed: boolean
+}
 
 /** Answers a task job: adds the reply job and acknowledges the task job in one script call. @internal */
 export type JobAnswerer = (
@@ -317,14 +364,33 @@ export type JobAnswerer = (
   job: { readonly id: string; readonly options: JobsOptions },
   token: string,
   fetchNext: boolean
-) => Promise<NextJob | undefined>
+) => Promise<Answered>
+
+/**
+ * The key of the record an applied answer of job `id` leaves (see {@link answerLua}): beside the
+ * job's own keys, kept for {@link answerRecordMillis}.
+ *
+ * @internal
+ */
+export const answerRecordKey = (worker: Worker, id: string): string => `${worker.toKey(id)}:answered`
+
+/**
+ * How long an answer's record is kept: twice the lock duration, and at least a minute. A send whose
+ * outcome was lost is re-sent once the connection is back, or retried within seconds; past the lock
+ * duration the job it took has lost its lock anyway, and the stalled check hands it on.
+ *
+ * @internal
+ */
+export const answerRecordMillis = (tasks: Worker): number => Math.max(60_000, 2 * (tasks.opts.lockDuration ?? 30_000))
 
 /**
  * Defines the answer command on `client` (the connection BullMQ's queues of both jobs use) and
  * returns how to call it. Resolves once the reply job is added and the task job acknowledged (with
  * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply,
- * and as `Job.moveToCompleted` does (no reply written) when the job is not this worker's any more.
- * Throws when the installed BullMQ's scripts cannot be read. Takes the fast path where it applies
+ * and as `Job.moveToCompleted` does (no reply written) when the job is not this worker's any more,
+ * unless this very answer (same job, same token) was applied before: then it resolves as a replay,
+ * writing nothing (see {@link Answered}). Sent again by the client after a lost connection, or
+ * retried, an answer is therefore applied once and its outcome learnt. Throws when the installed BullMQ's scripts cannot be read. Takes the fast path where it applies
  * (a reply writer with `storedOptions`, a job removed on completion, a worker with no rate limit,
  * metrics or name), else BullMQ's scripts.
  *
@@ -338,10 +404,10 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
 } => {
   const { add, finish, version } = bullmqScripts()
   const command = `durableWorkerAnswer:${version}`
-  client.defineCommand(command, { numberOfKeys: add.keys + finish.keys + 1, lua: answerLua(add, finish) })
-  const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown]>>)[command]!
+  client.defineCommand(command, { numberOfKeys: add.keys + finish.keys + 2, lua: answerLua(add, finish) })
+  const send = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown, unknown?]>>)[command]!
   const fastCommand = "durableWorkerAnswerFast"
-  client.defineCommand(fastCommand, { numberOfKeys: 16, lua: FAST_ANSWER_LUA })
+  client.defineCommand(fastCommand, { numberOfKeys: 17, lua: FAST_ANSWER_LUA })
   const sendFast = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[string, unknown] | null>>)[
     fastCommand
   ]!
@@ -351,7 +417,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
   /** The answer through BullMQ's own scripts ({@link answerLua}). */
   const viaBullMQ: JobAnswerer = (replies, reply, tasks, job, token, fetchNext) => {
     const finishArgs = completionArgs(tasks, job.id, job.options, token, fetchNext)
-    let both: Promise<[unknown, unknown]> | undefined
+    let both: Promise<[unknown, unknown, unknown?]> | undefined
     // BullMQ's addJob builds the add script's keys and arguments and hands them to its client's
     // runCommand; this client sends them with the acknowledgement's, and gives addJob the add's result
     // (addJob then turns an error code into BullMQ's error)
@@ -362,8 +428,11 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
           ...addArgs.slice(0, add.keys),
           ...finishArgs.slice(0, finish.keys),
           lockKey(tasks, job.id),
+          answerRecordKey(tasks, job.id),
           addArgs.length - add.keys,
           token,
+          answerRecordMillis(tasks),
+          tasks.keys[""],
           ...addArgs.slice(add.keys),
           ...finishArgs.slice(finish.keys)
         ])
@@ -373,7 +442,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
     // the acknowledgement's outcome is read only once the add's is known, so a refused call is
     // handled (and reported) once, through addJob
     return replies.queue.scripts.addJob(collector as never, replies.job(reply), replies.options, "").then(() =>
-      both!.then(([, finished]) => acknowledged(tasks, job.id, finished))
+      both!.then(([, finished, replayed]) => ({ next: acknowledged(tasks, job.id, finished), replayed: replayed === 1 }))
     )
   }
 
@@ -401,6 +470,7 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
       queue.meta,
       queue.marker,
       queue.pc,
+      answerRecordKey(tasks, job.id),
       token,
       job.id,
       Date.now(),
@@ -410,11 +480,12 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
       jobData(reply),
       stored,
       tasks.opts.lockDuration,
-      fetchNext && !tasks.closing ? 1 : 0
+      fetchNext && !tasks.closing ? 1 : 0,
+      answerRecordMillis(tasks)
     ]).then((answered) =>
       answered === null
         ? viaBullMQ(replies, reply, tasks, job, token, fetchNext)
-        : acknowledged(tasks, job.id, answered[1])
+        : { next: acknowledged(tasks, job.id, answered[1]), replayed: false }
     )
   }
   return Object.assign(answer, { fastPath: fastPathHolds, version })

@@ -1,0 +1,82 @@
+/**
+ * Replies of unknown outcome on BullMQ, against a real Redis of the test's own and the real
+ * nestjs-durable engine: the worker's connection is cut right after an answer script reached Redis
+ * and ran, before its reply came back. The client sends the script again once it reconnects; the
+ * answer must be recognised as applied (no second reply, no "will be redelivered"), and the job that
+ * first run took under the worker's lock must be served at once, not left to its lock and the
+ * stalled check (30 s here).
+ */
+import { afterAll, assert, beforeAll, describe, it, vi } from "vitest"
+import type { ChildProcess } from "node:child_process"
+import { redis, Worker } from "../../src/promise.js"
+import { cuttingProxy, type CuttingProxy } from "../support/cuttingProxy.js"
+import { startEngine } from "../support/engine.js"
+import { freePort, startRedisServer } from "../support/local.js"
+
+let server: ChildProcess | undefined
+let proxy: CuttingProxy | undefined
+let port = 0
+
+beforeAll(async () => {
+  port = await freePort()
+  server = await startRedisServer(port)
+  proxy = await cuttingProxy(port)
+})
+afterAll(async () => {
+  await proxy?.close()
+  if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
+})
+
+/** Everything the worker logged, as text. */
+const captureLogs = () => {
+  const lines: Array<string> = []
+  const spies = (["log", "info", "warn", "error"] as const).map((level) =>
+    vi.spyOn(console, level).mockImplementation((...args: Array<unknown>) => {
+      lines.push(args.map((arg) => typeof arg === "string" ? arg : JSON.stringify(arg)).join(" "))
+    })
+  )
+  return { lines, restore: () => spies.forEach((spy) => spy.mockRestore()) }
+}
+
+describe("BullMQ: an answer whose reply was lost with the connection", () => {
+  it("is recognised as applied when sent again, and the job it took is served at once", async () => {
+    const engine = await startEngine({ connection: { host: "127.0.0.1", port } })
+    const logs = captureLogs()
+    try {
+      // one at a time, so each answer takes the next waiting job with it
+      const worker = new Worker({ handleSignals: false, logLevel: "Info", concurrency: 1 })
+      const calls = new Map<number, number>()
+      worker.step("echo", async (input: { i: number }) => {
+        calls.set(input.i, (calls.get(input.i) ?? 0) + 1)
+        return input.i
+      })
+      engine.register("wf", async (ctx, input) => ctx.step("echo", input))
+      const runs = await Promise.all([1, 2, 3].map((i) => engine.start("wf", { i })))
+      // the first answer (the only commands carrying an answer's record key) loses its reply
+      proxy!.arm(":answered")
+      const running = worker.run(
+        redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
+      )
+      const started = Date.now()
+      // well under the lock duration: a job left to its lock would take 30 s or more
+      const results = await Promise.all(runs.map((runId) => engine.waitForRun(runId, { timeoutMs: 10_000 })))
+      const elapsed = Date.now() - started
+      await worker.stop()
+      await running
+
+      assert.strictEqual(proxy!.cuts(), 1)
+      assert.deepStrictEqual(results.map((r) => [r.status, r.output]), [["completed", 1], ["completed", 2], ["completed", 3]])
+      assert.deepStrictEqual([...calls.entries()].sort(), [[1, 1], [2, 1], [3, 1]])
+      assert.isBelow(elapsed, 10_000)
+      const text = logs.lines.join("\n")
+      assert.match(text, /had been applied before the connection to Redis was lost; it was not written again, and job \S+ it took is served now/)
+      assert.notMatch(text, /will be redelivered/)
+      // one reply per run reached the engine: the results queue got exactly three
+      const replies = await engine.redis.get(`bull:${engine.effectivePrefix}-results:id`)
+      assert.strictEqual(replies, "3")
+    } finally {
+      logs.restore()
+      await engine.close()
+    }
+  }, 30_000)
+})

@@ -1,0 +1,77 @@
+/**
+ * A TCP proxy in front of a real Redis that can lose one reply on purpose: armed with a marker, it
+ * forwards the next command whose bytes contain the marker to Redis, lets Redis run it, and then drops
+ * both connections before Redis's reply reaches the client. The client sees a command whose outcome
+ * it cannot know (applied, reply lost), which is what a Redis restart or a network cut right after a
+ * write leaves; the broker itself is real.
+ */
+import { connect, createServer, type Socket } from "node:net"
+
+/** A running proxy. */
+export interface CuttingProxy {
+  readonly port: number
+  /** Cut the connection that next sends a command containing `marker`, once, after Redis ran it. */
+  readonly arm: (marker: string) => void
+  /** How many connections were cut so far. */
+  readonly cuts: () => number
+  readonly close: () => Promise<void>
+}
+
+/** Starts a proxy on a free loopback port to Redis at 127.0.0.1:`target`. */
+export const cuttingProxy = async (target: number, options: { readonly afterMs?: number } = {}): Promise<CuttingProxy> => {
+  let armed: Buffer | undefined
+  let cuts = 0
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    // writes before the upstream connection is up are buffered by the socket
+    const upstream = connect(target, "127.0.0.1")
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on("error", () => {})
+      socket.on("close", () => sockets.delete(socket))
+    }
+    client.on("close", () => upstream.destroy())
+    upstream.on("close", () => client.destroy())
+    let cut = false
+    let tail = Buffer.alloc(0)
+    client.on("data", (chunk: Buffer) => {
+      if (cut) return
+      upstream.write(chunk)
+      if (armed === undefined) return
+      // a marker may straddle two chunks
+      const seen = Buffer.concat([tail, chunk])
+      tail = seen.subarray(Math.max(0, seen.length - armed.length))
+      if (!seen.includes(armed)) return
+      armed = undefined
+      cut = true
+      cuts++
+      // Redis runs what it received; the reply dies with the connection
+      setTimeout(() => {
+        client.destroy()
+        upstream.destroy()
+      }, options.afterMs ?? 100)
+    })
+    upstream.on("data", (chunk: Buffer) => {
+      if (!cut) client.write(chunk)
+    })
+  })
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))
+    })
+  })
+  return {
+    port,
+    arm: (marker) => {
+      armed = Buffer.from(marker)
+    },
+    cuts: () => cuts,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      })
+  }
+}
