@@ -10,6 +10,6 @@
  */
 
 /** @since 0.1.0 */
-export * as SqlTransport from "./transport/sql/mysql.js"
+export * as SqlTransport from "./transport/SqlTransportMysql.js"
 
 export { mysql, type MysqlOptions } from "./facade/mysql.js"

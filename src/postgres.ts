@@ -11,6 +11,6 @@
  */
 
 /** @since 0.1.0 */
-export * as SqlTransport from "./transport/sql/postgres.js"
+export * as SqlTransport from "./transport/SqlTransportPostgres.js"
 
 export { postgres, type PostgresOptions } from "./facade/postgres.js"

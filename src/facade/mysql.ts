@@ -3,7 +3,7 @@
  *
  * @since 0.3.0
  */
-import * as SqlTransport from "../transport/sql/mysql.js"
+import * as SqlTransport from "../transport/SqlTransportMysql.js"
 import { withDatabaseUrl } from "./internal/databaseUrl.js"
 import type { TransportHandle } from "./internal/options.js"
 

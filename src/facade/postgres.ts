@@ -3,7 +3,7 @@
  *
  * @since 0.3.0
  */
-import * as SqlTransport from "../transport/sql/postgres.js"
+import * as SqlTransport from "../transport/SqlTransportPostgres.js"
 import { withDatabaseUrl } from "./internal/databaseUrl.js"
 import type { TransportHandle } from "./internal/options.js"
 

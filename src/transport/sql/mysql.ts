@@ -1,6 +1,6 @@
 /**
  * The SQL transport on MySQL/MariaDB: `@effect/sql-mysql2`. The entry point
- * `effect-durable-worker/mysql` adds these to `SqlTransport`.
+ * `effect-durable-worker/mysql`: the driver `SqlTransport` loads for MySQL/MariaDB.
  *
  * @since 0.3.0
  */
@@ -8,21 +8,17 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
-import type { RegistrationError, Transport } from "../../seam/Transport.js"
-import { type Connection, type ConnectionOptions, type Driver, layerDriver, type MysqlOptions } from "../SqlTransport.js"
+import type { RegistrationError } from "../../seam/Transport.js"
+import type { Connection, ConnectionOptions, Driver } from "../SqlTransport.js"
 import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
-import type { SqlConfigError } from "./internal/config.js"
-
-export * from "../SqlTransport.js"
 
 /**
  * Connects to MySQL/MariaDB with `@effect/sql-mysql2`, closed with the scope; fails with a
  * {@link RegistrationError} that says what to check. The options are taken as checked
- * ({@link layerMysql} checks them when it is built).
+ * (`layerMysql` checks them when it is built).
  *
  * @since 0.1.0
  * @category constructors
@@ -57,15 +53,3 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
  * @category drivers
  */
 export const driver: Driver = { dialect: "mysql", connect: connectMysql }
-
-/**
- * The transport on MySQL/MariaDB, with its own `@effect/sql-mysql2` pool (opened at registration,
- * closed at shutdown). Building it fails with an `SqlConfigError` when an option is unknown or
- * invalid (a `url` that is not `mysql://` or `mariadb://` included), before anything connects; `run`
- * fails fast when the database is unreachable.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerMysql = (options: MysqlOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
-  layerDriver(driver, options)

@@ -1,6 +1,6 @@
 /**
  * The SQL transport on PostgreSQL: `@effect/sql-pg` (a pool, plus one connection of its own for
- * `LISTEN`). The entry point `effect-durable-worker/postgres` adds these to `SqlTransport`.
+ * `LISTEN`): the driver `SqlTransport` loads for PostgreSQL.
  *
  * @since 0.3.0
  */
@@ -8,16 +8,12 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import type { RegistrationError, Transport } from "../../seam/Transport.js"
-import { type Connection, type ConnectionOptions, type Driver, layerDriver, type PostgresOptions } from "../SqlTransport.js"
+import type { RegistrationError } from "../../seam/Transport.js"
+import type { Connection, ConnectionOptions, Driver } from "../SqlTransport.js"
 import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
-import type { SqlConfigError } from "./internal/config.js"
 import * as Listen from "./internal/listen.js"
-
-export * from "../SqlTransport.js"
 
 /** `LISTEN` on a connection of its own, with the client's connection settings (see `internal/listen`). */
 const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfig(client.config))
@@ -25,7 +21,7 @@ const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfi
 /**
  * Connects to PostgreSQL with `@effect/sql-pg` (a pool, plus one connection for `LISTEN` when used),
  * closed with the scope; fails with a {@link RegistrationError} that says what to check. The options
- * are taken as checked ({@link layerPostgres} checks them when it is built).
+ * are taken as checked (`layerPostgres` checks them when it is built).
  *
  * @since 0.1.0
  * @category constructors
@@ -55,15 +51,3 @@ export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Conne
  * @category drivers
  */
 export const driver: Driver = { dialect: "postgres", connect: connectPostgres }
-
-/**
- * The transport on PostgreSQL, with its own `@effect/sql-pg` pool (opened at registration, closed at
- * shutdown). Building it fails with an `SqlConfigError` when an option is unknown or invalid
- * (a `url` that is not `postgres://` included), before anything connects; `run` fails fast when the
- * database is unreachable.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerPostgres = (options: PostgresOptions = {}): Layer.Layer<Transport, SqlConfigError> =>
-  layerDriver(driver, options)
