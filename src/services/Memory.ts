@@ -6,13 +6,13 @@
  * @since 0.1.0
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as os from "node:os"
 import * as Cgroup from "./internal/cgroup.js"
+import * as NodeFiles from "./internal/nodeFiles.js"
 
 /**
  * The source of a usage sample, most precise first. `custom` is any injected source (tests, hosts);
@@ -47,7 +47,7 @@ export interface SampleOptions {
  * {@link MemorySource} and {@link MemoryLimit} are when the environment provides neither.
  */
 let liveServices: Effect.Effect<{ readonly source: MemorySource["Type"]; readonly limit: MemoryLimit["Type"] }> | undefined
-const live = () => liveServices ??= Effect.runSync(Effect.cached(Effect.provide(make(), NodeFileSystem.layer)))
+const live = () => liveServices ??= Effect.runSync(Effect.cached(Effect.provide(make(), NodeFiles.layer)))
 
 /**
  * The current memory use of this worker: the working set of its cgroup (usage minus reclaimable
@@ -175,7 +175,7 @@ export const layerFileSystem = (
  * @since 0.1.0
  */
 export const layer = (options: MemoryOptions = {}): Layer.Layer<MemorySource | MemoryLimit> =>
-  layerFileSystem(options).pipe(Layer.provide(NodeFileSystem.layer))
+  layerFileSystem(options).pipe(Layer.provide(NodeFiles.layer))
 
 /**
  * Controls of the test double: set what the fake sources return next.

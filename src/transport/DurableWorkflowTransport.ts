@@ -24,7 +24,7 @@
  * @since 0.1.0
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -697,13 +697,14 @@ export const layerWithoutHttpClient = (
   Layer.merge(Layer.effect(Transport, make(options)), Layer.effect(DurableWorkflowClient, clientService(options)))
 
 /**
- * The transport and its {@link DurableWorkflowClient} over Node's HTTP client (undici).
+ * The transport and its {@link DurableWorkflowClient} over the platform's `fetch` client (Node's own
+ * `fetch`: no HTTP driver to install). {@link layerWithoutHttpClient} takes any other `HttpClient`.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer = (options: DurableWorkflowOptions): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError> =>
-  layerWithoutHttpClient(options).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  layerWithoutHttpClient(options).pipe(Layer.provide(FetchHttpClient.layer))
 
 /**
  * Like {@link layer}, with the server URL, namespace and token from `DURABLE_WORKFLOW_SERVER_URL`,
