@@ -48,6 +48,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -192,6 +193,8 @@ export interface Connection {
 const DEFAULT_POLL = Duration.millis(500)
 const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
 const CONFLICT_RETRY = Duration.millis(100)
+/** How often the release of a claim of unknown outcome is tried again while the database is away. */
+const RELEASE_RETRY = Duration.millis(250)
 const LISTEN_PROBES = 2_000
 /** A lost `LISTEN` is tried again after 100 ms, doubling up to 5 s; a minute without loss starts over. */
 const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
@@ -327,6 +330,35 @@ const build = (
       let claims = 0
       const nextClaim = () => `${worker.workerId}#${(++claims).toString(36)}`
 
+      /**
+       * A claim whose statement failed may have been committed all the same: the connection was lost
+       * after the server ran it and before its answer came (a backend killed, a network cut). Its
+       * rows would then be held by a claim no delivery serves until the lease runs out. They are
+       * released by that claim (unique to the failed statement, so nothing served is touched) as
+       * soon as the database answers again, in the background, tried for up to a lease (past it
+       * they are claimable anyway). When it was not committed, nothing holds that claim: a no-op.
+       */
+      const unknownClaims = yield* FiberSet.make()
+      const releaseUnknownClaim = (claim: string) =>
+        FiberSet.run(
+          unknownClaims,
+          run(Statements.releaseClaim(dialect, names, claim)).raw.pipe(
+            Effect.retry(Schedule.spaced(RELEASE_RETRY).pipe(Schedule.upTo(lease))),
+            Effect.flatMap((raw) =>
+              affected(raw) === 0 ? Effect.void : Effect.logWarning(
+                `a claim whose outcome was lost with the connection had been committed; its ${affected(raw)} task(s) in ` +
+                  `${names.tasks} were released for the next poll instead of waiting out the lease`
+              )
+            ),
+            Effect.catchAll((error) =>
+              Effect.logWarning(
+                `could not release a claim of unknown outcome on ${names.tasks}; its tasks, if any, are claimable once the lease passes`,
+                error
+              )
+            )
+          )
+        )
+
       const release = (stepId: string, claim: string, grp: string) =>
         run(Statements.release(dialect, names, { stepId, claim })).raw.pipe(
           Effect.zipRight(notifying ? Effect.ignore(run(Statements.notify(names, grp))) : Effect.void),
@@ -347,9 +379,10 @@ const build = (
           const next = wanted === 0
             ? undefined
             : { grp: token, claim: nextClaim(), now, staleBefore: now - Duration.toMillis(lease), limit: wanted }
-          const written = dialect === "postgres"
-            ? yield* writePostgres(items, next)
-            : yield* writeMysql(items, next)
+          const written = yield* (dialect === "postgres" ? writePostgres(items, next) : writeMysql(items, next)).pipe(
+            // a batch that failed may have been committed, its claimed rows with it
+            Effect.tapError(() => next === undefined ? Effect.void : releaseUnknownClaim(next.claim))
+          )
           if (written === undefined) return yield* Effect.forEach(items, (item) => writeMysqlAlone(item).pipe(Effect.exit))
           const [outcomes, claimed] = written
           // every claimed row goes to a completion that asked for one, or straight back
@@ -481,6 +514,26 @@ const build = (
         )
       }
 
+      /**
+       * Says what became of a task whose result found no row under its claim: gone (completed, by an
+       * earlier attempt of this very answer whose outcome was lost with the connection, or by the
+       * worker that took it over), or held by another claim (its lease ran out and it was taken over).
+       */
+      const lostClaim = (stepId: string, claim: string) =>
+        run<{ readonly claimed_by: string | null }>(Statements.taskClaim(dialect, names, stepId)).pipe(
+          Effect.flatMap((rows) =>
+            Effect.logWarning(
+              rows.length === 0
+                ? `task ${stepId} was already completed (by an earlier attempt of this answer whose outcome was lost with ` +
+                  "the connection, or by a worker that took it over): nothing more was written"
+                : `the claim ${claim} on task ${stepId} was lost: its lease ran out and ${
+                  rows[0]!.claimed_by === null ? "it waits to be claimed again" : "another worker holds it"
+                }; this result is dropped and the task is answered by whoever runs it next`
+            )
+          ),
+          Effect.catchAll((error) => Effect.logWarning(`the claim on task ${stepId} was lost; its state could not be read`, error))
+        )
+
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
         const parsed = toPayload(row)
         const stepId = row.step_id
@@ -501,12 +554,7 @@ const build = (
               claim,
               takeNext
             })
-            if (completed.lost) {
-              yield* Effect.logWarning(
-                `the claim on task ${stepId} was lost (its lease ran out and another worker took it over, or it was ` +
-                  "already completed); this result is dropped and the worker holding the task answers it"
-              )
-            }
+            if (completed.lost) yield* lostClaim(stepId, claim)
             return completed
           })
         const submit = (reply: NestReply, takeNext: boolean) =>
@@ -598,6 +646,8 @@ const build = (
               if (limit <= 0) return []
               const claim = nextClaim()
               const rows = yield* claimRows(token, claim, limit).pipe(
+                // the claim may have been committed all the same
+                Effect.tapError(() => releaseUnknownClaim(claim)),
                 Effect.mapError(transportError(`claiming tasks from ${names.tasks}`))
               )
               maybeMore = rows.length === limit

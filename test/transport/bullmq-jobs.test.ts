@@ -263,6 +263,32 @@ describe("BullMQ task-path calls", () => {
     assert.strictEqual(await redis.get(`${taken.producer.keys[""]}${taken.first.id}:lock`), "token-2")
   })
 
+  it("an answer sent again finds its record: no second reply, and the job it took while that job is still locked with the token", async () => {
+    const redis = redisClient()
+    const output = { runId: "run-1", seq: 0, stepId: "run-1:0", status: "completed", output: 1 }
+    const answer = jobAnswerer(redis)
+    // both paths: the fast one, and BullMQ's scripts (a job kept on completion)
+    for (const first of [{}, { removeOnComplete: false }]) {
+      const ours = await queues(redis, { first })
+      const writer = await jobWriter(ours.results, JobName.result, resultJobOptions)
+      const job = { id: ours.first.id!, options: ours.first.opts }
+      const applied = await answer(writer, output, ours.worker, job, "token-1", true)
+      assert.isFalse(applied.replayed)
+      // the same answer again, as a retry that takes no next job would send it
+      const again = await answer(writer, output, ours.worker, job, "token-1", false)
+      assert.deepStrictEqual({ next: again.next?.id, replayed: again.replayed }, { next: applied.next!.id, replayed: true })
+      assert.deepStrictEqual(decodeData(again.next!.fields), task(2))
+      assert.strictEqual(await redis.llen(ours.results.keys.wait!), 1)
+      // once the job it took is no longer locked with the token, it is not handed over again
+      await redis.set(`${ours.producer.keys[""]}${applied.next!.id}:lock`, "token-2")
+      assert.deepStrictEqual(await answer(writer, output, ours.worker, job, "token-1", true), { next: undefined, replayed: true })
+      // another token finds no record of its own: the job is not its, as BullMQ says
+      const stranger = await answer(writer, output, ours.worker, job, "token-3", true).then(() => "answered", (e: Error) => e.message)
+      assert.match(stranger, /Missing lock for job 1|Missing key for job 1/)
+      assert.strictEqual(await redis.llen(ours.results.keys.wait!), 1)
+    }
+  })
+
   it("decodeOptions decodes as Job.optsFromJSON and reuses the last result for the same text", () => {
     const a = JSON.stringify({ rmoc: true, rmof: { age: 3600 }, attempts: 0 })
     const b = JSON.stringify({ rmoc: true, attempts: 2, priority: 5 })

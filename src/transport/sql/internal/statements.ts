@@ -238,6 +238,22 @@ WHERE ${quote(dialect, "step_id")} = ${ph(dialect, 1)} AND ${quote(dialect, "cla
   params: [args.stepId, args.claim]
 })
 
+/**
+ * Releases every row held by `claim`: the rows of a claim whose statement failed but may have been
+ * committed all the same (its answer lost with the connection), which no delivery holds.
+ */
+export const releaseClaim = (dialect: Dialect, n: Names, claim: string): Sql => ({
+  text: `UPDATE ${quote(dialect, n.tasks)} SET ${quote(dialect, "claimed_by")} = NULL, ${quote(dialect, "claimed_at")} = NULL
+WHERE ${quote(dialect, "claimed_by")} = ${ph(dialect, 1)}`,
+  params: [claim]
+})
+
+/** The claim a task row is held by now (none when unclaimed; no row when it is gone). */
+export const taskClaim = (dialect: Dialect, n: Names, stepId: string): Sql => ({
+  text: `SELECT ${quote(dialect, "claimed_by")} FROM ${quote(dialect, n.tasks)} WHERE ${quote(dialect, "step_id")} = ${ph(dialect, 1)}`,
+  params: [stepId]
+})
+
 /** Deletes a claimed row (a task that cannot be answered, or the task of a result being written). */
 export const deleteClaimed = (dialect: Dialect, n: Names, args: { readonly stepId: string; readonly claim: string }): Sql => ({
   text: `DELETE FROM ${quote(dialect, n.tasks)} WHERE ${quote(dialect, "step_id")} = ${ph(dialect, 1)} AND ${
