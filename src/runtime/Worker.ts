@@ -24,6 +24,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
@@ -38,8 +39,10 @@ import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
 import type { Handlers } from "../seam/Protocol.js"
 import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
+import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
+import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
 import { shutdown } from "./internal/shutdown.js"
@@ -54,7 +57,7 @@ import {
 } from "./WorkerError.js"
 
 export * from "./WorkerError.js"
-export { WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
+export { type HealthOptions, type TaskEnd, type TaskOutcome, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 
 /**
  * What a worker serves, and how (options given here win over the environment's `WorkerConfig`).
@@ -179,12 +182,66 @@ export const make = <R = never>(
       })
 
     /**
+     * Samples what the broker and the gate say every `metricsInterval`, the first sample at once:
+     * each poller's backlog, the tasks deferred, and the saturation, (tasks holding a slot, the
+     * deferred included, + backlog) / the slots of the pools polled.
+     */
+    const sampleMetrics = (
+      registration: Registration,
+      controller: ConcurrencyController.ConcurrencyController["Type"]
+    ): Effect.Effect<never> => {
+      const polled = new Set(registration.pollers.map((poller) => poller.pool.name))
+      const backlogs = registration.pollers.map((poller) => ({
+        poller,
+        gauge: WorkerMetrics.backlog.pipe(Metric.tagged("poller", poller.name))
+      }))
+      const once = Effect.gen(function*() {
+        let backlog = 0
+        for (const { gauge, poller } of backlogs) {
+          const waiting = yield* poller.backlog.pipe(
+            Effect.tapError((error) => Effect.logDebug(`could not read the backlog of ${poller.name}`, error)),
+            Effect.orElseSucceed(() => Option.none<number>())
+          )
+          if (Option.isSome(waiting)) {
+            backlog += waiting.value
+            yield* Metric.set(gauge, waiting.value)
+          }
+        }
+        const deferred = (yield* controller.snapshot).memory.waiting ?? 0
+        yield* Metric.set(WorkerMetrics.deferred, deferred)
+        let slots = 0
+        let holding = 0
+        for (const [pool, state] of Object.entries(yield* pools.slots)) {
+          if (!polled.has(pool)) continue
+          slots += state.limit
+          holding += state.running
+        }
+        yield* Metric.set(WorkerMetrics.saturation, slots > 0 ? (holding + backlog) / slots : 0)
+      })
+      return Effect.repeat(once, Schedule.spaced(config.metricsInterval)).pipe(Effect.zipRight(Effect.never))
+    }
+
+    /**
      * One run. Its resources live in two scopes: `resources` (the registration's connections, the
      * controller) closes after the shutdown; `fibers` (the loops and the work) closes only after a
      * clean shutdown, since a stuck fiber is left where it is and reported.
      */
     const lifecycle = Effect.gen(function*() {
       const transport = yield* Transport
+      // the probe server answers from before the registration to the end of the run
+      const probes = yield* Scope.make()
+      yield* Effect.addFinalizer(() => Scope.close(probes, Exit.void))
+      if (config.health !== undefined) {
+        yield* serveHealth(
+          config.health,
+          Effect.map(Ref.get(lifecycleState), ({ state }) => ({ ready: state === "running", state }))
+        ).pipe(
+          Scope.extend(probes),
+          Effect.tapErrorCause((cause) =>
+            Effect.zipRight(Deferred.succeed(shutdownOutcome, undefined), Deferred.failCause(registered, cause))
+          )
+        )
+      }
       yield* enter("registering")
       yield* pools.declare(Object.values(transport.protocol.pools))
       const resources = yield* Scope.make()
@@ -216,6 +273,7 @@ export const make = <R = never>(
         loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work)), poller.name)
       }
       loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
+      loopNames.set(yield* FiberSet.run(loops, sampleMetrics(registration, controller)), "metrics")
 
       const loopError = yield* Effect.raceFirst(
         Effect.as(Deferred.await(stopRequested), Option.none<WorkerLoopError>()),
@@ -238,6 +296,7 @@ export const make = <R = never>(
       }
       return yield* shutdownExit
     }).pipe(
+      Effect.scoped,
       Effect.onExit((exit) =>
         Exit.isSuccess(exit) || Exit.isInterrupted(exit) ? enter("stopped") : enter("failed", messageOf(Cause.squash(exit.cause)))
       ),
@@ -324,6 +383,13 @@ export const make = <R = never>(
  * registered, and fails with the run's error when registration fails, so an application launched on it
  * (`Layer.launch`, `NodeRuntime.runMain`) exits with that error instead of living on without a worker.
  *
+ * A run that fails later (a poll loop dies of a broker error that is not retried) fails the
+ * application too: the fiber that built the layer is interrupted and the layer's release dies
+ * with the run's error, so `NodeRuntime.runMain(Layer.launch(Worker.layer(...).pipe(Layer.provide(transport))))`
+ * exits non-zero with it, and a program given the layer with `Effect.provide` fails with it. (Built
+ * beside other layers with `Layer.merge`, the worker is built in a fiber of its own that has ended
+ * by then: launch such an application with the worker layer outermost, providing the others.)
+ *
  * @since 0.1.0
  * @category layers
  */
@@ -337,11 +403,26 @@ export const layer = <R = never>(
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const worker = yield* make(definition)
+      const builder = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
+      const failedLater = yield* Ref.make(Option.none<Cause.Cause<RunError>>())
+      // added before the run is forked, so it is released after the run has ended
+      yield* Effect.addFinalizer(() =>
+        Effect.flatMap(Ref.get(failedLater), (failed) => Option.isSome(failed) ? Effect.die(Cause.squash(failed.value)) : Effect.void)
+      )
       const running = yield* worker.run.pipe(
         Effect.tapErrorCause((cause) => Effect.logError("worker failed", cause)),
         Effect.forkScoped
       )
       // built when registered; a run that ended before that (a failed registration) fails the layer
       yield* Effect.raceFirst(worker.registered, Effect.zipRight(Fiber.join(running), Effect.never))
+      // a failure after that ends whatever waits on the layer (Layer.launch's never), with the error
+      yield* Fiber.await(running).pipe(
+        Effect.flatMap((exit) =>
+          Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)
+            ? Effect.zipRight(Ref.set(failedLater, Option.some(exit.cause)), Fiber.interruptFork(builder))
+            : Effect.void
+        ),
+        Effect.forkScoped
+      )
     })
   )

@@ -65,7 +65,90 @@ export interface WorkerOptions {
   readonly interruptTimeout?: Duration.DurationInput
   /** The pause after a failed poll before the next one. Default 1 second. */
   readonly pollRetryDelay?: Duration.DurationInput
+  /**
+   * How often the sampled metrics (saturation, backlog, tasks deferred) are taken. Default 5
+   * seconds; must be positive.
+   *
+   * @since 0.3.0
+   */
+  readonly metricsInterval?: Duration.DurationInput
+  /**
+   * The probe server (`/livez`, `/readyz`, optionally `/metrics`). Off by default.
+   *
+   * @since 0.3.0
+   */
+  readonly health?: HealthOptions
+  /**
+   * Called once for every task when it ends (answered, rejected, cancelled or given back), with its
+   * name, outcome and duration. It runs on the task path: keep it quick; what it throws is logged
+   * and ignored.
+   *
+   * @since 0.3.0
+   */
+  readonly onTaskEnd?: (event: TaskEnd) => void
 }
+
+/**
+ * Options of the probe server.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface HealthOptions {
+  /** The port to listen on (0 picks a free one). */
+  readonly port: number
+  /** The address to listen on. Default `127.0.0.1` (use `0.0.0.0` in a container). */
+  readonly host?: string
+  /** Whether `/metrics` answers with the Effect metrics in Prometheus text. Default `false`. */
+  readonly metrics?: boolean
+  /**
+   * How late the event loop may wake up before `/livez` answers 503. Default 1 second; must be
+   * positive.
+   */
+  readonly loopDelayThreshold?: Duration.DurationInput
+}
+
+/**
+ * The checked probe server options.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ResolvedHealth {
+  readonly port: number
+  readonly host: string
+  readonly metrics: boolean
+  readonly loopDelayThreshold: Duration.Duration
+}
+
+/**
+ * How one task ended, as `onTaskEnd` is told.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface TaskEnd {
+  /** `step` or `workflow` (a workflow turn). */
+  readonly kind: "step" | "workflow"
+  /** The step or workflow name; `unknown` when the payload names none. */
+  readonly name: string
+  /** `completed`, `failed`, `rejected`, `cancelled` or `abandoned` (given back to the broker). */
+  readonly outcome: TaskOutcome
+  /** From taken to answered. */
+  readonly durationMs: number
+  /** The subscription it came from (the poller's name, e.g. `queue durable-tasks-pay`). */
+  readonly poller: string
+  /** The broker's id of the task. */
+  readonly deliveryId: string
+}
+
+/**
+ * How a task ended.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type TaskOutcome = "completed" | "failed" | "rejected" | "cancelled" | "abandoned"
 
 /**
  * The checked configuration.
@@ -86,6 +169,9 @@ export interface ResolvedWorkerConfig {
   readonly heartbeatInterval: Duration.Duration | undefined
   readonly interruptTimeout: Duration.Duration
   readonly pollRetryDelay: Duration.Duration
+  readonly metricsInterval: Duration.Duration
+  readonly health: ResolvedHealth | undefined
+  readonly onTaskEnd: ((event: TaskEnd) => void) | undefined
 }
 
 const KEYS: ReadonlyArray<keyof WorkerOptions> = [
@@ -97,12 +183,16 @@ const KEYS: ReadonlyArray<keyof WorkerOptions> = [
   "shutdownTimeout",
   "heartbeatInterval",
   "interruptTimeout",
-  "pollRetryDelay"
+  "pollRetryDelay",
+  "metricsInterval",
+  "health",
+  "onTaskEnd"
 ]
 
 /**
  * The defaults: fixed concurrency 10, 10 workflow turns, 35 s polls, a 30 s shutdown deadline, 5 s
- * to stop an interrupted task, 1 s between failed polls, the transport's heartbeat interval.
+ * to stop an interrupted task, 1 s between failed polls, the transport's heartbeat interval, sampled
+ * metrics every 5 s, no probe server, no `onTaskEnd`.
  *
  * @since 0.2.0
  * @category defaults
@@ -117,8 +207,13 @@ export const defaults: ResolvedWorkerConfig = {
   shutdownTimeout: Duration.seconds(30),
   heartbeatInterval: undefined,
   interruptTimeout: Duration.seconds(5),
-  pollRetryDelay: Duration.seconds(1)
+  pollRetryDelay: Duration.seconds(1),
+  metricsInterval: Duration.seconds(5),
+  health: undefined,
+  onTaskEnd: undefined
 }
+
+const HEALTH_KEYS = ["port", "host", "metrics", "loopDelayThreshold"]
 
 /**
  * The worker configuration in the environment; {@link defaults} when none is provided.
@@ -151,6 +246,37 @@ const duration = (option: string, value: unknown, fallback: Duration.Duration) =
     onNone: () =>
       fail(option, `${option} must be a duration (milliseconds, or a string such as "30 seconds"), got ${String(value)}`),
     onSome: (d) => Either.right(Duration.max(d, Duration.zero))
+  })
+
+const positive = (option: string, value: unknown, fallback: Duration.Duration) =>
+  Either.flatMap(
+    duration(option, value, fallback),
+    (d) => Duration.toMillis(d) > 0 ? Either.right(d) : fail(option, `${option} must be positive, got ${String(value)}`)
+  )
+
+const health = (value: unknown, fallback: ResolvedHealth | undefined) =>
+  Either.gen(function*() {
+    if (value === undefined) return fallback
+    if (typeof value !== "object" || value === null) {
+      return yield* fail("health", `health must be an object such as { port: 8080 }, got ${String(value)}`)
+    }
+    const unknown = unknownKey(value, HEALTH_KEYS)
+    if (unknown !== undefined) {
+      return yield* fail(`health.${unknown}`, `unknown health option "${unknown}" (known: ${HEALTH_KEYS.join(", ")})`)
+    }
+    const options = value as HealthOptions
+    if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
+      return yield* fail("health.port", `health.port must be an integer from 0 to 65535, got ${String(options.port)}`)
+    }
+    if (options.metrics !== undefined && typeof options.metrics !== "boolean") {
+      return yield* fail("health.metrics", `health.metrics must be a boolean, got ${String(options.metrics)}`)
+    }
+    return {
+      port: options.port,
+      host: (yield* nonBlank("health.host", options.host)) ?? "127.0.0.1",
+      metrics: options.metrics ?? false,
+      loopDelayThreshold: yield* positive("health.loopDelayThreshold", options.loopDelayThreshold, Duration.seconds(1))
+    }
   })
 
 /**
@@ -187,7 +313,14 @@ export const resolve = (
       shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, base.shutdownTimeout),
       heartbeatInterval,
       interruptTimeout: yield* duration("interruptTimeout", options.interruptTimeout, base.interruptTimeout),
-      pollRetryDelay: yield* duration("pollRetryDelay", options.pollRetryDelay, base.pollRetryDelay)
+      pollRetryDelay: yield* duration("pollRetryDelay", options.pollRetryDelay, base.pollRetryDelay),
+      metricsInterval: yield* positive("metricsInterval", options.metricsInterval, base.metricsInterval),
+      health: yield* health(options.health, base.health),
+      onTaskEnd: options.onTaskEnd === undefined
+        ? base.onTaskEnd
+        : typeof options.onTaskEnd === "function"
+        ? options.onTaskEnd
+        : yield* fail("onTaskEnd", `onTaskEnd must be a function, got ${typeof options.onTaskEnd}`)
     }
   })
 
@@ -222,7 +355,8 @@ export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerC
  * The options read from the environment, each optional: `DURABLE_WORKER_ID`, `DURABLE_BUILD_ID`,
  * `DURABLE_CONCURRENCY` (a number or `adaptive`), `DURABLE_WORKFLOW_CONCURRENCY`,
  * `DURABLE_POLL_TIMEOUT`, `DURABLE_SHUTDOWN_TIMEOUT`, `DURABLE_HEARTBEAT_INTERVAL`,
- * `DURABLE_INTERRUPT_TIMEOUT`, `DURABLE_POLL_RETRY_DELAY` (durations such as `30 seconds`).
+ * `DURABLE_INTERRUPT_TIMEOUT`, `DURABLE_POLL_RETRY_DELAY`, `DURABLE_METRICS_INTERVAL` (durations such
+ * as `30 seconds`), `DURABLE_HEALTH_PORT` (turns the probe server on, on `127.0.0.1`).
  *
  * @since 0.2.0
  * @category config
@@ -238,7 +372,9 @@ export const config: Config.Config<WorkerOptions> = Config.all({
   shutdownTimeout: Config.option(Config.duration("DURABLE_SHUTDOWN_TIMEOUT")),
   heartbeatInterval: Config.option(Config.duration("DURABLE_HEARTBEAT_INTERVAL")),
   interruptTimeout: Config.option(Config.duration("DURABLE_INTERRUPT_TIMEOUT")),
-  pollRetryDelay: Config.option(Config.duration("DURABLE_POLL_RETRY_DELAY"))
+  pollRetryDelay: Config.option(Config.duration("DURABLE_POLL_RETRY_DELAY")),
+  metricsInterval: Config.option(Config.duration("DURABLE_METRICS_INTERVAL")),
+  health: Config.option(Config.map(Config.integer("DURABLE_HEALTH_PORT"), (port): HealthOptions => ({ port })))
 }).pipe(
   Config.map((read) =>
     Object.fromEntries(

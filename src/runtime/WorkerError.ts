@@ -93,6 +93,24 @@ export class TaskRejected extends Schema.TaggedError<TaskRejected>()("TaskReject
 }
 
 /**
+ * The probe server (`health` option) could not start: the port is taken, the address is not
+ * this machine's, or the server module could not be loaded.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class HealthServerError extends Schema.TaggedError<HealthServerError>()("HealthServerError", {
+  host: Schema.String,
+  port: Schema.Number,
+  cause: Schema.Defect
+}) {
+  override get message(): string {
+    return `the health probe server could not listen on ${this.host}:${this.port}: ${messageOf(this.cause)}; ` +
+      "check that the port is free (another worker of this pod?) and that the host is an address of this machine"
+  }
+}
+
+/**
  * Why `stop` failed: the deregistration failed, or something could not be stopped.
  *
  * @since 0.1.0
@@ -106,4 +124,4 @@ export type ShutdownError = DeregistrationError | ShutdownTimeoutError
  * @since 0.1.0
  * @category errors
  */
-export type RunError = RegistrationError | WorkerStateError | WorkerLoopError | ShutdownError
+export type RunError = RegistrationError | WorkerStateError | WorkerLoopError | ShutdownError | HealthServerError

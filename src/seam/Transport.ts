@@ -47,8 +47,8 @@ export interface WorkerDescription {
 }
 
 /**
- * One pool's concurrency: its limit, the permits taken (by running work and outstanding polls)
- * and the tasks running.
+ * One pool's concurrency: its limit, the permits held by tasks (a poll waiting for work is not
+ * counted: an idle pool reports none in use) and the tasks running.
  *
  * @since 0.2.0
  * @category models

@@ -6,16 +6,17 @@ import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
-import type { Handlers, Outcome } from "../../seam/Protocol.js"
+import * as Scope from "effect/Scope"
+import type { Handlers, Outcome, TaskLabel } from "../../seam/Protocol.js"
 import type { Delivery, Poller, TransportError } from "../../seam/Transport.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
-import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
+import type { ResolvedWorkerConfig, TaskOutcome } from "../WorkerConfig.js"
 import { WorkerLoopError } from "../WorkerError.js"
 import { watchCancel } from "./cancellation.js"
 import type { Leases } from "./leases.js"
 import type { Pools } from "./pools.js"
 import { replyRetry } from "./replyRetry.js"
+import { taskSeries } from "./taskMetrics.js"
 
 /** Which task a serving fiber is on, for shutdown's report of what could not be stopped. @internal */
 export interface ServingLabel {
@@ -51,6 +52,26 @@ const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.e
  */
 export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const { config, controller, handlers, leases, pools, serving, stopping } = env
+  const series = taskSeries()
+
+  /** Tells `onTaskEnd` (if any) how a task ended; what the hook throws is logged, never the task's problem. */
+  const taskEnded = (
+    delivery: Delivery,
+    poller: string,
+    label: TaskLabel,
+    outcome: TaskOutcome,
+    durationMs: number
+  ): Effect.Effect<void> => {
+    const hook = config.onTaskEnd
+    series.ended(label, outcome, durationMs)
+    if (hook === undefined) return Effect.void
+    try {
+      hook({ kind: label.kind, name: label.name ?? "unknown", outcome, durationMs, poller, deliveryId: delivery.id })
+      return Effect.void
+    } catch (error) {
+      return Effect.logWarning("onTaskEnd threw; ignored", error)
+    }
+  }
 
   /** Sends a reply (or the rejection), retrying a failed send a few times; never fails. */
   const answer = (delivery: Delivery, outcome: Outcome<unknown>) => {
@@ -72,13 +93,17 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     first.pipe(
       Effect.catchAll((error) =>
         Effect.logWarning("could not deliver the reply; retrying", error).pipe(
+          Effect.zipRight(series.replyRetried),
           Effect.zipRight(Effect.retry(again(), replyRetry)),
           Effect.as(otherwise)
         )
       ),
       Effect.catchAll((error) =>
         Effect.as(
-          Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error),
+          Effect.zipRight(
+            series.replyLost,
+            Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+          ),
           otherwise
         )
       )
@@ -103,12 +128,28 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
    * not gate counts it around the processing. The controller learns from how long it ran and
    * whether it succeeded.
    */
-  const processed = (delivery: Delivery): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
-    const process = delivery.protocol.process(handlers, delivery)
-    const label = delivery.protocol.label(delivery.payload)
+  const processed = (
+    delivery: Delivery,
+    label: TaskLabel,
+    poller: string
+  ): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
+    // every span the task makes (the step's, a turn's) names the subscription it came from
+    const process = Effect.annotateSpans(delivery.protocol.process(handlers, delivery), "durable.queue", poller)
     const name = label.kind === "workflow" ? undefined : label.name
     const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && exit.value._tag === "Reply" && exit.value.ok
-    if (controller.gates) return interruptibleExit(controller.run(name, process, { kind: label.kind, ok }))
+    if (controller.gates) {
+      // `controller.run`, spelled out so that a deferral by the gate is counted
+      return interruptibleExit(Effect.acquireUseRelease(
+        Scope.make(),
+        (scope) =>
+          Effect.flatMap(Scope.extend(controller.admit(name, { kind: label.kind }), scope), (admission) =>
+            Effect.zipRight(
+              admission.deferred ? series.deferred(name) : Effect.void,
+              Effect.onExit(process, (exit) => admission.complete(ok(exit)))
+            )),
+        (scope, exit) => Scope.close(scope, exit)
+      ))
+    }
     // nothing to wait for: counted around the processing, with no interruption handler of its own
     const done = controller.count(name, label.kind)
     return Effect.map(interruptibleExit(process), (exit) => {
@@ -148,35 +189,45 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const serveOne = (
     delivery: Delivery,
     self: Fiber.RuntimeFiber<unknown, unknown>,
-    clock: Clock.Clock
+    clock: Clock.Clock,
+    poller: string
   ): Effect.Effect<Option.Option<Delivery>, never, R> =>
     Effect.suspend(() => {
-      if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, clock.unsafeCurrentTimeMillis())
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const label = delivery.protocol.label(delivery.payload)
+      series.started(label)
+      if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, startedAt)
       const watch = watchCancel(delivery, self)
+      let outcome: TaskOutcome = "abandoned"
       // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
         if (Exit.isSuccess(exit)) {
+          outcome = exit.value._tag === "Reject" ? "rejected" : exit.value.ok ? "completed" : "failed"
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
           return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
         }
+        if (cancelled && Option.isSome(delivery.protocol.cancelled(delivery.payload))) outcome = "cancelled"
         return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
       }
-      return Effect.flatMap(processed(delivery), (exit) =>
+      return Effect.flatMap(processed(delivery, label, poller), (exit) =>
         answered(exit).pipe(
           // a defect while answering (a transport that throws) must not end the fiber silently: the
           // task is given back, still under its lease, and the defect is logged with its identity
           Effect.catchAllDefect((defect) =>
             Effect.logError("a defect while answering a task; giving it back", Cause.pretty(Cause.die(defect))).pipe(
+              Effect.zipRight(Effect.sync(() => {
+                outcome = "abandoned"
+              })),
               Effect.zipRight(Effect.ignore(delivery.abandon)),
               aboutDelivery(delivery),
               Effect.as(Option.none<Delivery>())
             )
           ),
           // uninterruptible and defects caught: success is the only way out, so no finalizer is needed
-          Effect.map((next) => {
+          Effect.flatMap((next) => {
             leases.remove(delivery)
-            return next
+            return Effect.as(taskEnded(delivery, poller, label, outcome, clock.unsafeCurrentTimeMillis() - startedAt), next)
           })
         ))
     })
@@ -193,7 +244,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
           label.delivery = delivery
           return Effect.flatMap(
-            serveOne(delivery, self, clock),
+            serveOne(delivery, self, clock, poller.name),
             (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value)
           )
         }
@@ -202,26 +253,30 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     )
 
   const pollOnce = (poller: Poller, work: FiberSet.FiberSet) =>
-    Effect.flatMap(pools.of(poller.pool), ({ limiter, running }) =>
+    Effect.flatMap(pools.of(poller.pool), ({ enter, leave, limiter }) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
           yield* restore(poller.ready)
           const taken = yield* restore(limiter.takeUpTo(Number.MAX_SAFE_INTEGER))
           // not restored: a poll is interruptible only where it says so (while it waits and has
           // taken nothing), so the tasks it took are always handed over
+          const started = yield* Clock.currentTimeMillis
           const polled = yield* Effect.exit(poller.poll(taken))
+          const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
           if (Exit.isFailure(polled)) {
+            if (!Exit.isInterrupted(polled)) series.polled(poller.name, "error", seconds)
             yield* limiter.release(taken)
             return yield* polled
           }
           const deliveries = polled.value
+          series.polled(poller.name, deliveries.length > 0 ? "tasks" : "empty", seconds)
           yield* limiter.release(taken - deliveries.length)
           for (const delivery of deliveries) {
-            yield* Ref.update(running, (n) => n + 1)
+            yield* enter
             yield* FiberSet.run(
               work,
               serveDeliveries(delivery, poller).pipe(
-                Effect.ensuring(Effect.zipRight(limiter.release(1), Ref.update(running, (n) => n - 1)))
+                Effect.ensuring(Effect.zipRight(limiter.release(1), leave))
               )
             )
           }

@@ -1,7 +1,9 @@
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import type { Pool } from "../../seam/Protocol.js"
 import type { PoolSlots } from "../../seam/Transport.js"
+import * as WorkerMetrics from "../../seam/WorkerMetrics.js"
 import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
 import { type Limiter, makeLimiter } from "./limiter.js"
 
@@ -10,6 +12,9 @@ export interface PoolState {
   readonly pool: Pool
   readonly limiter: Limiter
   readonly running: Ref.Ref<number>
+  /** A task of this pool started / ended (counted in `running` and its gauge). */
+  readonly enter: Effect.Effect<void>
+  readonly leave: Effect.Effect<void>
 }
 
 /**
@@ -26,6 +31,10 @@ export interface Pools {
   readonly of: (pool: Pool) => Effect.Effect<PoolState>
   /** Resizes the pools sized by the worker's `concurrency`. */
   readonly resizeConcurrency: (limit: number) => Effect.Effect<void>
+  /**
+   * Every pool's limit and use. `inUse` counts the permits held by tasks only: a poll waiting for
+   * work holds permits for what it may take, but an idle pool is not busy.
+   */
   readonly slots: Effect.Effect<{ readonly [pool: string]: PoolSlots }>
   /** Tasks running in every pool. */
   readonly inFlight: Effect.Effect<number>
@@ -35,6 +44,7 @@ export interface Pools {
 export const makePools = (config: ResolvedWorkerConfig): Effect.Effect<Pools> =>
   Effect.sync(() => {
     const states = new Map<string, PoolState>()
+    const gauges = new Map<string, Metric.Metric.Gauge<number>>()
     let concurrencyLimit = config.concurrency.limit
     const sizeOf = (pool: Pool) =>
       pool.size === "concurrency"
@@ -52,8 +62,20 @@ export const makePools = (config: ResolvedWorkerConfig): Effect.Effect<Pools> =>
             // another fiber may have set it up meanwhile: the first one stands
             const raced = states.get(pool.name)
             if (raced !== undefined) return raced
-            const state = { pool, limiter, running }
+            const inFlight = WorkerMetrics.inFlight.pipe(Metric.tagged("pool", pool.name))
+            const slots = WorkerMetrics.slots.pipe(Metric.tagged("pool", pool.name))
+            const set = (n: number) => Effect.sync(() => inFlight.unsafeUpdate(n, []))
+            const state: PoolState = {
+              pool,
+              limiter,
+              running,
+              enter: Effect.flatMap(Ref.updateAndGet(running, (n) => n + 1), set),
+              leave: Effect.flatMap(Ref.updateAndGet(running, (n) => n - 1), set)
+            }
             states.set(pool.name, state)
+            gauges.set(pool.name, slots)
+            slots.unsafeUpdate(sizeOf(pool), [])
+            inFlight.unsafeUpdate(0, [])
             return state
           }
         )
@@ -66,7 +88,8 @@ export const makePools = (config: ResolvedWorkerConfig): Effect.Effect<Pools> =>
           concurrencyLimit = limit
           return Effect.forEach(
             Array.from(states.values()).filter((state) => state.pool.size === "concurrency"),
-            (state) => state.limiter.resize(limit),
+            (state) =>
+              Effect.zipRight(state.limiter.resize(limit), Effect.sync(() => gauges.get(state.pool.name)?.unsafeUpdate(limit, []))),
             { discard: true }
           )
         }),
@@ -74,8 +97,8 @@ export const makePools = (config: ResolvedWorkerConfig): Effect.Effect<Pools> =>
         Effect.map(
           Effect.forEach(Array.from(states.values()), (state) =>
             Effect.map(
-              Effect.all({ limit: state.limiter.limit, inUse: state.limiter.inUse, running: Ref.get(state.running) }),
-              (slots) => [state.pool.name, slots] as const
+              Effect.all({ limit: state.limiter.limit, running: Ref.get(state.running) }),
+              ({ limit, running }) => [state.pool.name, { limit, inUse: running, running }] as const
             )),
           Object.fromEntries
         )

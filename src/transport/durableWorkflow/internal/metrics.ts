@@ -1,39 +1,21 @@
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as WorkerMetrics from "../../../seam/WorkerMetrics.js"
 
-const boundaries = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 16 })
+// one set of metric definitions: the Durable Workflow series live with the worker's in WorkerMetrics
 
 /** `durable_workflow_client_requests`: every HTTP call (its retries count as one). @internal */
-export const clientRequests = Metric.counter("durable_workflow_client_requests", {
-  description: "HTTP requests to the Durable Workflow server, by method, route, plane, status_code and outcome"
-})
+export const clientRequests = WorkerMetrics.durableWorkflow.clientRequests
 /** `durable_workflow_client_request_duration_seconds`. @internal */
-export const clientRequestDuration = Metric.histogram(
-  "durable_workflow_client_request_duration_seconds",
-  boundaries,
-  "Duration of HTTP requests to the Durable Workflow server, seconds"
-)
+export const clientRequestDuration = WorkerMetrics.durableWorkflow.clientRequestDuration
 /** `durable_workflow_worker_polls`: polls by task_kind, task_queue, outcome (task, empty, error). @internal */
-export const workerPolls = Metric.counter("durable_workflow_worker_polls", {
-  description: "Worker polls, by task_kind, task_queue and outcome"
-})
+export const workerPolls = WorkerMetrics.durableWorkflow.workerPolls
 /** `durable_workflow_worker_poll_duration_seconds`. @internal */
-export const workerPollDuration = Metric.histogram(
-  "durable_workflow_worker_poll_duration_seconds",
-  boundaries,
-  "Duration of worker polls, seconds"
-)
+export const workerPollDuration = WorkerMetrics.durableWorkflow.workerPollDuration
 /** `durable_workflow_worker_tasks`: tasks by task_kind, task_queue, outcome. @internal */
-export const workerTasks = Metric.counter("durable_workflow_worker_tasks", {
-  description: "Worker tasks, by task_kind, task_queue and outcome"
-})
+export const workerTasks = WorkerMetrics.durableWorkflow.workerTasks
 /** `durable_workflow_worker_task_duration_seconds`. @internal */
-export const workerTaskDuration = Metric.histogram(
-  "durable_workflow_worker_task_duration_seconds",
-  boundaries,
-  "Duration of worker tasks, seconds"
-)
+export const workerTaskDuration = WorkerMetrics.durableWorkflow.workerTaskDuration
 
 const tagged = <M extends Metric.Metric<any, any, any>>(metric: M, tags: Record<string, string>): M =>
   Object.entries(tags).reduce((m, [k, v]) => Metric.tagged(m, k, v) as M, metric)

@@ -1,0 +1,85 @@
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import type * as MetricPair from "effect/MetricPair"
+import * as MetricState from "effect/MetricState"
+import * as Option from "effect/Option"
+
+const name = (raw: string) => {
+  const cleaned = raw.replace(/[^a-zA-Z0-9_:]/g, "_")
+  return /^[a-zA-Z_:]/.test(cleaned) ? cleaned : `_${cleaned}`
+}
+const escapeValue = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")
+const escapeHelp = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
+const labels = (tags: ReadonlyArray<readonly [string, string]>) =>
+  tags.length === 0 ? "" : `{${tags.map(([k, v]) => `${name(k)}="${escapeValue(v)}"`).join(",")}}`
+const num = (value: number | bigint) =>
+  typeof value === "bigint"
+    ? value.toString()
+    : Number.isNaN(value)
+    ? "NaN"
+    : value === Infinity
+    ? "+Inf"
+    : value === -Infinity
+    ? "-Inf"
+    : String(value)
+
+/**
+ * Renders metric pairs in the Prometheus text exposition format (0.0.4): counters, gauges,
+ * histograms (cumulative buckets, `_sum`, `_count`), summaries (quantiles, `_sum`, `_count`) and
+ * frequencies (a counter per occurrence, labelled `key`).
+ *
+ * @internal
+ */
+export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): string => {
+  const families = new Map<string, { type: string; help: string | undefined; lines: Array<string> }>()
+  const family = (metric: string, type: string, help: string | undefined) => {
+    let found = families.get(metric)
+    if (found === undefined) {
+      found = { type, help, lines: [] }
+      families.set(metric, found)
+    }
+    return found.lines
+  }
+  for (const pair of pairs) {
+    const metric = name(pair.metricKey.name)
+    const help = Option.getOrUndefined(pair.metricKey.description)
+    const tags = pair.metricKey.tags.map((tag) => [tag.key, tag.value] as const)
+    const state: unknown = pair.metricState
+    if (MetricState.isCounterState(state)) {
+      family(metric, "counter", help).push(`${metric}${labels(tags)} ${num(state.count)}`)
+    } else if (MetricState.isGaugeState(state)) {
+      family(metric, "gauge", help).push(`${metric}${labels(tags)} ${num(state.value)}`)
+    } else if (MetricState.isHistogramState(state)) {
+      const lines = family(metric, "histogram", help)
+      for (const [boundary, count] of state.buckets) {
+        lines.push(`${metric}_bucket${labels([...tags, ["le", num(boundary)]])} ${num(count)}`)
+      }
+      if (!state.buckets.some(([boundary]) => boundary === Infinity)) {
+        lines.push(`${metric}_bucket${labels([...tags, ["le", "+Inf"]])} ${num(state.count)}`)
+      }
+      lines.push(`${metric}_sum${labels(tags)} ${num(state.sum)}`, `${metric}_count${labels(tags)} ${num(state.count)}`)
+    } else if (MetricState.isSummaryState(state)) {
+      const lines = family(metric, "summary", help)
+      for (const [quantile, value] of state.quantiles) {
+        if (Option.isSome(value)) lines.push(`${metric}${labels([...tags, ["quantile", num(quantile)]])} ${num(value.value)}`)
+      }
+      lines.push(`${metric}_sum${labels(tags)} ${num(state.sum)}`, `${metric}_count${labels(tags)} ${num(state.count)}`)
+    } else if (MetricState.isFrequencyState(state)) {
+      const lines = family(metric, "counter", help)
+      for (const [key, count] of state.occurrences) lines.push(`${metric}${labels([...tags, ["key", key]])} ${num(count)}`)
+    }
+  }
+  const out: Array<string> = []
+  for (const [metric, { help, lines, type }] of families) {
+    if (help !== undefined) out.push(`# HELP ${metric} ${escapeHelp(help)}`)
+    out.push(`# TYPE ${metric} ${type}`, ...lines)
+  }
+  return out.length === 0 ? "" : `${out.join("\n")}\n`
+}
+
+/**
+ * Every Effect metric of the process, in Prometheus text.
+ *
+ * @internal
+ */
+export const prometheusText: Effect.Effect<string> = Effect.map(Metric.snapshot, render)

@@ -1,0 +1,61 @@
+import * as Effect from "effect/Effect"
+import type * as Metric from "effect/Metric"
+import type { TaskLabel } from "../../seam/Protocol.js"
+import * as WorkerMetrics from "../../seam/WorkerMetrics.js"
+import type { TaskOutcome } from "../WorkerConfig.js"
+
+/** The series of one kind and name, tagged once (the task path only updates them). */
+interface Series {
+  readonly started: Metric.Metric.Counter<number>
+  readonly completed: Metric.Metric.Counter<number>
+  readonly failed: (outcome: TaskOutcome) => Metric.Metric.Counter<number>
+  readonly duration: (outcome: TaskOutcome) => Metric.Metric.Histogram<number>
+}
+
+const started = WorkerMetrics.taggedCache(WorkerMetrics.tasksStarted)
+const completed = WorkerMetrics.taggedCache(WorkerMetrics.tasksCompleted)
+const failed = WorkerMetrics.taggedCache(WorkerMetrics.tasksFailed)
+const duration = WorkerMetrics.taggedCache(WorkerMetrics.taskDuration)
+const polls = WorkerMetrics.taggedCache(WorkerMetrics.pollDuration)
+const deferrals = WorkerMetrics.taggedCache(WorkerMetrics.deferrals)
+
+/**
+ * Records the task, poll, reply and gate series of `WorkerMetrics` for one dispatcher; the
+ * tagged metrics are built once per kind and name.
+ *
+ * @internal
+ */
+export const taskSeries = () => {
+  const byName = new Map<string, Series>()
+  const of = (label: TaskLabel): Series => {
+    const name = label.name ?? "unknown"
+    const key = `${label.kind}\u0000${name}`
+    let series = byName.get(key)
+    if (series === undefined) {
+      const tags = { kind: label.kind, name }
+      series = {
+        started: started(tags),
+        completed: completed(tags),
+        failed: (outcome) => failed({ ...tags, outcome }),
+        duration: (outcome) => duration({ ...tags, outcome })
+      }
+      byName.set(key, series)
+    }
+    return series
+  }
+  return {
+    started: (label: TaskLabel): void => of(label).started.unsafeUpdate(1, []),
+    ended: (label: TaskLabel, outcome: TaskOutcome, durationMs: number): void => {
+      const series = of(label)
+      if (outcome === "completed") series.completed.unsafeUpdate(1, [])
+      else series.failed(outcome).unsafeUpdate(1, [])
+      series.duration(outcome).unsafeUpdate(durationMs / 1000, [])
+    },
+    polled: (poller: string, outcome: "tasks" | "empty" | "error", seconds: number): void =>
+      polls({ poller, outcome }).unsafeUpdate(seconds, []),
+    deferred: (name: string | undefined): Effect.Effect<void> =>
+      Effect.sync(() => deferrals({ name: name ?? "unknown" }).unsafeUpdate(1, [])),
+    replyRetried: Effect.sync(() => WorkerMetrics.repliesRetried.unsafeUpdate(1, [])),
+    replyLost: Effect.sync(() => WorkerMetrics.repliesLost.unsafeUpdate(1, []))
+  }
+}
