@@ -1,7 +1,8 @@
 /**
- * A TCP proxy in front of a real Redis that can lose one reply on purpose: armed with a marker, it
- * forwards the next command whose bytes contain the marker to Redis, lets Redis run it, and then drops
- * both connections before Redis's reply reaches the client. The client sees a command whose outcome
+ * A TCP proxy in front of a real server (Redis, PostgreSQL, MySQL, an SQS endpoint) that can lose one
+ * reply on purpose: armed with a marker, it forwards the next command whose bytes contain the marker,
+ * lets the server run it, and then drops both connections before the reply reaches the client (or
+ * drops the command itself, for a command that never arrived). The client sees a command whose outcome
  * it cannot know (applied, reply lost), which is what a Redis restart or a network cut right after a
  * write leaves; the broker itself is real.
  */
@@ -10,8 +11,11 @@ import { connect, createServer, type Socket } from "node:net"
 /** A running proxy. */
 export interface CuttingProxy {
   readonly port: number
-  /** Cut the connection that next sends a command containing `marker`, once, after Redis ran it. */
-  readonly arm: (marker: string) => void
+  /**
+   * Cut the connection that next sends a command containing `marker`, once: after the server ran it
+   * (the default), or, with `applied: false`, before it reaches the server (the chunk is dropped).
+   */
+  readonly arm: (marker: string, options?: { readonly applied?: boolean }) => void
   /** How many connections were cut so far. */
   readonly cuts: () => number
   readonly close: () => Promise<void>
@@ -20,6 +24,7 @@ export interface CuttingProxy {
 /** Starts a proxy on a free loopback port to Redis at 127.0.0.1:`target`. */
 export const cuttingProxy = async (target: number, options: { readonly afterMs?: number } = {}): Promise<CuttingProxy> => {
   let armed: Buffer | undefined
+  let forward = true
   let cuts = 0
   const sockets = new Set<Socket>()
   const server = createServer((client) => {
@@ -36,12 +41,14 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
     let tail = Buffer.alloc(0)
     client.on("data", (chunk: Buffer) => {
       if (cut) return
-      upstream.write(chunk)
-      if (armed === undefined) return
       // a marker may straddle two chunks
-      const seen = Buffer.concat([tail, chunk])
-      tail = seen.subarray(Math.max(0, seen.length - armed.length))
-      if (!seen.includes(armed)) return
+      const seen = armed === undefined ? undefined : Buffer.concat([tail, chunk])
+      if (armed === undefined || !seen!.includes(armed)) {
+        upstream.write(chunk)
+        if (armed !== undefined) tail = seen!.subarray(Math.max(0, seen!.length - armed.length))
+        return
+      }
+      if (forward) upstream.write(chunk)
       armed = undefined
       cut = true
       cuts++
@@ -64,8 +71,9 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
   })
   return {
     port,
-    arm: (marker) => {
+    arm: (marker, armOptions) => {
       armed = Buffer.from(marker)
+      forward = armOptions?.applied ?? true
     },
     cuts: () => cuts,
     close: () =>
