@@ -4,10 +4,12 @@ import { describe, expect, it } from "vitest"
 
 // Builds dist/ and loads the package through its own `exports` map, as an installed copy would.
 describe("package", () => {
-  it("builds with types and resolves both entry points through `exports`", () => {
-    execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { stdio: "pipe" })
-    for (const file of ["index.js", "index.d.ts", "promise.js", "promise.d.ts"]) {
-      expect(existsSync(`dist/${file}`), file).toBe(true)
+  it("builds ESM and CommonJS with types, and resolves the entry points through `exports`", () => {
+    execFileSync("npm", ["run", "build"], { stdio: "pipe" })
+    for (const format of ["esm", "cjs"]) {
+      for (const entry of ["index", "promise", "bullmq", "sqs", "postgres", "mysql", "durable-workflow"]) {
+        for (const file of [`${entry}.js`, `${entry}.d.ts`]) expect(existsSync(`dist/${format}/${file}`), `${format}/${file}`).toBe(true)
+      }
     }
     const probe = `
       const root = await import("effect-durable-worker")

@@ -20,7 +20,9 @@ export class FatalError extends Error {
   readonly retryable = false as const
   readonly code: string | undefined
 
-  constructor(message: string, code?: string, options?: ErrorOptions) {
+  // `{ cause }` rather than the ES2022 lib's `ErrorOptions`, so projects compiling for an older lib
+  // (NestJS's default ES2021) check these declarations too
+  constructor(message: string, code?: string, options?: { readonly cause?: unknown }) {
     super(message, options)
     this.name = "FatalError"
     this.code = code
