@@ -29,7 +29,18 @@ import type { TransportError } from "../seam/TransportError.js"
 import { ActivityCancelled, type QueryFailed, UpdateRejected } from "../core/internal/durableWorkflow/errors.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { decodeArgs } from "../core/internal/durableWorkflow/replay.js"
-import { applyUpdate, errorClass, query, replay, ReplayFailure, type ReplayInput, typeOf, validateUpdate } from "../core/internal/durableWorkflow/run.js"
+import { capturing } from "./internal/durableWorkflowCapture.js"
+import {
+  applyUpdate,
+  errorClass,
+  query,
+  replay,
+  ReplayFailure,
+  type ReplayInput,
+  typeOf,
+  unserializable,
+  validateUpdate
+} from "../core/internal/durableWorkflow/run.js"
 
 /**
  * The kinds of task of the Durable Workflow worker plane (`update_validation` tasks come from
@@ -280,6 +291,17 @@ const runActivity = <R>(
           Effect.mapError(delivered.store(envelope), underlying))
       )
       if (Either.isLeft(encoded)) {
+        if (encoded.left instanceof Codec.PayloadEncodeError) {
+          // the same result would come back on every retry: final, at once
+          const refused = unserializable(`the result of activity ${JSON.stringify(activityType)}`, encoded.left)
+          return activityFailed("failed_non_retryable", {
+            message: refused.message,
+            type: refused.type,
+            class: `effect-durable-worker.${refused.type}`,
+            kind: "malformed_output",
+            non_retryable: true
+          })
+        }
         return activityFailed("failed_non_retryable", {
           message: `activity result could not be encoded: ${messageOf(encoded.left)}`,
           type: typeOf(encoded.left),
@@ -428,7 +450,8 @@ const runQueryTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask, delivere
     const result = answered.right === undefined ? null : answered.right
     const envelope = Codec.encodeEnvelope(result)
     if (Either.isLeft(envelope)) {
-      return queryFailed({ message: envelope.left.message, reason: "query_result_encode_failed", type: "PayloadEncodeError" })
+      const refused = unserializable(`the result of query ${JSON.stringify(queryName)}`, envelope.left)
+      return queryFailed({ message: refused.message, reason: "query_result_encode_failed", type: refused.type })
     }
     return DurableWorkflowReply.QueryCompleted({ result, envelope: envelope.right, outcome: "completed" })
   })
@@ -547,7 +570,7 @@ export const make = (
         // update-validation tasks are not intercepted
         ? Effect.map(runUpdateValidation(handlers, t, delivered), replyOutcome)
         : t.kind === "workflow"
-        ? intercepted(interceptors, (i) => i.executeWorkflowTask && ((next) => i.executeWorkflowTask!(ctx, next)), runWorkflowTask(handlers, t, delivered))
+        ? intercepted(interceptors, (i) => i.executeWorkflowTask && ((next) => i.executeWorkflowTask!(ctx, next)), capturing(t, delivered, runWorkflowTask(handlers, t, delivered)))
         : intercepted(interceptors, (i) => i.executeQueryTask && ((next) => i.executeQueryTask!(ctx, next)), runQueryTask(handlers, t, delivered))
       return Effect.annotateLogs(run, {
         taskKind: t.kind,

@@ -127,7 +127,8 @@ describe("Durable Workflow activity results", () => {
       server.enqueueActivityTask({ activityType: "bad.result", taskQueue: QUEUE, input: [] })
       yield* until(server, () => server.failedActivityTasks.length === 1)
       const failure = server.failedActivityTasks[0]!.failure
-      assert.match(String(failure["message"]), /^activity result could not be encoded: unsupported_value_type/)
+      assert.match(String(failure["message"]), /^the result of activity "bad\.result" cannot be encoded by the Durable Workflow codec: .* at \$\.when \(unsupported_value_type\)$/)
+      assert.strictEqual(failure["type"], "unserializable_output")
       assert.strictEqual(failure["non_retryable"], true)
     }))
 })

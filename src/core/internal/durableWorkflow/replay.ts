@@ -65,6 +65,8 @@ export interface Resolution {
   readonly eventType: string
   readonly payload: Record<string, unknown>
   readonly groupIndex: number | undefined
+  /** The codec its payloads decode with (rule 4). */
+  readonly codec: unknown
 }
 
 /**
@@ -97,6 +99,8 @@ export interface AcceptedUpdate {
   readonly name: string
   /** The recorded arguments, still encoded (decoded when the update is applied). */
   readonly arguments: unknown
+  /** The codec they decode with (rule 4). */
+  readonly codec: unknown
 }
 
 const resolutionShapes: Record<string, string> = {
@@ -110,15 +114,12 @@ const resolutionShapes: Record<string, string> = {
   ChildRunCancelled: "child workflow",
   ChildRunTerminated: "child workflow",
   VersionMarkerRecorded: "version marker",
-  SearchAttributesUpserted: "search attributes upsert",
-  ConditionWaitSatisfied: "condition wait",
-  ConditionWaitTimedOut: "condition wait"
+  SearchAttributesUpserted: "search attributes upsert"
 }
 
 /** Events recording that a blocking step was scheduled, in the order the code asked for them. */
 const schedulingShapes: Record<string, string> = {
   ActivityScheduled: "activity",
-  TimerScheduled: "timer",
   ChildWorkflowScheduled: "child workflow"
 }
 
@@ -165,13 +166,134 @@ const sequenceOf = (payload: Record<string, unknown>): number | undefined => {
   return undefined
 }
 
-const waitIdOf = (payload: Record<string, unknown>): string | undefined => {
-  const id = payload["condition_wait_id"]
-  return typeof id === "string" && id.length > 0 ? id : undefined
+const nonEmpty = (value: unknown): string | undefined => typeof value === "string" && value.length > 0 ? value : undefined
+
+const waitIdOf = (payload: Record<string, unknown>): string | undefined => nonEmpty(payload["condition_wait_id"])
+
+/** The kind of an internal wait timer. */
+type InternalTimer = "condition_timeout" | "signal_timeout"
+
+/**
+ * Whether a timer event belongs to a wait rather than to a user `sleep` (rule 1), in this order:
+ * its `timer_kind`; a `condition_wait_id` or `signal_wait_id` on its payload; its workflow sequence
+ * being that of a recorded `ConditionWaitOpened` (or of an older server's aliased condition timer,
+ * rule 2) in `waitsBySequence`.
+ */
+const internalTimerOf = (payload: Record<string, unknown>, waitsBySequence?: ReadonlyMap<number, string>): InternalTimer | undefined => {
+  const kind = payload["timer_kind"]
+  if (kind === "condition_timeout" || kind === "signal_timeout") return kind
+  if (waitIdOf(payload) !== undefined) return "condition_timeout"
+  if (nonEmpty(payload["signal_wait_id"]) !== undefined) return "signal_timeout"
+  const sequence = sequenceOf(payload)
+  return sequence !== undefined && waitsBySequence?.has(sequence) === true ? "condition_timeout" : undefined
 }
 
-const isInternalTimer = (payload: Record<string, unknown>): boolean =>
-  payload["timer_kind"] === "condition_timeout" || payload["timer_kind"] === "signal_timeout"
+/** The condition wait a condition-timeout timer belongs to. */
+const timerWaitIdOf = (payload: Record<string, unknown>, waitsBySequence: ReadonlyMap<number, string>): string | undefined => {
+  if (internalTimerOf(payload, waitsBySequence) !== "condition_timeout") return undefined
+  const sequence = sequenceOf(payload)
+  return waitIdOf(payload) ?? (sequence === undefined ? undefined : waitsBySequence.get(sequence))
+}
+
+const payloadOf = (event: Record<string, unknown>): Record<string, unknown> =>
+  Predicate.isRecord(event["payload"]) ? event["payload"] : {}
+
+/** A `ConditionWaitOpened` timeout usable by rule 2: a positive integer or a string of digits. */
+const waitTimeoutOf = (raw: unknown): number | undefined => {
+  if (typeof raw === "number" && Number.isInteger(raw) && raw > 0) return raw
+  if (typeof raw === "string" && /^[0-9]+$/.test(raw) && Number(raw) > 0) return Number(raw)
+  return undefined
+}
+
+/**
+ * The workflow sequences of older servers' condition-wait timers (rule 2), which carry only a
+ * `timer_id`: walking history in order, a `TimerScheduled` following a `ConditionWaitOpened` with a
+ * timeout is that wait's timer when it has its own sequence (not the wait's), the wait's timeout
+ * as `delay_seconds`, a `timer_id`, and no `timer_kind` nor `signal_wait_id`. Anything that ends
+ * the wait (another timer, its timer firing or being cancelled, its outcome, a scheduled step, the
+ * run's end) clears it.
+ */
+const legacyConditionTimers = (events: ReadonlyArray<unknown>, waitsBySequence: ReadonlyMap<number, string>): Map<number, string> => {
+  const aliases = new Map<number, string>()
+  let active: { readonly waitId: string; readonly sequence: number; readonly timeout: number } | undefined
+  for (const event of events) {
+    if (!Predicate.isRecord(event)) continue
+    const type = event["event_type"]
+    const payload = payloadOf(event)
+    switch (type) {
+      case "ConditionWaitOpened": {
+        const waitId = waitIdOf(payload)
+        const sequence = sequenceOf(payload)
+        const timeout = payload["timeout_seconds"] === true || payload["timeout_seconds"] === false ? undefined : waitTimeoutOf(payload["timeout_seconds"])
+        active = waitId !== undefined && sequence !== undefined && timeout !== undefined ? { waitId, sequence, timeout } : undefined
+        break
+      }
+      case "TimerScheduled": {
+        if (internalTimerOf(payload) === "condition_timeout") break
+        const sequence = sequenceOf(payload)
+        if (
+          active !== undefined && sequence !== undefined && sequence !== active.sequence &&
+          payload["delay_seconds"] === active.timeout && nonEmpty(payload["timer_id"]) !== undefined &&
+          payload["timer_kind"] === undefined && nonEmpty(payload["signal_wait_id"]) === undefined
+        ) {
+          aliases.set(sequence, active.waitId)
+          break
+        }
+        active = undefined
+        break
+      }
+      case "TimerFired":
+      case "TimerCancelled": {
+        const sequence = sequenceOf(payload)
+        if ((sequence !== undefined && aliases.has(sequence)) || internalTimerOf(payload, waitsBySequence) === "condition_timeout") active = undefined
+        break
+      }
+      case "ConditionWaitSatisfied":
+      case "ConditionWaitTimedOut": {
+        const waitId = waitIdOf(payload)
+        if (waitId === undefined || waitId === active?.waitId) active = undefined
+        break
+      }
+      case "WorkflowCompleted":
+      case "WorkflowFailed":
+      case "WorkflowContinuedAsNew":
+      case "ActivityScheduled":
+      case "ChildWorkflowScheduled":
+        active = undefined
+        break
+    }
+  }
+  return aliases
+}
+
+/**
+ * The condition waits by workflow sequence: each recorded `ConditionWaitOpened` (with an id and a
+ * sequence), and, when history has metadata-poor timers at all, older servers' condition timers
+ * (rule 2). A timer event at one of these sequences is that wait's timer (rule 1).
+ *
+ * @internal
+ */
+export const conditionWaitsBySequence = (events: ReadonlyArray<unknown>): ReadonlyMap<number, string> => {
+  const waits = new Map<number, string>()
+  let metadataPoor = false
+  for (const event of events) {
+    if (!Predicate.isRecord(event)) continue
+    const payload = payloadOf(event)
+    if (event["event_type"] === "ConditionWaitOpened") {
+      const sequence = sequenceOf(payload)
+      const waitId = waitIdOf(payload)
+      if (sequence !== undefined && waitId !== undefined) waits.set(sequence, waitId)
+    } else if (
+      event["event_type"] === "TimerScheduled" && internalTimerOf(payload) === undefined &&
+      nonEmpty(payload["timer_id"]) !== undefined && payload["timer_kind"] === undefined
+    ) {
+      metadataPoor = true
+    }
+  }
+  if (!metadataPoor) return waits
+  for (const [sequence, waitId] of legacyConditionTimers(events, waits)) waits.set(sequence, waitId)
+  return waits
+}
 
 const resultEvents = new Set([
   "ActivityCompleted",
@@ -201,11 +323,14 @@ const stepEvents = new Set([
  * itself ended (satisfied, timed out, its timeout timer fired or was cancelled), `"step"` when the
  * workflow moved on through some other step (scheduled or resolved), else nothing.
  */
-const windowEnd = (type: string, payload: Record<string, unknown>): "wait" | "step" | undefined => {
+const windowEnd = (type: string, payload: Record<string, unknown>, waitsBySequence: ReadonlyMap<number, string>): "wait" | "step" | undefined => {
   if (type === "ConditionWaitSatisfied" || type === "ConditionWaitTimedOut") return "wait"
-  if ((type === "TimerFired" || type === "TimerCancelled") && payload["timer_kind"] === "condition_timeout") return "wait"
+  if (type === "TimerFired" || type === "TimerCancelled" || type === "TimerScheduled") {
+    const internal = internalTimerOf(payload, waitsBySequence)
+    if (internal === undefined) return type === "TimerCancelled" ? undefined : "step"
+    return internal === "condition_timeout" && type !== "TimerScheduled" ? "wait" : undefined
+  }
   if (stepEvents.has(type) || resultEvents.has(type)) return "step"
-  if ((type === "TimerScheduled" || type === "TimerFired") && !isInternalTimer(payload)) return "step"
   return undefined
 }
 
@@ -226,7 +351,10 @@ const windowEnd = (type: string, payload: Record<string, unknown>): "wait" | "st
  *
  * @internal
  */
-export const bindReceiversToWaits = (events: ReadonlyArray<unknown>): Map<number, string | null> => {
+export const bindReceiversToWaits = (
+  events: ReadonlyArray<unknown>,
+  waitsBySequence: ReadonlyMap<number, string> = conditionWaitsBySequence(events)
+): Map<number, string | null> => {
   const bound = new Map<number, string | null>()
   let unattached: Array<number> = []
   let unattachedMayBind = true
@@ -259,7 +387,7 @@ export const bindReceiversToWaits = (events: ReadonlyArray<unknown>): Map<number
       inWindow.push(index)
       return
     }
-    const end = windowEnd(type, payload)
+    const end = windowEnd(type, payload, waitsBySequence)
     if (end === undefined) return
     if (openWait === undefined) {
       if (end === "step") {
@@ -279,13 +407,22 @@ export const bindReceiversToWaits = (events: ReadonlyArray<unknown>): Map<number
   return bound
 }
 
-/** Splits a history into resolutions, receivers (signals, applied updates) and accepted updates. @internal */
+/**
+ * Splits a history into resolutions (the results the code consumes in order), scheduled steps,
+ * receivers (signals, applied updates), accepted updates, opened condition waits and their
+ * recorded outcomes. Internal wait timers (rules 1–2) never become resolutions or scheduled steps;
+ * a condition timer that fired is its wait's `false` outcome (rule 3). Each event's payloads decode
+ * with its own `payload_codec`, `codec` being the fallback (rule 4).
+ *
+ * @internal
+ */
 export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   readonly resolutions: ReadonlyArray<Resolution>
   readonly scheduled: ReadonlyArray<Resolution>
   readonly receivers: ReadonlyArray<RecordedReceiver>
   readonly accepted: ReadonlyArray<AcceptedUpdate>
   readonly waits: ReadonlyArray<OpenedWait>
+  readonly outcomes: ReadonlyMap<string, boolean>
   readonly startedAt: number | undefined
 } => {
   const resolutions: Array<Resolution> = []
@@ -293,14 +430,9 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   const receivers: Array<RecordedReceiver> = []
   const accepted: Array<AcceptedUpdate> = []
   const waits: Array<OpenedWait> = []
-  const waitsBySequence = new Map<number, string>()
-  for (const event of events) {
-    if (!Predicate.isRecord(event) || event["event_type"] !== "ConditionWaitOpened" || !Predicate.isRecord(event["payload"])) continue
-    const sequence = sequenceOf(event["payload"])
-    const waitId = waitIdOf(event["payload"])
-    if (sequence !== undefined && waitId !== undefined) waitsBySequence.set(sequence, waitId)
-  }
-  const bindings = bindReceiversToWaits(events)
+  const outcomes = new Map<string, boolean>()
+  const waitsBySequence = conditionWaitsBySequence(events)
+  const bindings = bindReceiversToWaits(events, waitsBySequence)
   const pinned = (index: number, payload: Record<string, unknown>): { waitId?: string } => {
     const sequence = sequenceOf(payload)
     const waitId = bindings.has(index)
@@ -315,60 +447,85 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
     const event = events[at]
     if (!Predicate.isRecord(event)) continue
     const type = String(event["event_type"] ?? "")
-    const payload = Predicate.isRecord(event["payload"]) ? event["payload"] : {}
-    if (type === "ConditionWaitOpened") {
-      const waitId = waitIdOf(payload)
-      const key = payload["condition_key"]
-      if (waitId !== undefined) waits.push({ waitId, key: typeof key === "string" ? key : undefined })
-      continue
+    const payload = payloadOf(event)
+    const eventCodec = payloadCodecOf(payload, codec)
+    switch (type) {
+      case "ConditionWaitOpened": {
+        const waitId = waitIdOf(payload)
+        const key = payload["condition_key"]
+        if (waitId !== undefined) waits.push({ waitId, key: typeof key === "string" ? key : undefined })
+        continue
+      }
+      case "ConditionWaitSatisfied":
+      case "ConditionWaitTimedOut": {
+        const waitId = waitIdOf(payload)
+        if (waitId !== undefined) outcomes.set(waitId, type === "ConditionWaitSatisfied")
+        continue
+      }
+      case "WorkflowStarted": {
+        if (typeof payload["timestamp"] === "string") {
+          const parsed = Date.parse(payload["timestamp"])
+          if (!Number.isNaN(parsed)) startedAt = parsed
+        }
+        continue
+      }
+      case "SignalReceived": {
+        const raw = payload["value"] ?? payload["input"] ?? payload["arguments"]
+        receivers.push({
+          kind: "signal",
+          name: String(payload["signal_name"] ?? ""),
+          args: decodeArgs(raw, eventCodec),
+          position: resolutions.length,
+          ...pinned(at, payload)
+        })
+        continue
+      }
+      case "UpdateApplied": {
+        const raw = payload["arguments"] ?? payload["input"] ?? payload["value"]
+        receivers.push({
+          kind: "update",
+          name: String(payload["update_name"] ?? ""),
+          args: decodeArgs(raw, eventCodec),
+          position: resolutions.length,
+          ...(typeof payload["update_id"] === "string" ? { updateId: payload["update_id"] } : {}),
+          ...pinned(at, payload)
+        })
+        continue
+      }
+      case "UpdateAccepted": {
+        accepted.push({
+          updateId: String(payload["update_id"] ?? ""),
+          name: String(payload["update_name"] ?? ""),
+          arguments: payload["arguments"] ?? payload["input"] ?? null,
+          codec: eventCodec
+        })
+        continue
+      }
+      case "TimerScheduled": {
+        if (internalTimerOf(payload, waitsBySequence) === undefined) {
+          scheduled.push({ shape: "timer", eventType: type, payload, groupIndex: undefined, codec: eventCodec })
+        }
+        continue
+      }
+      case "TimerFired": {
+        const internal = internalTimerOf(payload, waitsBySequence)
+        if (internal === "condition_timeout") {
+          const waitId = timerWaitIdOf(payload, waitsBySequence)
+          if (waitId !== undefined) outcomes.set(waitId, false)
+          continue
+        }
+        if (internal === "signal_timeout") continue
+        break
+      }
     }
-    if (type === "WorkflowStarted" && typeof payload["timestamp"] === "string") {
-      const parsed = Date.parse(payload["timestamp"])
-      if (!Number.isNaN(parsed)) startedAt = parsed
-    }
-    if (type === "SignalReceived") {
-      const raw = payload["value"] ?? payload["input"] ?? payload["arguments"]
-      receivers.push({
-        kind: "signal",
-        name: String(payload["signal_name"] ?? ""),
-        args: decodeArgs(raw, codec),
-        position: resolutions.length,
-        ...pinned(at, payload)
-      })
-      continue
-    }
-    if (type === "UpdateApplied") {
-      const raw = payload["arguments"] ?? payload["input"] ?? payload["value"]
-      receivers.push({
-        kind: "update",
-        name: String(payload["update_name"] ?? ""),
-        args: decodeArgs(raw, codec),
-        position: resolutions.length,
-        ...(typeof payload["update_id"] === "string" ? { updateId: payload["update_id"] } : {}),
-        ...pinned(at, payload)
-      })
-      continue
-    }
-    if (type === "UpdateAccepted") {
-      accepted.push({
-        updateId: String(payload["update_id"] ?? ""),
-        name: String(payload["update_name"] ?? ""),
-        arguments: payload["arguments"] ?? payload["input"] ?? null
-      })
-      continue
-    }
-    const kind = payload["timer_kind"] ?? payload["kind"]
     const scheduling = schedulingShapes[type]
-    if (scheduling !== undefined && !(type === "TimerScheduled" && (kind === "condition_timeout" || kind === "signal_timeout"))) {
-      scheduled.push({ shape: scheduling, eventType: type, payload, groupIndex: undefined })
-    }
+    if (scheduling !== undefined) scheduled.push({ shape: scheduling, eventType: type, payload, groupIndex: undefined, codec: eventCodec })
     const shape = resolutionShapes[type]
     if (shape === undefined) continue
-    if (type === "TimerFired" && (kind === "condition_timeout" || kind === "signal_timeout")) continue
     const index = payload["parallel_group_index"]
-    resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined })
+    resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined, codec: eventCodec })
   }
-  return { resolutions, scheduled, receivers, accepted, waits, startedAt }
+  return { resolutions, scheduled, receivers, accepted, waits, outcomes, startedAt }
 }
 
 /** The outcome of asking the turn for an op (or a parallel group). @internal */
@@ -415,7 +572,9 @@ export class Turn {
     /** The update an accepted-update task is applying: a recorded application of it is not replayed. */
     readonly applyingUpdateId: string | undefined = undefined,
     /** The recorded `ConditionWaitOpened` events, matched in order to the code's condition waits. */
-    readonly waits: ReadonlyArray<OpenedWait> = []
+    readonly waits: ReadonlyArray<OpenedWait> = [],
+    /** The recorded outcome of each condition wait, by id: `true` satisfied, `false` timed out. */
+    readonly outcomes: ReadonlyMap<string, boolean> = new Map()
   ) {}
 
   /** Whether recorded results remain (the code is replaying). */
@@ -478,21 +637,24 @@ export class Turn {
 
   /**
    * The code reached a condition wait: it is the next recorded `ConditionWaitOpened` (n-th wait of
-   * the code, n-th opened in history). The receivers pinned to it are applied; while the predicate
-   * stays false and history shows the same wait (same `condition_key`) opened again right after,
-   * the code is at that reopened wait too, and its receivers are applied as well.
+   * the code, n-th opened in history), whose pinned receivers are applied. A recorded outcome wins
+   * over the predicate (rule 3): a timed-out wait is `false` whatever the state says now. While the
+   * wait is unsatisfied and history shows the same wait (same `condition_key`) opened again right
+   * after, the code is at that reopened wait too. `undefined`: the wait blocks.
    */
-  private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>, recorded: Resolution | undefined): void {
+  private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>): boolean | undefined {
     for (;;) {
       const opened = this.waits[this.waitsReached]
-      if (opened === undefined) return
       this.waitsReached += 1
-      this.applyWaitReceivers(opened.waitId)
-      const again = this.waits[this.waitsReached]
+      if (opened !== undefined) this.applyWaitReceivers(opened.waitId)
+      const outcome = opened === undefined ? undefined : this.outcomes.get(opened.waitId)
+      if (outcome === false) return false
+      const again = opened === undefined ? undefined : this.waits[this.waitsReached]
       const reopened = again !== undefined && op.key !== undefined && op.key.length > 0 && again.key === op.key
-      if (!reopened) return
-      const timedOutHere = recorded?.eventType === "ConditionWaitTimedOut" && recorded.payload["condition_wait_id"] === opened.waitId
-      if (timedOutHere || op.predicate()) return
+      const holds = op.predicate()
+      if (reopened && !holds) continue
+      if (outcome === true || holds) return true
+      return undefined
     }
   }
 
@@ -534,7 +696,7 @@ export class Turn {
       case "ActivityCompleted":
       case "ChildRunCompleted":
       case "SideEffectRecorded":
-        return { _tag: "Resolved", value: decodeValue(p["result"] ?? p["output"], this.codec) }
+        return { _tag: "Resolved", value: decodeValue(p["result"] ?? p["output"], recorded.codec) }
       case "ActivityFailed":
       case "ActivityTimedOut": {
         const exception = Predicate.isRecord(p["exception"]) ? p["exception"] : Predicate.isRecord(p["failure"]) ? p["failure"] : {}
@@ -568,10 +730,6 @@ export class Turn {
       }
       case "VersionMarkerRecorded":
         return { _tag: "Resolved", value: typeof p["version"] === "number" ? p["version"] : Number(p["version"]) }
-      case "ConditionWaitSatisfied":
-        return { _tag: "Resolved", value: true }
-      case "ConditionWaitTimedOut":
-        return { _tag: "Resolved", value: false }
       default:
         return { _tag: "Resolved", value: null }
     }
@@ -676,12 +834,9 @@ export class Turn {
         return { _tag: "Resolved", value: null }
       }
       case "Condition": {
-        this.reachWait(op, recorded)
-        if (recorded !== undefined && recorded.shape === "condition wait") {
-          this.cursor += 1
-          return this.valueOf(op, recorded)
-        }
-        if (op.predicate()) return { _tag: "Resolved", value: true }
+        const outcome = this.reachWait(op)
+        if (outcome !== undefined) return { _tag: "Resolved", value: outcome }
+        // still waiting while history went on: the code took another path than the live run
         if (recorded !== undefined) this.check(op, recorded)
         this.pending.push(this.commandOf(op))
         return { _tag: "Blocked" }

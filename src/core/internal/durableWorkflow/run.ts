@@ -252,15 +252,66 @@ const finish = (input: ReplayInput, turn: Turn, guard: Guard, ending: Ending): R
   }
   if (ending._tag === "Threw") return [...turn.pending, failWorkflowCommand(ending.error)]
   const value = ending.value
+  const workflow = `workflow ${JSON.stringify(input.workflowType)}`
   if (value instanceof ContinueAsNew) {
+    const args = encodeOrRefuse(input, [...value.args], `the continue-as-new arguments of ${workflow}`)
+    if (args._tag === "Refused") return [...turn.pending, args.command]
     return [...turn.pending, {
       type: "continue_as_new",
       queue: value.queue ?? input.taskQueue,
       ...(value.workflowType === undefined ? {} : { workflow_type: value.workflowType }),
-      arguments: input.encode([...value.args])
+      arguments: args.envelope
     }]
   }
-  return [...turn.pending, { type: "complete_workflow", result: input.encode(value === undefined ? null : value) }]
+  const result = encodeOrRefuse(input, value === undefined ? null : value, `the output of ${workflow}`)
+  return [...turn.pending, result._tag === "Refused" ? result.command : { type: "complete_workflow", result: result.envelope }]
+}
+
+const segment = (name: string | number) =>
+  typeof name === "number" ? `[${name}]` : /^[A-Za-z_$][\w$]*$/.test(name) ? `.${name}` : `[${JSON.stringify(name)}]`
+
+/**
+ * Why a value the Durable Workflow codec refuses cannot be answered, naming where the bad value
+ * is (`$.items[2].amount`); final, since a retry produces the same value. @internal
+ */
+export const unserializable = (what: string, error: Codec.PayloadEncodeError): { readonly type: string; readonly message: string } => {
+  // a cycle shows up as a path as deep as the codec's limit: name its start only
+  const shown = error.path.length > 16 ? [...error.path.slice(0, 16).map(segment), "…"] : error.path.map(segment)
+  const tail = error.path.length === 0 ? "" : ` at ${error.path.map((s) => `[${JSON.stringify(s)}]`).join("")}`
+  const prefix = `${error.code}: `
+  const reason = error.message.startsWith(prefix) && error.message.endsWith(tail)
+    ? error.message.slice(prefix.length, error.message.length - tail.length)
+    : error.message
+  return {
+    type: "unserializable_output",
+    message: `${what} cannot be encoded by the Durable Workflow codec: ${reason} at $${shown.join("")} (${error.code})`
+  }
+}
+
+/** The `fail_workflow` command of a workflow value the codec refuses: non-retryable. */
+const unserializableWorkflow = (what: string, error: Codec.PayloadEncodeError): Command => {
+  const refused = unserializable(what, error)
+  return {
+    type: "fail_workflow",
+    message: refused.message,
+    exception_type: refused.type,
+    exception_class: `effect-durable-worker.${refused.type}`,
+    non_retryable: true
+  }
+}
+
+/** Encodes an outbound workflow value, or the final failure when the codec refuses it. */
+const encodeOrRefuse = (
+  input: ReplayInput,
+  value: unknown,
+  what: string
+): { readonly _tag: "Encoded"; readonly envelope: unknown } | { readonly _tag: "Refused"; readonly command: Command } => {
+  try {
+    return { _tag: "Encoded", envelope: input.encode(value) }
+  } catch (error) {
+    if (error instanceof Codec.PayloadEncodeError) return { _tag: "Refused", command: unserializableWorkflow(what, error) }
+    throw error
+  }
 }
 
 const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
@@ -376,7 +427,8 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       definition.specs ?? emptySpecs,
       settleDuringReplay,
       input.applyingUpdateId,
-      history.waits
+      history.waits,
+      history.outcomes
     )
     const accepted = history.accepted
     const guard = new Guard(turn)
@@ -540,7 +592,7 @@ export const applyUpdate = <R>(
     }
     let args: ReadonlyArray<unknown>
     try {
-      args = decodeArgs(update.arguments, input.codec)
+      args = decodeArgs(update.arguments, update.codec)
     } catch (error) {
       return failUpdate(updateId, "InvalidUpdate", `cannot decode the arguments of update '${update.name}': ${messageOf(error)}`)
     }
@@ -556,7 +608,14 @@ export const applyUpdate = <R>(
       const retryable = typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true
       return { ...failUpdate(updateId, errorName(error), messageOf(error), !retryable), exception_class: errorClass(error) }
     }
-    return { type: "complete_update", update_id: updateId, result: input.encode(outcome.right === undefined ? null : outcome.right) }
+    const result = outcome.right === undefined ? null : outcome.right
+    try {
+      return { type: "complete_update", update_id: updateId, result: input.encode(result) }
+    } catch (error) {
+      if (!(error instanceof Codec.PayloadEncodeError)) return yield* Effect.fail(new ReplayFailure(error))
+      const refused = unserializable(`the result of update ${JSON.stringify(update.name)}`, error)
+      return failUpdate(updateId, refused.type, refused.message)
+    }
   })
 
 /**
