@@ -154,7 +154,7 @@ export interface ConnectionOptions {
 }
 
 /**
- * Options of {@link layerPostgres}.
+ * Options of `layerPostgres` (`effect-durable-worker/postgres`).
  *
  * @since 0.1.0
  * @category models
@@ -162,7 +162,7 @@ export interface ConnectionOptions {
 export interface PostgresOptions extends SqlTransportOptions, ConnectionOptions {}
 
 /**
- * Options of {@link layerMysql}.
+ * Options of `layerMysql` (`effect-durable-worker/mysql`).
  *
  * @since 0.1.0
  * @category models
