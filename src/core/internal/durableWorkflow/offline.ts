@@ -6,7 +6,7 @@ import * as Codec from "../../../wire/DurableWorkflowCodec.js"
 import { messageOf } from "../errors.js"
 import { NonDeterministicReplayError, QueryFailed, ReplayError } from "./errors.js"
 import { type Command, decodeArgs, payloadCodecOf } from "./replay.js"
-import { applyUpdate, type Definition, encodeInline, query, replay, ReplayFailure, type ReplayInput } from "./run.js"
+import { applyUpdate, type Definition, encodeInline, query, replay, ReplayFailure, type ReplayInput, unserializable } from "./run.js"
 
 /** A recorded history: its events, or an export document carrying them. @internal */
 export type HistoryInput = ReadonlyArray<unknown> | { readonly events: ReadonlyArray<unknown> }
@@ -178,7 +178,14 @@ export const queryOffline = <R>(
     // a replay failure is the replay's error, not a query failure, when replaying offline
     const replayed = yield* Effect.either(replay(definition, input))
     if (Either.isLeft(replayed)) return yield* Effect.fail(offlineError(replayed.left))
-    return yield* query(definition, input, name, args)
+    const result = yield* query(definition, input, name, args)
+    // what a worker could not send back is no answer offline either
+    const encoded = Codec.encodeEnvelope(result === undefined ? null : result)
+    if (Either.isLeft(encoded)) {
+      const refused = unserializable(`the result of query ${JSON.stringify(name)}`, encoded.left)
+      return yield* new QueryFailed({ reason: "query_result_encode_failed", message: refused.message })
+    }
+    return result
   })
 
 /** An update to apply offline: an accepted one in history (its id), or a new one. @internal */
