@@ -714,3 +714,12 @@ export const replayUpdate = <R = never>(
   update: ReplayUpdate,
   options?: ReplayOptions
 ): Effect.Effect<ReplayUpdateOutcome, ReplayFailure, R> => updateOffline(definitions, history, update, options)
+
+// ---- verification ------------------------------------------------------------------------------
+
+export {
+  type DurableWorkflowCase,
+  type GoldenExpectation,
+  verify,
+  type VerifyOptions
+} from "./internal/verify/durableWorkflow.js"

@@ -190,3 +190,5 @@ export const fromPromise = <I = unknown, O = unknown>(
  */
 export const isWorkflow = (u: unknown): u is Workflow<unknown, unknown, unknown> =>
   typeof u === "object" && u !== null && TypeId in u
+
+export { verify, type VerifyOptions, type WorkflowCase } from "./internal/verify/workflow.js"

@@ -9,8 +9,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { decodeStepTask, isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
-import { decodeWorkflowTask, type WorkflowDecision } from "../wire/WorkflowProtocol.js"
+import { decodeWorkflowTask, encodeWorkflowDecision, type WorkflowDecision, type WorkflowTask } from "../wire/WorkflowProtocol.js"
 import { processStep } from "../core/Step.js"
+import { nestDurableHistorySchema } from "../core/internal/verify/files.js"
+import * as ReplayCapture from "../core/ReplayCapture.js"
 import { processWorkflowTask } from "../core/Workflow.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { Handlers, Outcome } from "../seam/Protocol.js"
@@ -47,10 +49,30 @@ const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
       )
   })
 
+/**
+ * The turn as a history file for `verify` (when the capture in force samples it): the payload as it
+ * was delivered, and the decision as it goes on the wire.
+ */
+const captureTurn = (payload: unknown, task: WorkflowTask, decision: WorkflowDecision) =>
+  ReplayCapture.capture(Effect.gen(function*() {
+    const answered = yield* encodeWorkflowDecision(decision)
+    return {
+      schema: nestDurableHistorySchema,
+      workflow: task.workflow,
+      run_id: task.runId,
+      captured_at: yield* ReplayCapture.capturedAt,
+      source: { runtime: "effect-durable-worker", protocol: "nestjs-durable" },
+      task: payload,
+      decision: answered
+    } satisfies ReplayCapture.CapturedHistory
+  }))
+
 const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string | undefined) =>
   Either.match(decodeWorkflowTask(payload), {
     onRight: (task) =>
-      Effect.map(processWorkflowTask(handlers.workflows, task, { partition }), decisionReply).pipe(
+      processWorkflowTask(handlers.workflows, task, { partition }).pipe(
+        Effect.tap((decision) => captureTurn(payload, task, decision)),
+        Effect.map(decisionReply),
         Effect.annotateLogs({ runId: task.runId, workflow: task.workflow, taskId: task.taskId })
       ),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
