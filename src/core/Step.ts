@@ -321,12 +321,15 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       })
     const run = handled.pipe(
       (run) => step?.effectful === false ? run : captureTaskLogs(annotations(), events)(run),
+      // the span sees the handler's failure (a FatalError included), so it ends with status error
+      Effect.flatMap((exit) => exit !== undefined && Exit.isFailure(exit) ? Effect.failCause(exit.cause) : Effect.succeed(exit)),
       withTaskSpan(() => [`durable.step ${task.name}`, {
         kind: "consumer",
         captureStackTrace: false,
         attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
         ...externalParent(task.traceparent)
-      }], task.traceparent !== undefined)
+      }], task.traceparent !== undefined),
+      Effect.catchAllCause((cause) => Effect.succeed(Exit.failCause(cause)))
     )
     return Effect.flatMap(run, (exit): Effect.Effect<StepResult> => {
       if (exit === undefined) {

@@ -119,7 +119,8 @@ export const slots = Metric.gauge("durable_worker_slots", {
 })
 
 /**
- * Tasks the memory gate made wait before they ran, by step `name`.
+ * Tasks the memory gate made wait before they ran, by step `name`, counted when the gate lets
+ * them through (`durable_worker_tasks_deferred` shows those waiting now).
  *
  * @since 0.3.0
  * @category metrics

@@ -42,6 +42,7 @@ import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { StepResult } from "../wire/StepProtocol.js"
+import { countLostConnections, waitingJobs } from "./bullmq/internal/backlog.js"
 import { coalesceWrites } from "./bullmq/internal/coalesce.js"
 import { BullMQConfigError, type Resolved, resolve, type Target } from "./bullmq/internal/config.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
@@ -200,6 +201,7 @@ const connectOnce = (options: Target, connectTimeout: Duration.Duration, command
         // later connection errors surface through the commands that fail; ioredis reconnects by itself
         lastError = error
       })
+      countLostConnections(client)
       coalesceWrites(client, commandsPerWrite)
       yield* Effect.tryPromise({ try: () => client.connect(), catch: (cause) => lastError ?? cause }).pipe(
         Effect.timeoutFail({
@@ -713,6 +715,7 @@ const build = (config: Resolved): Transport["Type"] => {
         pollers.push(Poller.make({
           name: brokers.length > 1 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
           pool: protocol.pools.step,
+          backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
           ready: Effect.suspend(() =>
             maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
               Effect.asVoid,

@@ -174,6 +174,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
           pollers: [Poller.make({
             name: "in-memory queue",
             pool: protocol.pools.step,
+            backlog: Effect.map(Queue.size(queue), (size) => Option.some(Math.max(0, size))),
             poll: (max) =>
               Effect.gen(function*() {
                 yield* log({ op: "poll" })
