@@ -4,16 +4,16 @@
  *
  *   npx tsx --conditions=source examples/durable-workflow.ts
  *
+ * (in an application: `npm install effect-durable-worker effect @effect/platform`; no other driver)
+ *
  * With `DURABLE_WORKFLOW_SERVER_URL` set it serves a real server (also reads
  * `DURABLE_WORKFLOW_NAMESPACE`, `DURABLE_WORKFLOW_AUTH_TOKEN`, `DURABLE_WORKFLOW_TASK_QUEUE` and
  * `DURABLE_WORKFLOW_WORKFLOW_ID`, the run to wait for; start it from your client or CLI). Without it,
  * it starts the protocol-faithful test server on loopback and plays the orchestrator itself.
  */
 import { Effect, Either } from "effect"
-import * as DurableWorkflow from "../src/core/DurableWorkflow.js"
-import * as Codec from "../src/wire/DurableWorkflowCodec.js"
-import * as Worker from "../src/runtime/Worker.js"
-import * as DurableWorkflowTransport from "../src/transport/DurableWorkflowTransport.js"
+import { DurableWorkflow, DurableWorkflowCodec as Codec, Worker } from "effect-durable-worker"
+import { DurableWorkflowTransport } from "effect-durable-worker/durable-workflow"
 import * as TestServer from "../test/support/durableWorkflowServer.js"
 
 const greet = DurableWorkflow.make("orders.greet", (ctx, name: string) =>
