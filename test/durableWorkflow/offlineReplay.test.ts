@@ -136,6 +136,21 @@ describe("DurableWorkflow.replay", () => {
       assert.match(e.message, /workflow sequence 1: the code asked for a timer, but history recorded ActivityCompleted \("compose"\)/)
     }))
 
+  it.effect("a condition wait whose key differs from the one history opened there is non-determinism", () =>
+    Effect.gen(function*() {
+      const history = [{ event_type: "ConditionWaitOpened", payload: { condition_wait_id: "w1", condition_key: "approval" } }]
+      const renamed = DurableWorkflow.fromGenerator("t", function*(ctx) {
+        return yield ctx.waitCondition(() => true, { key: "sign-off" })
+      })
+      const error = yield* Effect.flip(DurableWorkflow.replay(renamed, history))
+      assert.strictEqual(error._tag, "NonDeterministicReplayError")
+      assert.match(error.message, /waits on the condition "sign-off", but history opened the condition wait "approval" \(w1\)/)
+      const same = DurableWorkflow.fromGenerator("t", function*(ctx) {
+        return yield ctx.waitCondition(() => true, { key: "approval" })
+      })
+      assert.strictEqual(value((yield* DurableWorkflow.replay(same, history)).commands[0]!["result"]), true)
+    }))
+
   it.effect("the workflow type: given, from history, or the only definition; else a ReplayError listing the registered ones", () =>
     Effect.gen(function*() {
       assert.strictEqual((yield* DurableWorkflow.replay(other, [], {})).workflowType, "other")

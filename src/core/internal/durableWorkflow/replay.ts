@@ -646,6 +646,7 @@ export class Turn {
     for (;;) {
       const opened = this.waits[this.waitsReached]
       this.waitsReached += 1
+      if (opened !== undefined && opened.key !== undefined && opened.key !== (op.key ?? "")) this.keyChanged(op, opened)
       if (opened !== undefined) this.applyWaitReceivers(opened.waitId)
       const outcome = opened === undefined ? undefined : this.outcomes.get(opened.waitId)
       if (outcome === false) return false
@@ -663,6 +664,18 @@ export class Turn {
     while (this.receiversApplied < this.receivers.length) {
       this.applyReceiver(this.receivers[this.receiversApplied++]!)
     }
+  }
+
+  /** The code waits on another condition (by `condition_key`) than the one history shows opened here. */
+  private keyChanged(op: Extract<Op, { readonly _tag: "Condition" }>, opened: OpenedWait): never {
+    const sequence = this.sequence
+    throw new NonDeterministicReplayError({
+      workflowSequence: sequence,
+      expected: "condition wait",
+      recorded: "ConditionWaitOpened",
+      message: `non-deterministic replay at workflow sequence ${sequence}: the code waits on the condition ` +
+        `${JSON.stringify(op.key ?? "")}, but history opened the condition wait ${JSON.stringify(opened.key)} (${opened.waitId}) here`
+    })
   }
 
   private mismatch(op: Op, recorded: Resolution): never {
