@@ -3,7 +3,8 @@
  *
  * - wire: `StepProtocol`, `WorkflowProtocol`, `DurableWorkflowCodec` (wire schemas and codecs)
  * - core: `Step` (handlers, `processStep`), `Workflow` (replay, `processWorkflowTask`),
- *   `DurableWorkflow` (authoring), `FatalError`
+ *   `DurableWorkflow` (authoring), `FatalError`; `ReplayReport`, `ReplayVerify`, `ReplayCapture`
+ *   (verifying recorded histories before a deploy, and recording them from a worker)
  * - seam: `Protocol` and `Transport`, the public contract between the runtime, the orchestrators'
  *   protocols and the brokers
  * - protocols: `NestDurableProtocol` (nestjs-durable steps and turns), `DurableWorkflowProtocol`
@@ -51,6 +52,27 @@ export * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 
 /** @since 0.2.0 */
 export * as Protocol from "./seam/Protocol.js"
+
+/**
+ * Recording a sampled share of the workflow turns a worker replays, for `verify`.
+ *
+ * @since 0.3.0
+ */
+export * as ReplayCapture from "./core/ReplayCapture.js"
+
+/**
+ * The `durable-workflow.v2.replay-diff` report: statuses, verdicts, promotion decisions.
+ *
+ * @since 0.3.0
+ */
+export * as ReplayReport from "./core/ReplayReport.js"
+
+/**
+ * Verifying a directory of recorded histories (both orchestrators) against the code to deploy.
+ *
+ * @since 0.3.0
+ */
+export * as ReplayVerify from "./core/ReplayVerify.js"
 
 /** @since 0.1.0 */
 export * as Step from "./core/Step.js"
