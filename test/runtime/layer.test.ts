@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Worker from "../../src/runtime/Worker.js"
@@ -38,8 +41,42 @@ describe("Worker.layer", () => {
     }))
 
   it("NodeRuntime.runMain(Layer.launch(Worker.layer(...))) exits non-zero when Redis cannot be reached", async () => {
-    const script = fileURLToPath(new URL("../support/launchUnreachable.ts", import.meta.url))
-    const result = await new Promise<{ code: number | null; killed: boolean; output: string }>((resolve) => {
+    const result = await launch("launchUnreachable.ts")
+    assert.notStrictEqual(result.code, 0, result.output)
+    assert.isFalse(result.killed, `the process did not exit by itself: ${result.output}`)
+    assert.match(result.output, /RegistrationError|could not connect/)
+  })
+
+  it("NodeRuntime.runMain(Layer.launch(Worker.layer(...))) exits non-zero with the error when its poll loop dies after it was built", async () => {
+    const result = await launch("launchLoopFailure.ts")
+    assert.include(result.stdout, "worker registered", result.output)
+    assert.isFalse(result.killed, `the process did not exit by itself: ${result.output}`)
+    assert.strictEqual(result.code, 1, result.output)
+    assert.match(result.output, /WorkerLoopError/)
+    assert.match(result.output, /NOPERM this user has no permissions/)
+  })
+
+  it.effect("a program given the layer fails with the loop's error instead of running on", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const program = Effect.zipRight(
+        Effect.sleep("1 second").pipe(Effect.zipRight(broker.setPollFault({ _tag: "Fail", message: "gone", fatal: true }))),
+        Effect.never
+      )
+      const fiber = yield* Effect.fork(
+        Effect.provide(program, Worker.layer({ pollTimeout: "100 millis" }).pipe(Layer.provide(Layer.merge(broker.layer, memory))))
+      )
+      for (let i = 0; i < 20; i++) yield* TestClock.adjust("100 millis")
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause))
+      assert.include(Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "", "gone")
+    }))
+})
+
+const launch = (support: string) => {
+  const script = fileURLToPath(new URL(`../support/${support}`, import.meta.url))
+  {
+    return new Promise<{ code: number | null; killed: boolean; output: string; stdout: string; stderr: string }>((resolve) => {
       const child = execFile(
         process.execPath,
         ["--import", "tsx", "--conditions=source", script],
@@ -48,13 +85,12 @@ describe("Worker.layer", () => {
           resolve({
             code: error === null ? 0 : (error as { code?: number }).code ?? null,
             killed: error?.killed === true,
-            output: stdout + stderr
+            output: stdout + stderr,
+            stdout,
+            stderr
           })
       )
       child.stdin?.end()
     })
-    assert.notStrictEqual(result.code, 0, result.output)
-    assert.isFalse(result.killed, `the process did not exit by itself: ${result.output}`)
-    assert.match(result.output, /RegistrationError|could not connect/)
-  })
-})
+  }
+}
