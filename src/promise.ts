@@ -16,6 +16,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
 import * as Either from "effect/Either"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -39,6 +40,16 @@ import type * as FacadeMysql from "./facade/mysql.js"
 import type * as FacadePostgres from "./facade/postgres.js"
 import type * as FacadeSqs from "./facade/sqs.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
+import {
+  type FacadeLogger,
+  loggerLayer,
+  type MetricValue,
+  type TelemetryOptions,
+  telemetryLayer,
+  workerMetrics
+} from "./facade/internal/observability.js"
+import type { TaskEnd } from "./runtime/WorkerConfig.js"
+import type { WorkerStatus } from "./seam/Transport.js"
 import { refuseUnknown, settle, settleSync, type TransportHandle, unknownOption } from "./facade/internal/options.js"
 import type { Transport } from "./seam/Transport.js"
 
@@ -66,6 +77,9 @@ export type { StepError, StepEvent, StepResult, StepTask } from "./wire/StepProt
 export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./wire/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
 export type { TransportHandle } from "./facade/internal/options.js"
+export type { FacadeLogger, MetricValue, TelemetryOptions } from "./facade/internal/observability.js"
+export type { TaskEnd, TaskOutcome } from "./runtime/WorkerConfig.js"
+export type { WorkerStatus } from "./seam/Transport.js"
 export type { RedisOptions } from "./facade/bullmq.js"
 export type { DurableWorkflowHandle, DurableWorkflowOptions } from "./facade/durableWorkflow.js"
 export type { MissingDriverError } from "./transport/internal/drivers.js"
@@ -112,6 +126,33 @@ export interface WorkerOptions {
   readonly handleSignals?: boolean
   /** Minimum level of the worker's own logs. Default "Info". */
   readonly logLevel?: "All" | "Trace" | "Debug" | "Info" | "Warning" | "Error" | "Fatal" | "None"
+  /**
+   * Where the worker's logs go: any object with `info` (or `log`), `warn`, `error` and `debug` —
+   * `console`, pino, NestJS's `Logger`. Fields (run, step, attempt, a failure's cause) follow the
+   * message (pino-style loggers, with `bindings()`, get them first). Default Effect's logger (stdout).
+   */
+  readonly logger?: FacadeLogger
+  /** Told of every task as it ends: kind, name, outcome, duration, poller, delivery id. Default none. */
+  readonly onTaskEnd?: (event: TaskEnd) => void
+  /**
+   * The probe server: `/livez`, `/readyz`, and `/metrics` (Prometheus text) with `metrics: true`.
+   * Needs the optional peer `@effect/platform-node`. Default off.
+   */
+  readonly health?: {
+    readonly port: number
+    /** Default `127.0.0.1` (`0.0.0.0` in a container). */
+    readonly host?: string
+    readonly metrics?: boolean
+    /** How late the event loop may wake up before `/livez` answers 503. Default 1,000. */
+    readonly loopDelayThresholdMs?: number
+  }
+  /** How often the saturation, backlog and slot gauges are sampled. Default 5,000. */
+  readonly metricsIntervalMs?: number
+  /**
+   * OpenTelemetry export of the worker's spans (one per task, continuing its `traceparent`) and
+   * metrics: span processors and metric readers of the OTel SDK. Default none.
+   */
+  readonly telemetry?: TelemetryOptions
 }
 
 /**
@@ -152,7 +193,12 @@ const WORKER_KEYS: ReadonlyArray<keyof WorkerOptions> = [
   "heartbeatIntervalMs",
   "interruptTimeoutMs",
   "handleSignals",
-  "logLevel"
+  "logLevel",
+  "logger",
+  "onTaskEnd",
+  "health",
+  "metricsIntervalMs",
+  "telemetry"
 ]
 
 const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", "output"]
@@ -167,7 +213,17 @@ const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => 
   ...(options.pollTimeoutMs === undefined ? {} : { pollTimeout: options.pollTimeoutMs }),
   ...(options.shutdownTimeoutMs === undefined ? {} : { shutdownTimeout: options.shutdownTimeoutMs }),
   ...(options.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
-  ...(options.interruptTimeoutMs === undefined ? {} : { interruptTimeout: options.interruptTimeoutMs })
+  ...(options.interruptTimeoutMs === undefined ? {} : { interruptTimeout: options.interruptTimeoutMs }),
+  ...(options.onTaskEnd === undefined ? {} : { onTaskEnd: options.onTaskEnd }),
+  ...(options.metricsIntervalMs === undefined ? {} : { metricsInterval: options.metricsIntervalMs }),
+  ...(options.health === undefined ? {} : {
+    health: {
+      port: options.health.port,
+      ...(options.health.host === undefined ? {} : { host: options.health.host }),
+      ...(options.health.metrics === undefined ? {} : { metrics: options.health.metrics }),
+      ...(options.health.loopDelayThresholdMs === undefined ? {} : { loopDelayThreshold: options.health.loopDelayThresholdMs })
+    }
+  })
 })
 
 /**
@@ -349,6 +405,16 @@ export class Worker {
     return settle(this.#build().forceStop)
   }
 
+  /** Where the worker is in its life (`state`, and `failure` once it failed), its concurrency and slots per pool, as heartbeats report it. */
+  status(): Promise<WorkerStatus> {
+    return settle(this.#build().status)
+  }
+
+  /** The worker metrics of this process (`durable_worker_*`, as the README lists them), as plain values. */
+  metrics(): Promise<ReadonlyArray<MetricValue>> {
+    return settle(workerMetrics("durable_worker_"))
+  }
+
   /** Runs one task payload without a broker: a step result for a step task, a decision for a turn. */
   processTask(task: unknown): Promise<StepResult | WorkflowDecision> {
     const worker = this.#build()
@@ -376,9 +442,13 @@ export class Worker {
     let claimed!: () => void
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
     // the layer is built first (connections); the run claims the worker right after, in the same step
+    const { logger, telemetry } = this.#options
     return Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
       Effect.provide(transport.layer),
+      // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
+      telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
       Effect.ensuring(Effect.sync(() => claimed())),
+      logger === undefined ? identity : Effect.provide(loggerLayer(logger)),
       Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))
     )
   }
