@@ -1,0 +1,90 @@
+/**
+ * The promise twins of replay verification and capture: `verify` for Durable Workflow and
+ * nestjs-durable cases, `verifyDirectory` for a directory of history files (over `node:fs`), and the
+ * capture options a promise-facade worker can take.
+ *
+ * @since 0.3.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { layer as nodeFiles } from "../cli/internal/nodeFiles.js"
+import * as DurableWorkflow from "../core/DurableWorkflow.js"
+import * as ReplayCapture from "../core/ReplayCapture.js"
+import type * as ReplayReport from "../core/ReplayReport.js"
+import * as ReplayVerify from "../core/ReplayVerify.js"
+import * as Workflow from "../core/Workflow.js"
+
+/**
+ * Replays Durable Workflow cases against the definitions and resolves with the
+ * `durable-workflow.v2.replay-diff` report (never rejects for a case: a case that cannot be
+ * replayed is a `failed` case). See `DurableWorkflow.verify`.
+ *
+ * @example
+ * import { verifyDurableWorkflows } from "effect-durable-worker/promise"
+ *
+ * const report = await verifyDurableWorkflows([greet], [{ id: "greet-ada", history, expected: { command_type: "CompleteWorkflow", result: "hello Ada" } }])
+ * if (report.status !== "replayed") process.exitCode = 1
+ *
+ * @since 0.3.0
+ * @category verify
+ */
+export const verifyDurableWorkflows = (
+  definitions: Iterable<DurableWorkflow.DurableWorkflow> | DurableWorkflow.DurableWorkflowRegistry,
+  cases: Iterable<DurableWorkflow.DurableWorkflowCase>,
+  options?: DurableWorkflow.VerifyOptions
+): Promise<ReplayReport.ReplayDiffReport> => Effect.runPromise(DurableWorkflow.verify(definitions, cases, options))
+
+/**
+ * Replays recorded nestjs-durable turns against the workflows and resolves with the report. See
+ * `Workflow.verify`.
+ *
+ * @since 0.3.0
+ * @category verify
+ */
+export const verifyWorkflows = (
+  workflows: Workflow.Workflow<any, any> | Workflow.WorkflowRegistry,
+  cases: Iterable<Workflow.WorkflowCase>,
+  options?: Workflow.VerifyOptions
+): Promise<ReplayReport.ReplayDiffReport> => Effect.runPromise(Workflow.verify(workflows, cases, options))
+
+/**
+ * Replays every history file of a directory (golden-history fixtures, captured Durable Workflow
+ * tasks, nestjs-durable turns) and resolves with the report, as `effect-durable-worker verify` does.
+ *
+ * @since 0.3.0
+ * @category verify
+ */
+export const verifyDirectory = (
+  directory: string,
+  definitions: ReplayVerify.Definitions,
+  options?: ReplayVerify.VerifyOptions
+): Promise<ReplayReport.ReplayDiffReport> =>
+  Effect.runPromise(ReplayVerify.verifyDirectory(directory, definitions, options).pipe(Effect.provide(nodeFiles)))
+
+/**
+ * The capture option of a promise-facade worker: a directory (one file per run, see
+ * `ReplayCapture.layerDirectory`) or a callback receiving each record, and the share of workflow
+ * turns recorded (`sampleRate`, 0..1, default 1).
+ *
+ * @since 0.3.0
+ * @category capture
+ */
+export type CaptureHistoriesOption =
+  & ReplayCapture.CaptureOptions
+  & (
+    | { readonly directory: string; readonly onCapture?: undefined }
+    | { readonly onCapture: (record: ReplayCapture.CapturedHistory) => unknown; readonly directory?: undefined }
+  )
+
+/**
+ * The capture layer for a {@link CaptureHistoriesOption}, for a facade worker to provide to its run.
+ *
+ * @since 0.3.0
+ * @category capture
+ */
+export const captureLayer = (
+  option: CaptureHistoriesOption
+): Layer.Layer<ReplayCapture.ReplayCapture, ReplayCapture.ReplayCaptureConfigError> =>
+  option.directory !== undefined
+    ? ReplayCapture.layerDirectory(option.directory, option).pipe(Layer.provide(nodeFiles))
+    : ReplayCapture.layer(option.onCapture, option)
