@@ -15,7 +15,8 @@ const str = (value: unknown): string | undefined => (typeof value === "string" &
 /**
  * Records an answered Durable Workflow workflow task for `verify` when the capture in force samples
  * it: the task's ids and codec, its start input and every history event (all pages, parts kept in
- * external storage fetched; payloads left encoded), and the commands the worker answered. Only a
+ * external storage fetched; payloads left encoded), and the commands the worker answered (payloads
+ * it stored externally recorded inline, as an offline replay produces them). Only a
  * completed task of a run is recorded (an accepted-update task, or one whose answer failed, is not).
  *
  * @internal
@@ -33,6 +34,8 @@ export const captureWorkflowTask = (
       const rest = yield* delivered.rest
       const events = yield* Effect.forEach([...firstPage, ...rest], (event) => delivered.resolve(event))
       const args = task["arguments"] === undefined || task["arguments"] === null ? undefined : yield* delivered.resolve(task["arguments"])
+      // a payload the worker put in external storage is recorded inline, as replay produces it
+      const commands = yield* delivered.resolve(reply.commands)
       const codec = task["payload_codec"]
       const record: ReplayCapture.CapturedHistory = {
         schema: durableWorkflowHistorySchema,
@@ -45,7 +48,7 @@ export const captureWorkflowTask = (
         source: { runtime: "effect-durable-worker", protocol: "durable-workflow", worker_id: t.workerId },
         ...(args === undefined ? {} : { arguments: args }),
         history_events: events,
-        commands: reply.commands as ReadonlyArray<Record<string, unknown>>
+        commands: commands as ReadonlyArray<Record<string, unknown>>
       }
       return record
     }))
