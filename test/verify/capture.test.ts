@@ -14,6 +14,7 @@ import * as ReplayVerify from "../../src/core/ReplayVerify.js"
 import * as Workflow from "../../src/core/Workflow.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as InMemoryTransport from "../../src/transport/InMemoryTransport.js"
+import * as Storage from "../../src/transport/DurableWorkflowExternalStorage.js"
 import * as Codec from "../../src/wire/DurableWorkflowCodec.js"
 import { QUEUE, setup, transportLayer, until } from "../durableWorkflow/support.js"
 
@@ -235,5 +236,30 @@ describe("ReplayCapture from a Durable Workflow worker", () => {
       assert.strictEqual(drifted.cases[0]!.status, "drifted")
       assert.strictEqual(drifted.cases[0]!.reason, "expectation_mismatch")
       assert.strictEqual(drifted.status, "drifted")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a command payload the worker stored externally is recorded inline, and replays", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const objects = yield* fs.makeTempDirectoryScoped()
+      const { server } = yield* setup()
+      const shout = DurableWorkflow.make("text.pipeline", (ctx, text: string) => ctx.activity("text.shout", [text]))
+      const worker = yield* Worker.make({ durableWorkflows: [shout], interruptTimeout: "2 seconds" })
+      const running = yield* Effect.fork(worker.run.pipe(
+        Effect.provide(transportLayer(server, { externalStorage: Storage.localFilesystem(objects), externalStorageThresholdBytes: 300 })),
+        Effect.provide(ReplayCapture.layerDirectory(dir))
+      ))
+      server.enqueueWorkflowTask({ workflowType: "text.pipeline", taskQueue: QUEUE, input: ["abc".repeat(400)] })
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
+      yield* worker.stop
+      yield* Fiber.join(running)
+      const sent = server.completedWorkflowTasks[0]!.commands[0]!
+      assert.property(sent["arguments"], "external_storage")
+      const [[, captured]] = yield* readJson(dir)
+      assert.strictEqual(captured.commands[0].arguments.codec, "avro")
+      assert.isString(captured.commands[0].arguments.blob)
+      const report = yield* ReplayVerify.verifyDirectory(dir, { durableWorkflows: [shout] })
+      assert.strictEqual(report.status, "replayed", JSON.stringify(report.cases[0]))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
