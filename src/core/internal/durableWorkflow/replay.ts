@@ -563,7 +563,6 @@ export class Turn {
     readonly resolutions: ReadonlyArray<Resolution>,
     readonly scheduled: ReadonlyArray<Resolution>,
     readonly receivers: ReadonlyArray<RecordedReceiver>,
-    readonly codec: unknown,
     readonly taskQueue: string,
     readonly encode: (value: unknown) => unknown,
     readonly specs: ReceiverSpecs = emptySpecs,

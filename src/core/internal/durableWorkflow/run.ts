@@ -421,7 +421,6 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       history.resolutions,
       history.scheduled,
       history.receivers,
-      input.codec,
       input.taskQueue,
       input.encode,
       definition.specs ?? emptySpecs,
