@@ -29,6 +29,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as EffectQueue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
@@ -48,6 +49,7 @@ import { BullMQConfigError, type Resolved, resolve, type Target } from "./bullmq
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
+import * as Orphans from "./bullmq/internal/orphans.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
@@ -279,6 +281,8 @@ interface TaskQueue {
   readonly renewEvery: Duration.Duration
   /** When set, running steps beat on the heartbeat channel this often. */
   readonly stepBeat: Duration.Duration | undefined
+  /** The jobs its deliveries serve and the tokens with a take in flight, against which orphans are found. */
+  readonly holdings: Orphans.Holdings
 }
 
 const noPages: Effect.Effect<ReadonlyArray<unknown>> = Effect.succeed([])
@@ -327,6 +331,12 @@ class JobDelivery implements Delivery<NestReply> {
       new JobLease(this, turn === undefined ? queue.renewEvery : Duration.min(queue.renewEvery, RUN_BEAT_INTERVAL), beat)
     )
     this.onCancel = queue.cancellations.watch(turn?.runId ?? identity?.runId)
+    queue.holdings.hold(jobId, token)
+  }
+
+  /** The job is no longer served by this delivery. */
+  private get released(): Effect.Effect<void> {
+    return Effect.sync(() => this.queue.holdings.release(this.jobId, this.token))
   }
 
   get id(): string {
@@ -379,13 +389,15 @@ class JobDelivery implements Delivery<NestReply> {
 
   reject(reason: string): Effect.Effect<void, TransportError> {
     return Effect.tryPromise(() => this.job.moveToFailed(new Error(reason), this.token)).pipe(
-      Effect.mapError(transportError(`rejecting job ${this.jobId}`))
+      Effect.mapError(transportError(`rejecting job ${this.jobId}`)),
+      Effect.ensuring(this.released)
     )
   }
 
   get abandon(): Effect.Effect<void, TransportError> {
     return Effect.tryPromise(() => this.giveBack()).pipe(
-      Effect.mapError(transportError(`giving job ${this.jobId} back`))
+      Effect.mapError(transportError(`giving job ${this.jobId} back`)),
+      Effect.ensuring(this.released)
     )
   }
 
@@ -434,9 +446,27 @@ class JobDelivery implements Delivery<NestReply> {
     const { jobId, queue, token } = this
     const target = queue.replyBroker(this.payload)
     const job = { id: jobId, options: this.jobOptions }
+    const { holdings } = queue
     return Effect.async<A, TransportError>((resume) => {
-      const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
-      const acknowledged = ({ next: acked, replayed }: Jobs.Answered) => {
+      // while the answer is out it may take a next job under the token; once it settles, this job is
+      // not served any more (a failed answer's job, should the retries give up, is an orphan to give back)
+      holdings.begin(token)
+      const settled = () => {
+        holdings.release(jobId, token)
+        holdings.end(token)
+      }
+      const failed = (cause: unknown) => {
+        settled()
+        resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
+      }
+      const acknowledged = (answer: Jobs.Answered) => {
+        try {
+          return answeredWith(answer)
+        } finally {
+          settled()
+        }
+      }
+      const answeredWith = ({ next: acked, replayed }: Jobs.Answered) => {
         const applied = replayed
           ? Effect.logInfo(
             `the answer to job ${jobId} on ${queue.name} had been applied before the connection to Redis was lost; ` +
@@ -480,6 +510,50 @@ const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => 
     Effect.catchAll((error) => Effect.logWarning(`could not fail job ${next.id} on ${queue.name}`, error))
   )
 }
+
+/** How long after a reconnect the orphan sweep waits, so the commands the client sent again settle first. */
+const ORPHAN_SWEEP_DELAY = Duration.seconds(1)
+
+/**
+ * After each reconnect of `broker`'s connection, once the commands the client sent again have
+ * settled, gives back to wait the jobs of `queues` left active under a token of this worker that no
+ * delivery serves (see `Orphans`): a take of the next job applied before the connection was lost,
+ * and taken again when re-sent, leaves one, which would otherwise wait out its lock and a stalled
+ * check. Runs in the registration's scope.
+ */
+const sweepOrphansOnReconnect = (broker: Broker, queues: ReadonlyArray<TaskQueue>, tokenPrefix: string) =>
+  Effect.gen(function*() {
+    const reconnected = yield* EffectQueue.sliding<void>(1)
+    // the first "ready" came before this listener: every one from now on is a reconnect
+    const onReady = () => void EffectQueue.unsafeOffer(reconnected, undefined)
+    yield* Effect.acquireRelease(
+      Effect.sync(() => broker.client.on("ready", onReady)),
+      () => Effect.sync(() => broker.client.off("ready", onReady))
+    )
+    const sweep = (queue: TaskQueue) =>
+      Effect.tryPromise(() => Orphans.findOrphans(broker.client, queue.bull, tokenPrefix, queue.holdings)).pipe(
+        Effect.flatMap((orphans) =>
+          Effect.forEach(orphans, (orphan) =>
+            Effect.tryPromise(() => Orphans.giveBack(queue.bull, orphan)).pipe(
+              Effect.flatMap((given) =>
+                given
+                  ? Effect.logWarning(
+                    `job ${orphan.id} on ${queue.name} was active under this worker's lock with no task of it serving it ` +
+                      "(taken by a command whose reply was lost with the connection); given back to wait"
+                  )
+                  : Effect.void
+              )
+            ), { discard: true })
+        ),
+        Effect.catchAll((error) => Effect.logWarning(`could not look for orphaned jobs on ${queue.name}`, error))
+      )
+    yield* EffectQueue.take(reconnected).pipe(
+      Effect.zipRight(Effect.sleep(ORPHAN_SWEEP_DELAY)),
+      Effect.zipRight(Effect.forEach(queues, sweep, { discard: true })),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  })
 
 /**
  * Gives back to wait a job an earlier send of an answer moved to active (locked with `token`) when
@@ -650,6 +724,7 @@ const build = (config: Resolved): Transport["Type"] => {
 
       let tokenCounter = 0
       const pollers: Array<Poller> = []
+      const taskQueues: Array<TaskQueue> = []
       for (const [home, token] of brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const))) {
         const { client, publish } = home
         const subscription = token
@@ -677,6 +752,7 @@ const build = (config: Resolved): Transport["Type"] => {
         let maybeMore = true
 
         const queue: TaskQueue = {
+          holdings: new Orphans.Holdings(),
           name: queueName,
           group: subscription,
           bull,
@@ -688,6 +764,7 @@ const build = (config: Resolved): Transport["Type"] => {
           renewEvery,
           stepBeat
         }
+        taskQueues.push(queue)
 
         /**
          * Moves up to `max` jobs to active, in growing batches, stopping at the first empty fetch. It
@@ -701,8 +778,13 @@ const build = (config: Resolved): Transport["Type"] => {
               const size = Math.min(batch, max - taken.length)
               const fetched = await Promise.all(Array.from({ length: size }, async () => {
                 const jobToken = `${worker.workerId}:${++tokenCounter}`
-                const job = await bull.getNextJob(jobToken, { block: false })
-                return job === undefined ? undefined : JobDelivery.ofJob(queue, job, jobToken)
+                queue.holdings.begin(jobToken)
+                try {
+                  const job = await bull.getNextJob(jobToken, { block: false })
+                  return job === undefined ? undefined : JobDelivery.ofJob(queue, job, jobToken)
+                } finally {
+                  queue.holdings.end(jobToken)
+                }
               }))
               for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
               if (fetched.some((d) => d === undefined)) break
@@ -724,6 +806,10 @@ const build = (config: Resolved): Transport["Type"] => {
           ),
           poll: fetch
         }))
+      }
+
+      for (const broker of brokers) {
+        yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), `${worker.workerId}:`)
       }
 
       // announce the worker only once every subscription is in place

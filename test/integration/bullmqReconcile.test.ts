@@ -7,6 +7,7 @@
  * stalled check (30 s here).
  */
 import { afterAll, assert, beforeAll, describe, it, vi } from "vitest"
+import { Worker as BullWorker } from "bullmq"
 import type { ChildProcess } from "node:child_process"
 import { redis, Worker } from "../../src/promise.js"
 import { cuttingProxy, type CuttingProxy } from "../support/cuttingProxy.js"
@@ -76,6 +77,53 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       assert.strictEqual(replies, "3")
     } finally {
       logs.restore()
+      await engine.close()
+    }
+  }, 30_000)
+
+  it("a job left active under this worker's lock that no task of it serves is given back once the connection is back", async () => {
+    const engine = await startEngine({ connection: { host: "127.0.0.1", port } })
+    const logs = captureLogs()
+    const taker = new BullWorker(`${engine.effectivePrefix}-tasks-echo`, undefined, {
+      connection: { host: "127.0.0.1", port },
+      autorun: false
+    })
+    try {
+      const worker = new Worker({ handleSignals: false, logLevel: "Info", workerId: "reconcile-w1" })
+      let calls = 0
+      worker.step("echo", async (input: { i: number }) => {
+        calls++
+        return input.i
+      })
+      engine.register("wf", async (ctx, input) => ctx.step("echo", input))
+      const runId = await engine.start("wf", { i: 5 })
+      // what a take applied but whose reply was lost leaves: the job active under a token of this
+      // worker (its id, then a counter), which no task of it serves; its lock runs 30 s
+      let orphan = await taker.getNextJob("reconcile-w1:900001", { block: false })
+      for (let i = 0; i < 100 && orphan === undefined; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        orphan = await taker.getNextJob("reconcile-w1:900001", { block: false })
+      }
+      assert.isDefined(orphan)
+      const running = worker.run(
+        redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
+      )
+      await engine.waitForWorkerGroup("echo")
+      const cut = Date.now()
+      proxy!.cutAll()
+      const result = await engine.waitForRun(runId, { timeoutMs: 10_000 })
+      const elapsed = Date.now() - cut
+      await worker.stop()
+      await running
+
+      assert.strictEqual(result.status, "completed")
+      assert.strictEqual(result.output, 5)
+      assert.strictEqual(calls, 1)
+      assert.isBelow(elapsed, 5_000)
+      assert.match(logs.lines.join("\n"), new RegExp(`job ${orphan!.id} on \\S+ was active under this worker's lock with no task of it serving it`))
+    } finally {
+      logs.restore()
+      await taker.close()
       await engine.close()
     }
   }, 30_000)

@@ -16,6 +16,8 @@ export interface CuttingProxy {
    * (the default), or, with `applied: false`, before it reaches the server (the chunk is dropped).
    */
   readonly arm: (marker: string, options?: { readonly applied?: boolean }) => void
+  /** Cuts every connection now (the server keeps running; clients reconnect through the proxy). */
+  readonly cutAll: () => void
   /** How many connections were cut so far. */
   readonly cuts: () => number
   readonly close: () => Promise<void>
@@ -74,6 +76,10 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
     arm: (marker, armOptions) => {
       armed = Buffer.from(marker)
       forward = armOptions?.applied ?? true
+    },
+    cutAll: () => {
+      for (const socket of sockets) socket.destroy()
+      cuts++
     },
     cuts: () => cuts,
     close: () =>
