@@ -17,9 +17,12 @@
  *   poll) and gives back whatever it brings, for up to a second before the client is closed;
  * - a message redelivered while its step still runs here is held, not run again (see `stepId`
  *   handling in `sqs/internal/inflight.ts`);
- * - SQS has no worker registry: registration resolves (and with `autoCreate`, creates) the queues,
- *   failing fast when the endpoint is unreachable or a queue is missing; deregistration sends nothing;
- *   there are no worker heartbeats and no cancel channel.
+ * - SQS has no worker registry: registration resolves (and with `autoCreate`, creates) the queues. A
+ *   queue that does not exist yet is waited for (logged once, retried with a backoff of up to 5 s),
+ *   so workers and engine start in any order; an endpoint that does not answer fails the start
+ *   (after `connectTimeout`) unless `waitForBroker`; refused credentials fail it at once with an
+ *   `AuthenticationError` / `PermissionError` cause. Deregistration sends nothing; there are no
+ *   worker heartbeats and no cancel channel.
  *
  * @since 0.1.0
  */
@@ -49,6 +52,9 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { messageOf } from "../core/internal/errors.js"
+import * as Refusals from "./internal/connectErrors.js"
+import { redact, redactUrl, safeCause } from "./internal/redact.js"
+import { waitFor } from "./internal/startup.js"
 import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as Inflight from "./sqs/internal/inflight.js"
@@ -106,7 +112,10 @@ export interface SqsOptions {
    * Needs `taskQueueUrl`: SQS refuses the `@` in such queue names. Default none.
    */
   readonly partition?: string
-  /** Create the by-name queues that do not exist (not those given by URL). Default `false`. */
+  /**
+   * Create the by-name queues that do not exist (not those given by URL). Default `false`: a queue
+   * that does not exist yet is waited for until the engine (or anyone) creates it.
+   */
   readonly autoCreate?: boolean
   /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. Default none. */
   readonly taskQueueUrl?: TaskQueueUrl
@@ -126,8 +135,16 @@ export interface SqsOptions {
   readonly visibilityTimeout?: Duration.DurationInput
   /** How often a held task's visibility is extended; shorter than `visibilityTimeout`. Default a third of it. */
   readonly visibilityExtendInterval?: Duration.DurationInput
-  /** How long resolving the queues at start may take before `run` fails (positive). Default 10 seconds. */
+  /**
+   * How long one attempt at resolving a queue at start may take (positive); without
+   * `waitForBroker`, an endpoint that does not answer within it fails the start. Default 10 seconds.
+   */
   readonly connectTimeout?: Duration.DurationInput
+  /**
+   * Wait for an SQS endpoint that does not answer at start (logged once, retried with a backoff of
+   * up to 5 s) instead of failing the start. Refused credentials still fail at once. Default `false`.
+   */
+  readonly waitForBroker?: boolean
 }
 
 const NAME = "sqs"
@@ -160,10 +177,18 @@ const BATCH_CALLS = 4
 /** SQS's limit on the total size of a batch, in bytes (256 KiB, what every SQS-compatible server takes). */
 const MAX_BATCH_BYTES = 262_144
 
+/** The static credentials of the client settings, masked wherever a message might echo them. */
+const secretsOf = (options: Pick<SqsConfig.Resolved, "clientConfig">): ReadonlyArray<string | undefined> => {
+  const credentials = options.clientConfig.credentials
+  if (typeof credentials !== "object" || credentials === null) return []
+  const { secretAccessKey, sessionToken } = credentials as { secretAccessKey?: unknown; sessionToken?: unknown }
+  return [secretAccessKey, sessionToken].filter((s): s is string => typeof s === "string")
+}
+
 const endpointOf = (options: Pick<SqsConfig.Resolved, "client" | "clientConfig">): string => {
   if (options.client !== undefined) return "the given SQSClient's endpoint"
   const endpoint = options.clientConfig.endpoint
-  if (typeof endpoint === "string") return endpoint
+  if (typeof endpoint === "string") return redactUrl(endpoint)
   if (typeof endpoint === "object" && endpoint !== null && "hostname" in endpoint) {
     const e = endpoint as { protocol?: string; hostname: string; port?: number; path?: string }
     return `${e.protocol ?? "https:"}//${e.hostname}${e.port === undefined ? "" : `:${e.port}`}${e.path ?? ""}`
@@ -252,69 +277,140 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         (c) => Effect.sync(() => c.destroy())
       ))
 
-      const unreachable = (cause: unknown, role: string) =>
-        isServiceError(cause)
-          ? registrationError(
-            `SQS at ${endpoint} refused to resolve the queue for ${role}: ${errorName(cause)}: ${messageOf(cause)}; ` +
-              "check the credentials and their SQS permissions (GetQueueUrl, GetQueueAttributes, CreateQueue with autoCreate)",
-            cause
+      const secrets = secretsOf(config)
+      /** Why resolving a queue failed: whether it is waited out is decided by `reason`. */
+      type Failure = { readonly reason: "missing" | "unreachable" | "refused"; readonly error: RegistrationError }
+      const failure = (reason: Failure["reason"], error: RegistrationError): Failure => ({ reason, error })
+
+      const unreachable = (cause: unknown, role: string): Failure => {
+        const safe = safeCause(cause, secrets)
+        const refusal = Refusals.aws(cause)
+        if (refusal !== undefined) {
+          const refused = Refusals.toError(
+            NAME,
+            { ...refusal, answer: redact(refusal.answer, secrets) },
+            `SQS at ${endpoint}, resolving the queue for ${role},`,
+            {
+              authentication: "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the credentials in clientConfig, the " +
+                "profile or role the SDK picks up), that the key is active and that the region is right",
+              permission: "grant the credentials sqs:GetQueueUrl, sqs:GetQueueAttributes, sqs:ReceiveMessage, " +
+                "sqs:SendMessage, sqs:DeleteMessage and sqs:ChangeMessageVisibility on the queues (sqs:CreateQueue with autoCreate)"
+            },
+            safe
           )
-          : registrationError(
-            `could not reach SQS at ${endpoint} (${messageOf(cause)}); check that the endpoint is up and that ` +
-              "SQS_ENDPOINT / AWS_REGION / the credentials (or the client options) point at it",
-            cause
+          return failure("refused", registrationError(refused.message, refused))
+        }
+        return isServiceError(cause)
+          ? failure(
+            "refused",
+            registrationError(
+              `SQS at ${endpoint} refused to resolve the queue for ${role}: ${errorName(cause)}: ${safe.message}; ` +
+                "check the credentials and their SQS permissions (GetQueueUrl, GetQueueAttributes, CreateQueue with autoCreate)",
+              safe
+            )
           )
+          : failure(
+            "unreachable",
+            registrationError(
+              `could not reach SQS at ${endpoint} (${safe.message}); check that the endpoint is up and that ` +
+                "SQS_ENDPOINT / AWS_REGION / the credentials (or the client options) point at it",
+              safe
+            )
+          )
+      }
       const missing = (queue: string, remedy: string, cause: unknown) =>
-        registrationError(`queue ${queue} does not exist at ${endpoint}; ${remedy}`, cause)
+        failure("missing", registrationError(`queue ${queue} does not exist at ${endpoint}; ${remedy}`, safeCause(cause, secrets)))
+
+      /** One attempt, cut at `connectTimeout`. */
+      const bounded = <A>(attempt: Effect.Effect<A, Failure>, role: string) =>
+        attempt.pipe(
+          Effect.timeoutFail({
+            duration: connectTimeout,
+            onTimeout: () =>
+              failure(
+                "unreachable",
+                registrationError(
+                  `SQS at ${endpoint} did not answer within ${Duration.format(connectTimeout)} while resolving the queue for ${role}; ` +
+                    "check that the endpoint is up and that SQS_ENDPOINT / AWS_REGION (or the client options) point at it"
+                )
+              )
+          })
+        )
+
+      /**
+       * Resolves a queue, waiting while it does not exist yet (and, with `waitForBroker`, while the
+       * endpoint does not answer); `what` names it in the log.
+       */
+      const waitForQueue = <A>(attempt: Effect.Effect<A, Failure>, role: string, what: string) =>
+        waitFor(
+          bounded(attempt, role),
+          (f) =>
+            f.reason === "missing"
+              ? `${what} to be created (by the engine, or by this worker with autoCreate: true)`
+              : f.reason === "unreachable" && config.waitForBroker
+              ? `SQS at ${endpoint} to answer`
+              : undefined,
+          { describe: (f) => f.error.message }
+        ).pipe(Effect.mapError((f) => f.error))
 
       const queueByName = (queueName: string, role: string) =>
-        Effect.tryPromise({
-          try: (signal) => client.send(new GetQueueUrlCommand({ QueueName: queueName }), { abortSignal: signal }),
-          catch: (cause) => cause
-        }).pipe(
-          Effect.catchIf(
-            (cause) => isMissingQueue(cause) && config.autoCreate,
-            () =>
-              Effect.tryPromise({
-                try: (signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal }),
-                catch: (cause) => cause
-              })
+        waitForQueue(
+          Effect.tryPromise({
+            try: (signal) => client.send(new GetQueueUrlCommand({ QueueName: queueName }), { abortSignal: signal }),
+            catch: (cause) => cause
+          }).pipe(
+            Effect.catchIf(
+              (cause) => isMissingQueue(cause) && config.autoCreate,
+              () =>
+                Effect.tryPromise({
+                  try: (signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal }),
+                  catch: (cause) => cause
+                })
+            ),
+            Effect.flatMap((out) =>
+              out.QueueUrl === undefined ? Effect.fail(new Error(`no QueueUrl for ${queueName}`)) : Effect.succeed(out.QueueUrl)
+            ),
+            Effect.mapError((cause) =>
+              isMissingQueue(cause)
+                ? missing(
+                  `"${queueName}" for ${role}`,
+                  "create it, let the engine create it (its autoCreate), or set autoCreate: true",
+                  cause
+                )
+                : unreachable(cause, role)
+            )
           ),
-          Effect.flatMap((out) =>
-            out.QueueUrl === undefined ? Effect.fail(new Error(`no QueueUrl for ${queueName}`)) : Effect.succeed(out.QueueUrl)
-          ),
-          Effect.mapError((cause) =>
-            isMissingQueue(cause)
-              ? missing(
-                `"${queueName}" for ${role}`,
-                "create it, let the engine create it (its autoCreate), or set autoCreate: true",
-                cause
-              )
-              : unreachable(cause, role)
-          )
+          role,
+          `queue "${queueName}" for ${role}`
         )
 
       const queueByUrl = (resolve: () => string | PromiseLike<string>, role: string) =>
         Effect.tryPromise({ try: async () => resolve(), catch: (cause) => cause }).pipe(
-          Effect.mapError((cause) => registrationError(`the queue URL resolver for ${role} failed: ${messageOf(cause)}`, cause)),
+          Effect.mapError((cause) =>
+            registrationError(`the queue URL resolver for ${role} failed: ${redact(messageOf(cause), secrets)}`, safeCause(cause, secrets))
+          ),
           Effect.flatMap((url) =>
             typeof url === "string" && url.length > 0
               ? Effect.succeed(url)
               : Effect.fail(registrationError(`the queue URL resolver for ${role} returned no URL`))
           ),
           Effect.tap((url) =>
-            Effect.tryPromise({
-              try: (signal) =>
-                client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }), {
-                  abortSignal: signal
-                }),
-              catch: (cause) => cause
-            }).pipe(
-              Effect.mapError((cause) =>
-                isMissingQueue(cause)
-                  ? missing(`${url} for ${role}`, "queues given by URL are never created: create it or fix the mapping", cause)
-                  : unreachable(cause, role)
-              )
+            waitForQueue(
+              Effect.tryPromise({
+                try: (signal) =>
+                  client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }), {
+                    abortSignal: signal
+                  }),
+                catch: (cause) => cause
+              }).pipe(
+                Effect.mapError((cause) =>
+                  isMissingQueue(cause)
+                    ? missing(`${url} for ${role}`, "queues given by URL are never created: create it or fix the mapping", cause)
+                    : unreachable(cause, role)
+                )
+              ),
+              role,
+              `queue ${url} for ${role}`
             )
           )
         )
@@ -343,16 +439,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         resolveResults,
         Effect.forEach(Array.from(groups), ([group, steps]) =>
           Effect.map(resolveTasks(group, steps), (url) => ({ group, url })), { concurrency: 8 })
-      ]).pipe(
-        Effect.timeoutFail({
-          duration: connectTimeout,
-          onTimeout: () =>
-            registrationError(
-              `SQS at ${endpoint} did not answer within ${Duration.format(connectTimeout)} while resolving the queues; ` +
-                "check that the endpoint is up and that SQS_ENDPOINT / AWS_REGION (or the client options) point at it"
-            )
-        })
-      )
+      ], { concurrency: 2 })
 
       const inflight = Inflight.make()
       const waitSeconds = Naming.waitTimeSeconds(waitTime, worker.pollTimeout)
@@ -649,8 +736,8 @@ export const layer = (options: SqsOptions = {}): Layer.Layer<Transport, SqsConfi
 /**
  * The transport configured from the environment: `SQS_ENDPOINT` (a local server such as
  * `http://127.0.0.1:4566`; AWS itself when unset), `AWS_REGION` (default `us-east-1` with an endpoint,
- * otherwise the SDK's own lookup), `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (otherwise the SDK's
- * credential chain), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`, `SQS_AUTO_CREATE`
+ * otherwise the SDK's own lookup), `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`
+ * (read as `Redacted`; otherwise the SDK's credential chain), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`, `SQS_AUTO_CREATE`
  * (default false), `SQS_MARKER`, `SQS_RESULTS_QUEUE_URL`. Explicit options win over the environment;
  * the result is checked as {@link layer} checks its options.
  *
@@ -664,8 +751,9 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
       Config.all({
         endpoint: Config.option(Config.string("SQS_ENDPOINT")),
         region: Config.option(Config.string("AWS_REGION")),
-        accessKeyId: Config.option(Config.string("AWS_ACCESS_KEY_ID")),
+        accessKeyId: Config.option(Config.redacted("AWS_ACCESS_KEY_ID")),
         secretAccessKey: Config.option(Config.redacted("AWS_SECRET_ACCESS_KEY")),
+        sessionToken: Config.option(Config.redacted("AWS_SESSION_TOKEN")),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
         partition: Config.option(Config.string("DURABLE_PARTITION")),
         autoCreate: Config.boolean("SQS_AUTO_CREATE").pipe(Config.withDefault(false)),
@@ -680,8 +768,17 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
           ...Option.match(region, { onNone: () => ({}), onSome: (region) => ({ region }) }),
           ...Option.match(credentials, {
             onNone: () => ({}),
+            // a provider, so the keys stay Redacted in the settings and are read only to sign a request
             onSome: (c) => ({
-              credentials: { accessKeyId: c.accessKeyId, secretAccessKey: Redacted.value(c.secretAccessKey) }
+              credentials: () =>
+                Promise.resolve({
+                  accessKeyId: Redacted.value(c.accessKeyId),
+                  secretAccessKey: Redacted.value(c.secretAccessKey),
+                  ...Option.match(env.sessionToken, {
+                    onNone: () => ({}),
+                    onSome: (token) => ({ sessionToken: Redacted.value(token) })
+                  })
+                })
             })
           })
         }

@@ -58,6 +58,8 @@ export interface Resolved {
   readonly waitTime: Duration.Duration
   readonly visibility: Visibility
   readonly connectTimeout: Duration.Duration
+  /** Whether an endpoint that does not answer at start is waited for. */
+  readonly waitForBroker: boolean
 }
 
 const KEYS: ReadonlyArray<keyof SqsOptions> = [
@@ -72,7 +74,8 @@ const KEYS: ReadonlyArray<keyof SqsOptions> = [
   "waitTime",
   "visibilityTimeout",
   "visibilityExtendInterval",
-  "connectTimeout"
+  "connectTimeout",
+  "waitForBroker"
 ]
 
 /** Settings of the SQS client, which belong in `clientConfig`. */
@@ -225,6 +228,7 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
         (yield* decode("visibilityTimeout", options.visibilityTimeout)) ?? Duration.seconds(60),
         yield* decode("visibilityExtendInterval", options.visibilityExtendInterval)
       ),
-      connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(10)
+      connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(10),
+      waitForBroker: (yield* boolean("waitForBroker", options.waitForBroker)) ?? false
     }
   })
