@@ -7,6 +7,8 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "../../src/cli/main.js"
 import * as ReplayReport from "../../src/core/ReplayReport.js"
+import * as ReplayVerify from "../../src/core/ReplayVerify.js"
+import { greet, order } from "../fixtures/replay-cases/workflows.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 const cases = path.join(root, "test", "fixtures", "replay-cases")
@@ -112,5 +114,14 @@ describe("argument parsing", () => {
     for (const argv of [["run"], ["verify", "--workflows", "a.js"], ["verify", "--workflows", "a.js", "d1", "d2"], ["verify", "--output"], ["verify", "-x", "d"]]) {
       assert.isTrue(Either.isLeft(parseArgs(argv)), argv.join(" "))
     }
+  })
+})
+
+describe("the definitions a module exports", () => {
+  it("finds DurableWorkflow and Workflow definitions by name, in arrays, objects and the default export, once each", () => {
+    const found = ReplayVerify.definitionsOf({ greet, all: [greet, order], default: { order, nested: [order] }, other: 1, text: "x" })
+    assert.deepStrictEqual(found.durableWorkflows, [greet])
+    assert.deepStrictEqual(found.workflows, [order])
+    assert.deepStrictEqual(ReplayVerify.definitionsOf({ notAWorkflow: { name: "order" } }), { durableWorkflows: [], workflows: [] })
   })
 })
