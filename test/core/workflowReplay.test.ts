@@ -253,3 +253,47 @@ describe("replay (promise facade)", () => {
     assert.instanceOf(error, WorkflowTaskDecodeError)
   })
 })
+
+describe("replay core details the fast paths must keep", () => {
+  it.effect("an op built once and run twice takes two seqs, under yield* and through pipe alike", () =>
+    Effect.gen(function*() {
+      const twice = Workflow.make("twice", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const step = ctx.step<number>("s")
+          const a = yield* step
+          const b = yield* step
+          const c = yield* Effect.flatMap(Effect.void, () => step)
+          return [a, b, c]
+        }))
+      const history: ReadonlyArray<HistoryEvent> = [
+        { seq: 0, kind: "call", name: "s", output: 1 },
+        { seq: 1, kind: "call", name: "s", output: 2 }
+      ]
+      const decision = yield* Workflow.replay(twice, makeTask("twice", history))
+      assert.strictEqual(decision.status, "continue")
+      assert.deepStrictEqual(decision.commands, [{ kind: "call", seq: 2, name: "s", group: "default", input: undefined }])
+      const done = yield* Workflow.replay(twice, makeTask("twice", [...history, { seq: 2, kind: "call", name: "s", output: 3 }]))
+      assert.deepStrictEqual(done.output, [1, 2, 3])
+    }))
+
+  it.effect("history out of order, with gaps, duplicates or far-apart seqs resolves by seq (last duplicate wins)", () =>
+    Effect.gen(function*() {
+      const fan = Workflow.fromPromise("fan", (ctx) => ctx.gatherCalls([["a", 0], ["b", 1], ["c", 2], ["d", 3]]))
+      const shuffled: ReadonlyArray<HistoryEvent> = [
+        { seq: 3, kind: "call", name: "d", output: "d" },
+        { seq: 0, kind: "call", name: "a", output: "stale" },
+        { seq: 1, kind: "call", name: "b", output: "b" },
+        { seq: 0, kind: "call", name: "a", output: "a" }
+      ]
+      const decision = yield* Workflow.replay(fan, makeTask("fan", shuffled))
+      assert.strictEqual(decision.status, "continue")
+      assert.deepStrictEqual(decision.commands.map((command) => command.seq), [2])
+      const complete = yield* Workflow.replay(fan, makeTask("fan", [...shuffled, { seq: 2, kind: "call", name: "c", output: "c" }]))
+      assert.deepStrictEqual(complete.output, ["a", "b", "c", "d"])
+      // a seq far beyond the history's length (indexed by a map, not an array)
+      const far = yield* failureOf(
+        Workflow.replay(fan, makeTask("fan", [...shuffled, { seq: 2, kind: "call", name: "c", output: "c" }, { seq: 1e9, kind: "timer" }]))
+      )
+      assert.strictEqual(far._tag === "NondeterminismError" ? far.seq : undefined, 1e9)
+    }))
+})

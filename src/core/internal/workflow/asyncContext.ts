@@ -103,13 +103,15 @@ const macrotaskBarrier = (): Promise<void> => new Promise((resolve) => setImmedi
 const settle = <A>(turn: Turn, monitor: Monitor, outcome: Outcome<A>): Promise<A> => {
   switch (outcome._tag) {
     case "Value": {
-      if (!turn.takeYield()) return Promise.resolve(outcome.value)
+      // Read now: a replayed op's outcome object is reused by the next op.
+      const value = outcome.value
+      if (!turn.takeYield()) return Promise.resolve(value)
       monitor.inFlight++
       return new Promise<A>((resolve) =>
         setImmediate(() => {
           monitor.inFlight--
           monitor.notify()
-          resolve(outcome.value)
+          resolve(value)
         })
       )
     }
@@ -148,8 +150,8 @@ const runLocal = (turn: Turn, monitor: Monitor, scope: LocalScope, fn: AsyncLoca
 
 const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext => {
   const unsupported = (op: string): Promise<never> => settle(turn, monitor, turn.unsupported(op))
-  const localOp = <A>(name: string, names: (seq: number) => ReadonlyArray<string>, fn: AsyncLocalBody<A>): Promise<A> => {
-    const begin = turn.beginLocal<A>(name, names)
+  const localOp = <A>(name: string, seqAlias: boolean, fn: AsyncLocalBody<A>): Promise<A> => {
+    const begin = turn.beginLocal<A>(name, seqAlias)
     if (begin._tag !== "Run") return settle(turn, monitor, begin)
     const scope = turn.startLocal(begin.seq, begin.name, turn.now(), undefined)
     return runLocal(turn, monitor, scope, fn).then((result) => settle(turn, monitor, turn.finishLocal<A>(scope, result)))
@@ -157,8 +159,8 @@ const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext =>
   return {
     runId: turn.runId,
     step: (name, input, options) => settle(turn, monitor, turn.step(name, input, options)),
-    now: () => localOp("now", (seq) => ["now", `now#${seq}`], () => turn.now()),
-    sideEffect: (fn) => localOp("sideEffect", () => ["sideEffect"], fn),
+    now: () => localOp("now", true, () => turn.now()),
+    sideEffect: (fn) => localOp("sideEffect", false, fn),
     sleep: (duration) => settle(turn, monitor, turn.sleep(duration)),
     waitForSignal: (name, options) => settle(turn, monitor, turn.waitForSignal(name, options)),
     child: (workflow, input) => settle(turn, monitor, turn.child(workflow, input)),
@@ -180,6 +182,16 @@ const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext =>
     all: (workflow, inputs, options) => settle(turn, monitor, turn.all(workflow, inputs, options)),
     ...unsupportedMethods(unsupported)
   }
+}
+
+/**
+ * A running async turn: how it ended (`undefined` once aborted), and how to abandon it.
+ *
+ * @internal
+ */
+export interface AsyncTurn {
+  readonly outcome: Promise<BodyOutcome | undefined>
+  readonly abort: () => void
 }
 
 /**
@@ -215,9 +227,8 @@ const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext =>
 export const runAsyncTurn = (
   turn: Turn,
   body: (ctx: AsyncWorkflowContext, input: unknown) => unknown,
-  input: unknown,
-  signal: AbortSignal
-): Promise<BodyOutcome | undefined> => {
+  input: unknown
+): AsyncTurn => {
   const monitor = new Monitor()
   const ctx = makeAsyncContext(turn, monitor)
   let outcome: BodyOutcome | undefined
@@ -229,24 +240,35 @@ export const runAsyncTurn = (
       outcome = { _tag: "Failed", failure }
     }
   )
-  const aborted = new Promise<void>((resolve) => {
-    if (signal.aborted) resolve()
-    else signal.addEventListener("abort", () => resolve(), { once: true })
-  })
+  // Made only when the driver has to wait (most turns are decided at the first barrier).
+  let aborted = false
+  let wakeOnAbort: (() => void) | undefined
+  let abortedSignal: Promise<void> | undefined
+  const onAbort = (): Promise<void> =>
+    abortedSignal ??= new Promise<void>((resolve) => {
+      if (aborted) resolve()
+      else wakeOnAbort = resolve
+    })
   const loop = async (): Promise<BodyOutcome | undefined> => {
     for (;;) {
       await macrotaskBarrier()
-      if (signal.aborted) return undefined
+      if (aborted) return undefined
       if (turn.fatal !== undefined) return outcome ?? { _tag: "Stopped" }
       if (monitor.inFlight > 0) {
         // A local op is still running (even one the body did not await): record it before deciding.
-        await Promise.race([monitor.changed(), aborted])
+        await Promise.race([monitor.changed(), onAbort()])
         continue
       }
       if (outcome !== undefined) return outcome
       if (turn.cancelled || turn.blocked > 0) return { _tag: "Stopped" }
-      await Promise.race([done, monitor.changed(), aborted])
+      await Promise.race([done, monitor.changed(), onAbort()])
     }
   }
-  return loop()
+  return {
+    outcome: loop(),
+    abort: () => {
+      aborted = true
+      wakeOnAbort?.()
+    }
+  }
 }

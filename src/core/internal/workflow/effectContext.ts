@@ -1,7 +1,9 @@
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import { SingleShotGen, YieldWrap } from "effect/Utils"
 import { captureEffectLogs } from "../stepLogger.js"
 import type { SleepDuration } from "./duration.js"
 import type { GatherFailed, StepFailed } from "./errors.js"
@@ -126,6 +128,30 @@ const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E>
   }
 }
 
+/**
+ * A ctx op's Effect. It resolves when it runs, never when it is built (built once and run twice, it
+ * takes two seqs, as an `Effect.suspend` would). Under `yield*` in `Effect.gen` it resolves as the
+ * generator reaches it and hands the generator its result: a replayed op's result is an `Exit`, which
+ * `Effect.gen` feeds straight back into the generator instead of taking a trip through the fiber's
+ * run loop, so replaying an op costs about a function call. Run any other way (`pipe`, `flatMap`,
+ * `Effect.all`) it is an ordinary suspended Effect.
+ */
+class Op<A, E, R> extends Effectable.Class<A, E, R> {
+  constructor(private readonly resolve: () => Effect.Effect<A, E, R>) {
+    super()
+  }
+
+  commit(): Effect.Effect<A, E, R> {
+    return this.resolve()
+  }
+
+  override [Symbol.iterator](): Effect.EffectGenerator<Effect.Effect<A, E, R>> {
+    return new SingleShotGen<YieldWrap<Effect.Effect<A, E, R>>, A>(new YieldWrap(this.resolve()))
+  }
+}
+
+const op = <A, E = never, R = never>(resolve: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => new Op(resolve)
+
 const bodyOf = <A, E, R>(body: LocalBody<A, E, R>, step: LocalStep): Effect.Effect<A, E, R> =>
   Effect.suspend(() => (typeof body === "function" ? body(step) : body))
 
@@ -153,11 +179,11 @@ const runLocal = <A, E, R>(
 const localOp = <A, E, R>(
   turn: Turn,
   name: string,
-  names: (seq: number) => ReadonlyArray<string>,
+  seqAlias: boolean,
   body: LocalBody<A, E, R>
 ): Effect.Effect<A, StepFailed, R> =>
-  Effect.suspend(() => {
-    const begin = turn.beginLocal<A>(name, names)
+  op(() => {
+    const begin = turn.beginLocal<A>(name, seqAlias)
     if (begin._tag !== "Run") return fromOutcome<A, StepFailed>(turn, begin)
     const scope = turn.startLocal(begin.seq, begin.name, turn.now(), undefined)
     return Effect.flatMap(runLocal(turn, scope, body), (result) =>
@@ -168,20 +194,20 @@ const localOp = <A, E, R>(
 
 /** Builds the Effect context of one turn over its {@link Turn}. @internal */
 export const makeEffectContext = (turn: Turn): WorkflowContext => {
-  const unsupported = (op: string): Effect.Effect<never> => Effect.suspend(() => fromOutcome(turn, turn.unsupported(op)))
+  const unsupported = (name: string): Effect.Effect<never> => op(() => fromOutcome(turn, turn.unsupported(name)))
   return {
     runId: turn.runId,
-    step: (name, input, options) => Effect.suspend(() => fromOutcome(turn, turn.step(name, input, options))),
-    now: () => localOp(turn, "now", (seq) => ["now", `now#${seq}`], Effect.sync(() => turn.now())),
-    sideEffect: (body) => localOp(turn, "sideEffect", () => ["sideEffect"], body),
-    sleep: (duration) => Effect.suspend(() => fromOutcome(turn, turn.sleep(duration))),
-    waitForSignal: (name, options) => Effect.suspend(() => fromOutcome(turn, turn.waitForSignal(name, options))),
-    child: (workflow, input) => Effect.suspend(() => fromOutcome(turn, turn.child(workflow, input))),
+    step: (name, input, options) => op(() => fromOutcome(turn, turn.step(name, input, options))),
+    now: () => localOp(turn, "now", true, Effect.sync(() => turn.now())),
+    sideEffect: (body) => localOp(turn, "sideEffect", false, body),
+    sleep: (duration) => op(() => fromOutcome(turn, turn.sleep(duration))),
+    waitForSignal: (name, options) => op(() => fromOutcome(turn, turn.waitForSignal(name, options))),
+    child: (workflow, input) => op(() => fromOutcome(turn, turn.child(workflow, input))),
     gather: <A, E, R>(
       items: ReadonlyArray<readonly [name: string, body: LocalBody<A, E, R>]>,
       options?: GatherOptions
     ): Effect.Effect<Array<A>, GatherFailed, R> =>
-      Effect.suspend(() => {
+      op(() => {
         const begin = turn.beginGather<A>(items.map(([name]) => name))
         if (begin._tag !== "Run") return fromOutcome<Array<A>, GatherFailed>(turn, begin)
         const startedAt = turn.now()
@@ -205,8 +231,8 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
           return fromOutcome<Array<A>, GatherFailed>(turn, turn.finishGather<A>(scopes, finished, begin.parallelGroup))
         }))
       }),
-    gatherCalls: (calls, options) => Effect.suspend(() => fromOutcome(turn, turn.gatherCalls(calls, options))),
-    all: (workflow, inputs, options) => Effect.suspend(() => fromOutcome(turn, turn.all(workflow, inputs, options))),
+    gatherCalls: (calls, options) => op(() => fromOutcome(turn, turn.gatherCalls(calls, options))),
+    all: (workflow, inputs, options) => op(() => fromOutcome(turn, turn.all(workflow, inputs, options))),
     ...unsupportedMethods(unsupported)
   }
 }

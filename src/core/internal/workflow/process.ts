@@ -97,44 +97,64 @@ export const runWorkflowTurn = <R = never>(
   task: WorkflowTask,
   options?: ProcessWorkflowTaskOptions
 ): Effect.Effect<TurnResult, never, R> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
     const workflow = findWorkflow(registry, task.workflow)
     if (workflow === undefined) {
       const names = registeredNames(registry)
-      return failedResult(task, {
+      return Effect.succeed(failedResult(task, {
         message: `no workflow registered for ${JSON.stringify(task.workflow)}` +
           (names.length === 0 ? " (this worker registers no workflows)" : ` (this worker runs: ${names.join(", ")})`),
         code: "no_workflow"
-      })
+      }))
     }
     const input = workflow.decodeInput(task.input)
     if (Either.isLeft(input)) {
-      return failedResult(task, {
+      return Effect.succeed(failedResult(task, {
         message: `workflow ${JSON.stringify(task.workflow)}: the run input does not match the workflow's input schema: ` +
           ParseResult.TreeFormatter.formatErrorSync(input.left)
-      })
+      }))
     }
-    const turn = new Turn(task, {
-      partition: options?.partition ?? "default",
-      isCancelled: options?.isCancelled,
-      onStepEvent: options?.onStepEvent,
-      yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
-      yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
-      clock: yield* Effect.clock,
-      runtime: yield* Effect.runtime<never>()
-    })
-    const body = workflow.body
-    const run: Effect.Effect<BodyOutcome | undefined, never, R> = body._tag === "Effect"
-      ? Effect.map(Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))), outcomeOfExit)
-      : Effect.async<BodyOutcome | undefined>((resume, signal) => {
-        runAsyncTurn(turn, body.run, input.right, signal).then(
-          (outcome) => resume(Effect.succeed(outcome)),
-          (defect: unknown) => resume(Effect.die(defect))
-        )
-      })
-    // An interrupted turn is closed, so ops an abandoned async body still reaches do nothing.
-    const outcome = yield* Effect.onInterrupt(run, () => Effect.sync(() => turn.close()))
-    return { decision: turn.decide(outcome ?? { _tag: "Stopped" }), fatal: turn.fatal, turn }
+    // Plain combinators rather than Effect.gen: this wrapper is a fixed cost of every turn, as large
+    // as replaying dozens of ops.
+    return Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+      Effect.clockWith((clock) => {
+        const turn = new Turn(task, {
+          partition: options?.partition ?? "default",
+          isCancelled: options?.isCancelled,
+          onStepEvent: options?.onStepEvent,
+          yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
+          yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
+          clock,
+          runtime
+        })
+        const body = workflow.body
+        const decided = (outcome: BodyOutcome | undefined): TurnResult => ({
+          decision: turn.decide(outcome ?? { _tag: "Stopped" }),
+          fatal: turn.fatal,
+          turn
+        })
+        if (body._tag === "Effect") {
+          const run = Effect.map(
+            Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))),
+            outcomeOfExit
+          )
+          // An interrupted turn is closed, so ops a fiber the body left behind still reaches do nothing.
+          return Effect.map(Effect.onInterrupt(run, () => Effect.sync(() => turn.close())), decided)
+        }
+        return Effect.async<TurnResult>((resume) => {
+          const running = runAsyncTurn(turn, body.run, input.right)
+          running.outcome.then(
+            (outcome) => resume(Effect.sync(() => decided(outcome))),
+            (defect: unknown) => resume(Effect.die(defect))
+          )
+          // A canceler rather than an AbortSignal (an AbortController per turn costs more than a short
+          // replay). An interrupted turn is closed, so ops the abandoned body still reaches do nothing.
+          return Effect.sync(() => {
+            running.abort()
+            turn.close()
+          })
+        })
+      }))
   })
 
 /**

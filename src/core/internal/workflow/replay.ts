@@ -151,6 +151,37 @@ export interface TurnOptions {
 const UNSUPPORTED_STEP_OPTIONS = ["retries", "backoff", "timeoutMs", "compensate", "priority"] as const
 
 const value = <A>(a: A): Outcome<A> => ({ _tag: "Value", value: a })
+
+/**
+ * History by seq. The engine sends history ordered by seq from 0 with no gap, so the task's own
+ * array usually is the index (checked, not assumed); otherwise a sparse array, or a map when seqs are
+ * too far apart for one. A duplicate seq resolves to its last entry, as in the engine's workers.
+ */
+const indexHistory = (
+  history: ReadonlyArray<HistoryEvent>
+): ReadonlyArray<HistoryEvent | undefined> | ReadonlyMap<number, HistoryEvent> => {
+  let dense = true
+  let max = -1
+  for (let i = 0; i < history.length; i++) {
+    const seq = history[i]!.seq
+    if (seq !== i) dense = false
+    if (seq > max) max = seq
+  }
+  if (dense) return history
+  if (max < 2 * history.length + 64) {
+    const bySeq = new Array<HistoryEvent | undefined>(max + 1)
+    for (const event of history) {
+      if (event.seq >= 0) bySeq[event.seq] = event
+    }
+    return bySeq
+  }
+  const bySeq = new Map<number, HistoryEvent>()
+  for (const event of history) bySeq.set(event.seq, event)
+  return bySeq
+}
+
+/** Ops read the clock for `yieldAfterMs` at most this many resolutions apart (see `takeYield`). */
+const MAX_CLOCK_STRIDE = 16
 const BLOCKED: Outcome<never> = { _tag: "Blocked" }
 const CANCELLED: Outcome<never> = { _tag: "Cancelled" }
 const CLOSED: Outcome<never> = { _tag: "Closed" }
@@ -176,8 +207,16 @@ const normalizeCall = (
  */
 export class Turn {
   readonly runId: string
-  private readonly history = new Map<number, HistoryEvent>()
-  private readonly signals = new Map<number, PendingSignal>()
+  /** History by seq as an array (the usual case), else as a map: see {@link indexHistory}. */
+  private readonly historyList: ReadonlyArray<HistoryEvent | undefined> | undefined
+  private readonly historyMap: ReadonlyMap<number, HistoryEvent> | undefined
+  private readonly signals: ReadonlyMap<number, PendingSignal> | undefined
+  private readonly isCancelled: ((runId: string) => boolean) | undefined
+  /**
+   * The outcome of an op replayed to a value, reused (its adapters read it at once): a long replay
+   * allocates nothing per op for it.
+   */
+  private readonly replayedValue: { readonly _tag: "Value"; value: unknown } = { _tag: "Value", value: undefined }
   private readonly commands: Array<WorkflowCommand> = []
   private seq = 0
   /** Ops resolved so far this turn: replayed from history, or run locally and recorded. */
@@ -185,6 +224,10 @@ export class Turn {
   private resolvedAtLastYield = 0
   /** When the turn last let the event loop run (`performance.now()`: scheduling only, never decisions). */
   private lastYieldAt = performance.now()
+  /** When `takeYield` last read the clock, how many resolutions until it reads it again, and that stride. */
+  private lastClockAt = this.lastYieldAt
+  private clockCountdown = 1
+  private clockStride = 1
   private fatalError: { readonly error: FatalReplayError; readonly commandCount: number } | undefined
   /** Ops that recorded a command and wait for a result that is not in history. */
   blocked = 0
@@ -195,8 +238,13 @@ export class Turn {
 
   constructor(readonly task: WorkflowTask, private readonly options: TurnOptions) {
     this.runId = task.runId
-    for (const event of task.history) this.history.set(event.seq, event)
-    for (const signal of task.pendingSignals ?? []) this.signals.set(signal.seq, signal)
+    this.isCancelled = options.isCancelled
+    const index = indexHistory(task.history)
+    this.historyList = Array.isArray(index) ? index : undefined
+    this.historyMap = Array.isArray(index) ? undefined : index as ReadonlyMap<number, HistoryEvent>
+    this.signals = task.pendingSignals === undefined || task.pendingSignals.length === 0
+      ? undefined
+      : new Map(task.pendingSignals.map((signal) => [signal.seq, signal]))
   }
 
   /** The first fatal error of the turn, if any. */
@@ -210,16 +258,31 @@ export class Turn {
    * of local ops is as long as one that replays them), or once the turn has held the event loop for
    * `yieldAfterMs` (workflow code that computes between ops makes each op slow). Yielding only delays a
    * resolution, so it never changes the decision.
+   *
+   * Reading the clock costs as much as replaying an op, so while ops come fast (the resolutions since
+   * the last reading took under 1/64 of `yieldAfterMs`) the clock is read half as often, down to every
+   * {@link MAX_CLOCK_STRIDE}th resolution; one slow stretch reads it at every op again.
    */
   takeYield(): boolean {
-    if (this.options.yieldEvery <= 0) return false
+    const options = this.options
+    if (options.yieldEvery <= 0) return false
+    if (this.resolvedOps - this.resolvedAtLastYield >= options.yieldEvery) return this.yielded(performance.now())
+    if (--this.clockCountdown > 0) return false
     const now = performance.now()
-    if (
-      this.resolvedOps - this.resolvedAtLastYield < this.options.yieldEvery &&
-      now - this.lastYieldAt < this.options.yieldAfterMs
-    ) return false
+    this.clockStride = now - this.lastClockAt < options.yieldAfterMs / 64
+      ? Math.min(this.clockStride * 2, MAX_CLOCK_STRIDE)
+      : 1
+    this.clockCountdown = this.clockStride
+    this.lastClockAt = now
+    return now - this.lastYieldAt >= options.yieldAfterMs && this.yielded(now)
+  }
+
+  private yielded(now: number): true {
     this.resolvedAtLastYield = this.resolvedOps
     this.lastYieldAt = now
+    this.lastClockAt = now
+    this.clockCountdown = 1
+    this.clockStride = 1
     return true
   }
 
@@ -245,25 +308,36 @@ export class Turn {
   /** The next seq, or why the op must stop: the single cancellation check point. */
   private next(): number | Outcome<never> {
     if (this.closed) return CLOSED
-    if (this.options.isCancelled?.(this.runId) === true) {
+    if (this.isCancelled !== undefined && this.isCancelled(this.runId) === true) {
       this.cancelled = true
       return CANCELLED
     }
     return this.seq++
   }
 
+  private eventAt(seq: number): HistoryEvent | undefined {
+    return this.historyList !== undefined ? this.historyList[seq] : this.historyMap!.get(seq)
+  }
+
   /**
    * The history entry at `seq`, `undefined` when the op is new, or a fatal outcome when history holds
-   * another kind or another name there (a missing name in history matches any name).
+   * another kind or another name there (a missing name in history matches any name). `name`
+   * `undefined` skips the name check; `seqAlias` also accepts `<name>#<seq>` (how the Python worker
+   * names its `now` records).
    */
   private lookup(
     seq: number,
     kind: HistoryEventKind,
-    names: ReadonlyArray<string> | undefined
+    name: string | undefined,
+    seqAlias = false
   ): HistoryEvent | undefined | Outcome<never> {
-    const event = this.history.get(seq)
+    const event = this.eventAt(seq)
     if (event === undefined) return undefined
-    if (event.kind !== kind || (names !== undefined && event.name !== undefined && !names.includes(event.name))) {
+    if (
+      event.kind !== kind ||
+      (name !== undefined && event.name !== undefined && event.name !== name &&
+        !(seqAlias && event.name === `${name}#${seq}`))
+    ) {
       return this.poison(
         new NondeterminismError({
           runId: this.runId,
@@ -271,7 +345,7 @@ export class Turn {
           recordedKind: event.kind,
           ...(event.name === undefined ? {} : { recordedName: event.name }),
           reachedKind: kind,
-          ...(names === undefined ? {} : { reachedName: names[0]! })
+          ...(name === undefined ? {} : { reachedName: name })
         })
       )
     }
@@ -280,9 +354,9 @@ export class Turn {
   }
 
   private resolved<A>(event: HistoryEvent): Outcome<A> {
-    return event.error !== undefined
-      ? { _tag: "Failed", error: new StepFailed({ error: event.error }) }
-      : value(event.output as A)
+    if (event.error !== undefined) return { _tag: "Failed", error: new StepFailed({ error: event.error }) }
+    this.replayedValue.value = event.output
+    return this.replayedValue as Outcome<A>
   }
 
   private block(command: WorkflowCommand): Outcome<never> {
@@ -296,12 +370,14 @@ export class Turn {
   step<A>(name: string, input: unknown, options: StepOptions | undefined): Outcome<A> {
     if (this.closed) return CLOSED
     if (typeof name !== "string" || name.length === 0) return this.invalid("step", "the step name must be a non-empty string")
-    for (const key of UNSUPPORTED_STEP_OPTIONS) {
-      if (options?.[key] != null) return this.unsupported(`step(..., { ${key} })`)
+    if (options !== undefined) {
+      for (const key of UNSUPPORTED_STEP_OPTIONS) {
+        if (options[key] != null) return this.unsupported(`step(..., { ${key} })`)
+      }
     }
     const seq = this.next()
     if (typeof seq !== "number") return seq
-    const event = this.lookup(seq, "call", [name])
+    const event = this.lookup(seq, "call", name)
     if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
     return this.block({ kind: "call", seq, name, group: options?.group ?? this.options.partition, input })
   }
@@ -325,9 +401,9 @@ export class Turn {
     }
     const seq = this.next()
     if (typeof seq !== "number") return seq
-    const event = this.lookup(seq, "signal", [name])
+    const event = this.lookup(seq, "signal", name)
     if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
-    const pending = this.signals.get(seq)
+    const pending = this.signals?.get(seq)
     if (pending !== undefined) return value(pending.payload as A)
     return this.block({ kind: "waitSignal", seq, signal: name })
   }
@@ -339,7 +415,7 @@ export class Turn {
     }
     const seq = this.next()
     if (typeof seq !== "number") return seq
-    const event = this.lookup(seq, "child", [workflow])
+    const event = this.lookup(seq, "child", workflow)
     if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
     return this.block({ kind: "startChild", seq, workflow, input })
   }
@@ -361,7 +437,7 @@ export class Turn {
     const parallelGroup = `gather:${seqs[0]!}`
     const events: Array<HistoryEvent | undefined> = []
     for (let i = 0; i < items.length; i++) {
-      const event = this.lookup(seqs[i]!, kind, [items[i]!.name])
+      const event = this.lookup(seqs[i]!, kind, items[i]!.name)
       if (event !== undefined && "_tag" in event) return event
       events.push(event)
     }
@@ -431,12 +507,12 @@ export class Turn {
 
   /**
    * A local op (`now`, `sideEffect`): its recorded result, or a {@link LocalRun} when it is new and
-   * its body must run now. `names` are the names history may hold for it.
+   * its body must run now. History may name it `name`, or `<name>#<seq>` too when `seqAlias` is set.
    */
-  beginLocal<A>(name: string, names: (seq: number) => ReadonlyArray<string>): Outcome<A> | LocalRun {
+  beginLocal<A>(name: string, seqAlias: boolean): Outcome<A> | LocalRun {
     const seq = this.next()
     if (typeof seq !== "number") return seq
-    const event = this.lookup(seq, "step", names(seq))
+    const event = this.lookup(seq, "step", name, seqAlias)
     if (event !== undefined) return "_tag" in event ? event : this.resolved(event)
     return { _tag: "Run", seq, name }
   }
@@ -459,7 +535,7 @@ export class Turn {
     }
     const events: Array<HistoryEvent> = []
     for (const item of items) {
-      const event = this.lookup(item.seq, "step", [item.name])
+      const event = this.lookup(item.seq, "step", item.name)
       if (event === undefined) return { _tag: "Run", items, parallelGroup: `gather:${items[0]!.seq}` }
       if ("_tag" in event) return event
       events.push(event)
@@ -581,7 +657,7 @@ export class Turn {
   unreached(status: WorkflowDecision["status"]): NondeterminismError | undefined {
     if (this.fatalError !== undefined || this.cancelled) return undefined
     let first: HistoryEvent | undefined
-    for (const event of this.history.values()) {
+    for (const event of this.task.history) {
       if (event.seq >= this.seq && (first === undefined || event.seq < first.seq)) first = event
     }
     if (first === undefined) return undefined
@@ -677,5 +753,8 @@ export const unsupportedOps = [
  */
 export const unsupportedMethods = <T>(
   fail: (op: string) => T
-): { readonly [K in (typeof unsupportedOps)[number]]: (...args: ReadonlyArray<any>) => T } =>
-  Object.fromEntries(unsupportedOps.map((op) => [op, () => fail(op)])) as never
+): { readonly [K in (typeof unsupportedOps)[number]]: (...args: ReadonlyArray<any>) => T } => {
+  const methods: Record<string, () => T> = {}
+  for (const op of unsupportedOps) methods[op] = () => fail(op)
+  return methods as never
+}
