@@ -13,8 +13,9 @@
  * Recording never delays or fails a task: records go through a bounded queue to a writer fiber of
  * the layer's scope (a full queue drops the record, logged), a failing write or callback is logged,
  * and the records still queued when the layer is released are written before it closes. Sampling
- * draws from Effect's `Random` (seed it, or use `TestRandom`, in tests). Not captured: Durable
- * Workflow accepted-update tasks, and tasks whose answer failed (they carry no commands).
+ * draws from Effect's `Random` (`Effect.withRandom(Random.fixed([...]))` pins it in tests). A Durable
+ * Workflow accepted-update task is recorded with its `workflow_update_id`; a task whose answer failed
+ * (no commands) is not recorded.
  *
  * @example
  * import { NodeContext } from "@effect/platform-node"

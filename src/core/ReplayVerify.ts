@@ -12,7 +12,8 @@
  * - `"schema": "effect-durable-worker.durable-workflow-history.v1"`: one Durable Workflow workflow
  *   task as a worker replayed it and the commands it answered (what `ReplayCapture` writes):
  *   `{ workflow_type, workflow_id, run_id, task_queue, payload_codec, arguments, history_events,
- *   commands }`, payloads encoded as on the wire.
+ *   commands }`, payloads encoded as on the wire (an accepted-update task also `workflow_update_id`,
+ *   replayed as that update).
  * - `"schema": "effect-durable-worker.nestjs-durable-history.v1"`: one nestjs-durable workflow turn:
  *   `{ workflow, run_id, task, decision }`, `task` the turn's JSON payload as the engine delivered it
  *   and `decision` the JSON decision the worker answered (see {@link NestDurableHistory}).
@@ -210,6 +211,7 @@ const durableCase = (file: string, json: unknown): Parsed => {
       startInput: startInput ?? [],
       workflowId: h.workflow_id,
       runId: h.run_id,
+      updateId: h.workflow_update_id,
       taskQueue: h.task_queue,
       ...(h.payload_codec === undefined ? {} : { payloadCodec: h.payload_codec }),
       ...(h.commands === undefined ? {} : { expectedCommands: h.commands as ReadonlyArray<Command> }),

@@ -262,4 +262,47 @@ describe("ReplayCapture from a Durable Workflow worker", () => {
       const report = yield* ReplayVerify.verifyDirectory(dir, { durableWorkflows: [shout] })
       assert.strictEqual(report.status, "replayed", JSON.stringify(report.cases[0]))
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("an accepted-update task is recorded with its update id and replays as an update", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const { server } = yield* setup()
+      const discounted = (extra: Record<string, unknown>) =>
+        DurableWorkflow.make("orders.discount", (ctx) =>
+          Effect.gen(function*() {
+            let discount = 0
+            ctx.onUpdate("setDiscount", (percent: number) => {
+              discount = percent
+              return { discount, ...extra }
+            })
+            yield* ctx.waitCondition(() => discount > 0)
+            return discount
+          }), { updates: { setDiscount: [DurableWorkflow.param("percent")] } })
+      const live = discounted({})
+      const worker = yield* Worker.make({ durableWorkflows: [live], interruptTimeout: "2 seconds" })
+      const running = yield* Effect.fork(worker.run.pipe(Effect.provide(transportLayer(server)), Effect.provide(ReplayCapture.layerDirectory(dir))))
+      server.enqueueWorkflowTask({
+        workflowType: "orders.discount",
+        taskQueue: QUEUE,
+        updateId: "upd-1",
+        historyEvents: [
+          { event_type: "WorkflowStarted", payload: {} },
+          { event_type: "ConditionWaitOpened", payload: { sequence: 1 } },
+          { event_type: "UpdateAccepted", payload: { update_id: "upd-1", update_name: "setDiscount", arguments: blob([15]) } }
+        ]
+      })
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
+      yield* worker.stop
+      yield* Fiber.join(running)
+      const [[, captured]] = yield* readJson(dir)
+      assert.strictEqual(captured.workflow_update_id, "upd-1")
+      assert.deepStrictEqual(captured.commands, server.completedWorkflowTasks[0]!.commands)
+      assert.strictEqual(captured.commands[0].type, "complete_update")
+      const same = yield* ReplayVerify.verifyDirectory(dir, { durableWorkflows: [live] })
+      assert.strictEqual(same.status, "replayed", JSON.stringify(same.cases[0]))
+      const changed = yield* ReplayVerify.verifyDirectory(dir, { durableWorkflows: [discounted({ note: "new" })] })
+      assert.strictEqual(changed.cases[0]!.status, "drifted")
+      assert.strictEqual(changed.cases[0]!.reason, "expectation_mismatch")
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

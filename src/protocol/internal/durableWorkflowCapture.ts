@@ -16,8 +16,8 @@ const str = (value: unknown): string | undefined => (typeof value === "string" &
  * Records an answered Durable Workflow workflow task for `verify` when the capture in force samples
  * it: the task's ids and codec, its start input and every history event (all pages, parts kept in
  * external storage fetched; payloads left encoded), and the commands the worker answered (payloads
- * it stored externally recorded inline, as an offline replay produces them). Only a
- * completed task of a run is recorded (an accepted-update task, or one whose answer failed, is not).
+ * it stored externally recorded inline, as an offline replay produces them). An accepted-update task
+ * keeps its `workflow_update_id`. A task whose answer failed (no commands) is not recorded.
  *
  * @internal
  */
@@ -26,7 +26,7 @@ export const captureWorkflowTask = (
   delivered: Task,
   reply: { readonly _tag: string; readonly commands?: ReadonlyArray<unknown> }
 ): Effect.Effect<void> =>
-  reply._tag !== "WorkflowCompleted" || reply.commands === undefined || str(t.task["workflow_update_id"]) !== undefined
+  reply._tag !== "WorkflowCompleted" || reply.commands === undefined
     ? Effect.void
     : ReplayCapture.capture(Effect.gen(function*() {
       const { task } = t
@@ -42,6 +42,7 @@ export const captureWorkflowTask = (
         workflow_type: str(task["workflow_type"]) ?? "",
         ...(str(task["workflow_id"]) === undefined ? {} : { workflow_id: str(task["workflow_id"])! }),
         ...(str(task["run_id"]) === undefined ? {} : { run_id: str(task["run_id"])! }),
+        ...(str(task["workflow_update_id"]) === undefined ? {} : { workflow_update_id: str(task["workflow_update_id"])! }),
         task_queue: str(task["task_queue"]) ?? t.taskQueue,
         ...(typeof codec === "string" || codec === null ? { payload_codec: codec } : {}),
         captured_at: yield* ReplayCapture.capturedAt,

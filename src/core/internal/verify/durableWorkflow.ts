@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Predicate from "effect/Predicate"
 import { NonDeterministicReplayError } from "../durableWorkflow/errors.js"
-import { replayOffline } from "../durableWorkflow/offline.js"
+import { replayOffline, updateOffline } from "../durableWorkflow/offline.js"
 import { type Command, decodeValue } from "../durableWorkflow/replay.js"
 import type { Definition } from "../durableWorkflow/run.js"
 import * as ReplayReport from "../../ReplayReport.js"
@@ -47,6 +47,8 @@ export interface DurableWorkflowCase {
   readonly startInput?: ReadonlyArray<unknown> | undefined
   readonly workflowId?: string | undefined
   readonly runId?: string | undefined
+  /** Replays an accepted-update task: the `update_id` of the `UpdateAccepted` the history holds. */
+  readonly updateId?: string | undefined
   readonly taskQueue?: string | undefined
   readonly payloadCodec?: string | null | undefined
   readonly expected?: GoldenExpectation | null | undefined
@@ -143,14 +145,19 @@ export const verifyCase = <R>(
   Effect.gen(function*() {
     const base = { id: c.id, workflowType: c.workflowType, family: c.family, source: c.source }
     const expected = c.expectedCommands !== undefined ? c.expectedCommands : c.expected ?? undefined
-    const exit = yield* exitOf(replayOffline(definitions, c.history, {
+    const options = {
       workflowType: c.workflowType,
       input: c.startInput,
       workflowId: c.workflowId,
       runId: c.runId,
       taskQueue: c.taskQueue,
       ...(c.payloadCodec === undefined ? {} : { payloadCodec: c.payloadCodec })
-    }))
+    }
+    const exit = yield* exitOf<{ readonly workflowType: string; readonly commands: ReadonlyArray<Command> }, unknown, R>(
+      c.updateId === undefined
+        ? replayOffline(definitions, c.history, options)
+        : Effect.map(updateOffline(definitions, c.history, c.updateId, options), (o) => ({ workflowType: o.workflowType, commands: [o.command] }))
+    )
     if (Exit.isFailure(exit)) {
       const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
       if (error instanceof NonDeterministicReplayError) {

@@ -34,7 +34,8 @@ export type NestDurableHistory = typeof NestDurableHistory.Type
  * A recorded Durable Workflow workflow task (schema
  * `effect-durable-worker.durable-workflow-history.v1`): the task's ids, its root `payload_codec`, the
  * start input as the task carried it (`arguments`, encoded), every history event the worker replayed
- * (`history_events`, all pages, payloads encoded) and the `commands` it answered (as sent).
+ * (`history_events`, all pages, payloads encoded) and the `commands` it answered (as sent). An
+ * accepted-update task carries its `workflow_update_id` and the one command it answered.
  *
  * @internal
  */
@@ -43,6 +44,7 @@ export const DurableWorkflowHistory = Schema.Struct({
   workflow_type: Schema.String,
   workflow_id: Schema.optional(Schema.String),
   run_id: Schema.optional(Schema.String),
+  workflow_update_id: Schema.optional(Schema.String),
   task_queue: Schema.optional(Schema.String),
   payload_codec: Schema.optional(Schema.NullOr(Schema.String)),
   captured_at: Schema.optional(Schema.String),
