@@ -22,26 +22,34 @@ export const loopSampleInterval = (threshold: Duration.Duration): Duration.Durat
   Duration.millis(Math.min(500, Math.max(10, Duration.toMillis(threshold) / 4)))
 
 /**
- * Measures how late a sleep of one interval wakes up, every interval, into `delay` (millis) and
- * the event loop delay gauge. Runs until interrupted.
+ * How many samples `/livez` looks back over: a block is still reported a little after it ended
+ * (2.5 thresholds), since while it lasts nothing can answer at all.
  *
  * @internal
  */
-export const sampleLoopDelay = (interval: Duration.Duration, delay: Ref.Ref<number>): Effect.Effect<never> => {
+export const LOOP_WINDOW = 10
+
+/**
+ * Measures how late a sleep of one interval wakes up, every interval: the last {@link LOOP_WINDOW}
+ * delays (millis) go to `delays`, the last one to the event loop delay gauge. Runs until interrupted.
+ *
+ * @internal
+ */
+export const sampleLoopDelay = (interval: Duration.Duration, delays: Ref.Ref<ReadonlyArray<number>>): Effect.Effect<never> => {
   const millis = Duration.toMillis(interval)
   const once = Effect.gen(function*() {
     const before = yield* Clock.currentTimeMillis
     yield* Effect.sleep(interval)
     const late = Math.max(0, (yield* Clock.currentTimeMillis) - before - millis)
-    yield* Ref.set(delay, late)
+    yield* Ref.update(delays, (recent) => [...recent.slice(-(LOOP_WINDOW - 1)), late])
     yield* Metric.set(WorkerMetrics.eventLoopDelay, late / 1000)
   })
   return Effect.repeat(once, Schedule.forever).pipe(Effect.zipRight(Effect.never))
 }
 
 /**
- * The probe server: `/livez` (200 while the event loop's last measured delay is within the
- * threshold, 503 otherwise), `/readyz` (200 while `ready`, 503 otherwise), `/metrics` (Prometheus
+ * The probe server: `/livez` (200 while the event loop's delays over the last samples are within
+ * the threshold, 503 otherwise), `/readyz` (200 while `ready`, 503 otherwise), `/metrics` (Prometheus
  * text, when asked for; 404 otherwise). Anything else is 404. `@effect/platform-node` is loaded here,
  * only when the server is turned on. It listens until the scope closes.
  *
@@ -57,16 +65,17 @@ export const serveHealth = (
       try: () => Promise.all([import("node:http"), import("@effect/platform-node/NodeHttpServer")]),
       catch: failed
     })
-    const delay = yield* Ref.make(0)
+    const delays = yield* Ref.make<ReadonlyArray<number>>([])
     const threshold = Duration.toMillis(options.loopDelayThreshold)
-    yield* Effect.forkScoped(sampleLoopDelay(loopSampleInterval(options.loopDelayThreshold), delay))
+    yield* Effect.forkScoped(sampleLoopDelay(loopSampleInterval(options.loopDelayThreshold), delays))
+    // one request per connection: a probe client's kept-alive socket must not hold the close up
     const text = (body: string, status: number, contentType = "text/plain; charset=utf-8") =>
-      HttpServerResponse.text(body, { status, contentType })
+      HttpServerResponse.text(body, { status, contentType, headers: { connection: "close" } })
     const app = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const path = request.url.split("?")[0]
       if (path === "/livez") {
-        const late = yield* Ref.get(delay)
+        const late = Math.max(0, ...(yield* Ref.get(delays)))
         return late > threshold ? text(`event loop delayed ${late} ms\n`, 503) : text("ok\n", 200)
       }
       if (path === "/readyz") {
