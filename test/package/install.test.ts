@@ -1,0 +1,181 @@
+/**
+ * The package installed as a user installs it: `npm pack` (its `prepack` builds it), the tarball
+ * installed offline into throwaway projects, each of which runs a worker on the local Redis. The
+ * real nestjs-durable engine, in this process, dispatches a step over BullMQ to the project's
+ * process and waits for its answer; Redis is the only path between them.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { type EngineHarness, redisConnection, startEngine, uniquePrefix } from "../support/engine.js"
+import { bullmqPeers, type EchoOutput, esmEffect, nestCjs, noDriver, STEP } from "./apps.js"
+import { cleanEnv, installProject, packProject, tscBin } from "./pack.js"
+
+const exec = promisify(execFile)
+
+const EFFECT = ["effect", "@effect/platform"]
+const BULLMQ = ["bullmq", "ioredis"]
+/** The drivers neither the core nor the facade may load. */
+const DRIVERS = /\/node_modules\/(bullmq|ioredis|@aws-sdk\/[^/]+|pg|mysql2|undici)\//
+
+let root: string
+const projects = {
+  bullmqPeers: "",
+  noDriver: "",
+  esmEffect: "",
+  nestCjs: ""
+}
+
+const writeFiles = async (dir: string, files: Record<string, string>) => {
+  for (const [name, text] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, name)), { recursive: true })
+    await writeFile(path.join(dir, name), text)
+  }
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(os.tmpdir(), "edw-package-"))
+  const tarball = await packProject(root)
+  for (const name of Object.keys(projects) as Array<keyof typeof projects>) projects[name] = path.join(root, name)
+  await Promise.all([
+    installProject(projects.bullmqPeers, { tarball, packages: [...EFFECT, ...BULLMQ], manifest: { type: "module" } })
+      .then(() => writeFiles(projects.bullmqPeers, bullmqPeers)),
+    installProject(projects.noDriver, { tarball, packages: EFFECT, manifest: { type: "module" } })
+      .then(() => writeFiles(projects.noDriver, noDriver)),
+    installProject(projects.esmEffect, { tarball, packages: [...EFFECT, ...BULLMQ, "@types/node"], manifest: { type: "module" } })
+      .then(() => writeFiles(projects.esmEffect, esmEffect)),
+    installProject(projects.nestCjs, { tarball, packages: [...EFFECT, ...BULLMQ, "@types/node", "reflect-metadata"] })
+      .then(() => writeFiles(projects.nestCjs, nestCjs))
+  ])
+}, 300_000)
+
+afterAll(async () => {
+  if (root !== undefined) await rm(root, { recursive: true, force: true })
+})
+
+/** Run `node args` in `cwd` to completion; its stdout's last line, parsed. */
+const nodeJson = async <A>(cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<A> => {
+  const { stdout } = await exec(process.execPath, args, { cwd, env: cleanEnv(env), maxBuffer: 16 * 1024 * 1024 })
+  return JSON.parse(stdout.trim().split("\n").at(-1)!) as A
+}
+
+/** Compile a project with the repository's TypeScript; fails with the compiler's report. */
+const compile = async (cwd: string, project = "tsconfig.json") => {
+  try {
+    await exec(process.execPath, [tscBin, "-p", project], { cwd, env: cleanEnv() })
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string }
+    throw new Error(`tsc -p ${project} failed in ${path.basename(cwd)}:\n${stdout ?? ""}${stderr ?? ""}`)
+  }
+}
+
+interface Served {
+  readonly output: EchoOutput
+  readonly pid: number
+  readonly exit: { readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  readonly log: string
+}
+
+/**
+ * Start a real engine on a fresh prefix, start `node args` in `cwd` as the worker, run one workflow
+ * whose step the worker must answer, then SIGTERM the worker and wait for it to exit.
+ */
+const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>): Promise<Served> => {
+  const engine: EngineHarness = await startEngine({ prefix: uniquePrefix(`edw-pkg-${label}`) })
+  let child: ChildProcess | undefined
+  try {
+    engine.register("package-check", async (ctx, input) => ctx.step(STEP, input))
+    const { host, port } = redisConnection()
+    child = spawn(process.execPath, args, {
+      cwd,
+      env: cleanEnv({ EDW_PREFIX: engine.prefix, REDIS_URL: `redis://${host}:${port}` }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let log = ""
+    child.stdout!.on("data", (chunk) => (log += chunk))
+    child.stderr!.on("data", (chunk) => (log += chunk))
+    const exited = new Promise<Served["exit"]>((resolve) => child!.once("exit", (code, signal) => resolve({ code, signal })))
+    const result = await Promise.race([
+      engine.run("package-check", { n: 21 }, { timeoutMs: 60_000 }),
+      exited.then((exit) => {
+        throw new Error(`the ${label} worker exited early (${JSON.stringify(exit)}):\n${log}`)
+      })
+    ])
+    assert.strictEqual(result.status, "completed", `${label}: ${JSON.stringify(result)}\n${log}`)
+    child.kill("SIGTERM")
+    const exit = await Promise.race([
+      exited,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`the ${label} worker did not exit within 20s of SIGTERM:\n${log}`)), 20_000).unref()
+      )
+    ])
+    return { output: result.output as EchoOutput, pid: child.pid!, exit, log }
+  } finally {
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+    await engine.close()
+  }
+}
+
+describe("the packed package, installed offline into user projects", () => {
+  it("with only the BullMQ peers: the root and the facade load no driver; a worker answers over BullMQ", async () => {
+    const dir = projects.bullmqPeers
+    const loaded = async (format: "esm" | "cjs", specifiers: ReadonlyArray<string>) => {
+      const file = path.join(dir, `loaded-${format}-${specifiers.length}.txt`)
+      await writeFile(file, "")
+      const args = format === "esm" ? ["--import", "./record.mjs", "loads.mjs"] : ["loads.cjs"]
+      return nodeJson<Array<string>>(dir, [...args, ...specifiers], { EDW_LOADED: file })
+    }
+    for (const format of ["esm", "cjs"] as const) {
+      const core = await loaded(format, ["effect-durable-worker", "effect-durable-worker/promise"])
+      assert.isTrue(core.some((file) => file.includes("/node_modules/effect-durable-worker/dist/")), `${format}: the package itself`)
+      assert.deepStrictEqual(core.filter((file) => DRIVERS.test(file)), [], `${format}: drivers loaded by the root and /promise`)
+      // the same probe sees the drivers of the entry point that needs them
+      const bullmq = await loaded(format, ["effect-durable-worker/bullmq"])
+      for (const name of BULLMQ) {
+        assert.isTrue(bullmq.some((file) => file.includes(`/node_modules/${name}/`)), `${format}: /bullmq loads ${name}`)
+      }
+    }
+
+    const served = await serveOne("a", dir, ["worker.mjs"])
+    assert.deepStrictEqual(served.output, { via: "bullmq-peers", pid: served.pid, doubled: 42 })
+    assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+  }, 120_000)
+
+  it("without bullmq and ioredis: the root and the facade import, and run(redis()) rejects naming them", async () => {
+    for (const script of ["missing.mjs", "missing.cjs"]) {
+      const outcome = await nodeJson<{
+        outcome: string
+        tag?: string
+        isRootMissingDriverError?: boolean
+        packages?: Array<string>
+        message?: string
+      }>(projects.noDriver, [script])
+      assert.strictEqual(outcome.outcome, "rejected", script)
+      assert.strictEqual(outcome.tag, "MissingDriverError", script)
+      assert.deepStrictEqual(outcome.packages, ["bullmq", "ioredis"], script)
+      assert.include(outcome.message, "npm install bullmq ioredis", script)
+      if (script.endsWith(".mjs")) assert.isTrue(outcome.isRootMissingDriverError, "the error is the root's MissingDriverError")
+    }
+  }, 60_000)
+
+  it("an ES-module Effect app (NodeNext, declarations checked) runs Worker.layer on BullMQTransport.layer", async () => {
+    await compile(projects.esmEffect)
+    const served = await serveOne("b", projects.esmEffect, ["dist/main.js"])
+    assert.deepStrictEqual(served.output, { via: "esm-effect", pid: served.pid, doubled: 42 })
+    assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+  }, 120_000)
+
+  it("a CommonJS NestJS-style app (module commonjs, moduleResolution node) compiles and runs the facade", async () => {
+    await compile(projects.nestCjs)
+    const served = await serveOne("c", projects.nestCjs, ["dist/main.js"])
+    assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
+    assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+  }, 120_000)
+
+  it("the CommonJS app's declarations check too (skipLibCheck: false), with only the BullMQ drivers installed", async () => {
+    await compile(projects.nestCjs, "tsconfig.libs.json")
+  }, 120_000)
+})
