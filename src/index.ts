@@ -8,7 +8,8 @@
  * - seam: `Protocol` and `Transport`, the public contract between the runtime, the orchestrators'
  *   protocols and the brokers
  * - protocols: `NestDurableProtocol` (nestjs-durable steps and turns), `DurableWorkflowProtocol`
- * - runtime: `Worker` (lifecycle, concurrency, drain, deregistration), `WorkerConfig`
+ * - runtime: `Worker` (lifecycle, concurrency, drain, deregistration), `WorkerConfig`, `WorkerLogger`
+ * - observability: `WorkerMetrics` (the worker's Effect metrics, every transport)
  * - transports: `InMemoryTransport` here; each broker has its own entry point, which loads its
  *   driver (optional peer dependencies): `effect-durable-worker/bullmq` (`BullMQTransport`),
  *   `…/sqs` (`SqsTransport`), `…/postgres` and `…/mysql` (`SqlTransport`), `…/durable-workflow`
@@ -88,6 +89,12 @@ export * as Worker from "./runtime/Worker.js"
 
 /** @since 0.2.0 */
 export * as WorkerConfig from "./runtime/WorkerConfig.js"
+
+/** @since 0.3.0 */
+export * as WorkerLogger from "./runtime/WorkerLogger.js"
+
+/** @since 0.3.0 */
+export * as WorkerMetrics from "./seam/WorkerMetrics.js"
 
 /** @since 0.1.0 */
 export * as Workflow from "./core/Workflow.js"

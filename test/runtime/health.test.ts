@@ -7,6 +7,8 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import * as Step from "../../src/core/Step.js"
 import { LOOP_WINDOW, loopSampleInterval, sampleLoopDelay } from "../../src/runtime/internal/health.js"
 import { render } from "../../src/runtime/internal/prometheus.js"
@@ -141,6 +143,24 @@ describe("health probe server", () => {
       yield* TestClock.adjust(`${100 * LOOP_WINDOW * 2} millis`)
       assert.strictEqual((yield* Ref.get(delays)).length, LOOP_WINDOW, "only the last samples are kept")
     }))
+
+  it("@effect/platform-node is loaded only once a worker with health runs, never by importing the package", async () => {
+    const script = fileURLToPath(new URL("../support/launchHealthImports.ts", import.meta.url))
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "--conditions=source", script],
+        { timeout: 30_000, env: { ...process.env, NODE_NO_WARNINGS: "1" } },
+        (error, out, err) => error === null ? resolve(out) : reject(new Error(`${error.message}\n${out}\n${err}`))
+      )
+    )
+    const lines = stdout.split("\n")
+    const imported = lines.indexOf("ROOT IMPORTED")
+    const firstLoad = lines.findIndex((line) => line.startsWith("LOADED @effect/platform-node/"))
+    assert.isAtLeast(imported, 0, stdout)
+    assert.isAbove(firstLoad, imported, stdout)
+    assert.include(lines, "RAN")
+  }, 40_000)
 
   it.effect("health options are checked once, naming the option", () =>
     Effect.gen(function*() {
