@@ -81,24 +81,18 @@ export interface AsyncWorkflowContext {
  */
 class Monitor {
   inFlight = 0
-  private waiters: Array<() => void> = []
+  /** The driver's wake-up (set once, by `runAsyncTurn`). */
+  onChange: (() => void) | undefined = undefined
 
   notify(): void {
-    const waiters = this.waiters
-    this.waiters = []
-    for (const wake of waiters) wake()
-  }
-
-  changed(): Promise<void> {
-    return new Promise((resolve) => this.waiters.push(resolve))
+    this.onChange?.()
   }
 }
 
 /** A fresh promise that never settles; fresh so the reactions attached to it are collected with it. */
 const suspended = <A>(): Promise<A> => new Promise<A>(() => {})
 
-/** Resolves after the current macrotask: every microtask queued before it has run by then. */
-const macrotaskBarrier = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+const STOPPED: BodyOutcome = { _tag: "Stopped" }
 
 const settle = <A>(turn: Turn, monitor: Monitor, outcome: Outcome<A>): Promise<A> => {
   switch (outcome._tag) {
@@ -185,17 +179,8 @@ const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext =>
 }
 
 /**
- * A running async turn: how it ended (`undefined` once aborted), and how to abandon it.
- *
- * @internal
- */
-export interface AsyncTurn {
-  readonly outcome: Promise<BodyOutcome | undefined>
-  readonly abort: () => void
-}
-
-/**
- * Runs an async workflow body for one turn and reports how it ended.
+ * Runs an async workflow body for one turn; `onEnd` receives how it ended (once, unless the turn is
+ * aborted first). Returns the abort: the turn then ends without a word.
  *
  * Suspension detection. A blocking op that is not in history records its command and returns a
  * promise that never settles, so the body cannot tell it apart from a slow op and simply stays
@@ -209,9 +194,11 @@ export interface AsyncTurn {
  *    local op it did not await is still running is likewise decided only once that op is recorded;
  * 3. at least one op is blocked (or the run was found cancelled, or a fatal error was raised).
  *
- * Until then it sleeps on the body's promise and on a change signal that every ctx op raises, so
- * waiting costs nothing. The turn is then closed: ops the abandoned body might still reach do nothing
- * and never settle, so no command or side effect is added after the decision.
+ * Until then it sleeps until a change (every ctx op that blocks, fails the turn or finishes a local
+ * body raises one, and so does the body settling), then checks again behind a fresh barrier, so
+ * waiting costs nothing. The driver is callbacks rather than promises: it is a fixed cost of every
+ * turn. The turn is then closed: ops the abandoned body might still reach do nothing and never
+ * settle, so no command or side effect is added after the decision.
  *
  * Limits (the determinism rules for async bodies):
  * - A body must only await ctx ops and plain promise chains built on them. Anything else it awaits
@@ -227,48 +214,48 @@ export interface AsyncTurn {
 export const runAsyncTurn = (
   turn: Turn,
   body: (ctx: AsyncWorkflowContext, input: unknown) => unknown,
-  input: unknown
-): AsyncTurn => {
+  input: unknown,
+  onEnd: (outcome: BodyOutcome) => void
+): () => void => {
   const monitor = new Monitor()
   const ctx = makeAsyncContext(turn, monitor)
   let outcome: BodyOutcome | undefined
-  const done = (async () => body(ctx, input))().then(
-    (value) => {
-      outcome = { _tag: "Completed", value }
-    },
-    (failure: unknown) => {
-      outcome = { _tag: "Failed", failure }
-    }
-  )
-  // Made only when the driver has to wait (most turns are decided at the first barrier).
-  let aborted = false
-  let wakeOnAbort: (() => void) | undefined
-  let abortedSignal: Promise<void> | undefined
-  const onAbort = (): Promise<void> =>
-    abortedSignal ??= new Promise<void>((resolve) => {
-      if (aborted) resolve()
-      else wakeOnAbort = resolve
-    })
-  const loop = async (): Promise<BodyOutcome | undefined> => {
-    for (;;) {
-      await macrotaskBarrier()
-      if (aborted) return undefined
-      if (turn.fatal !== undefined) return outcome ?? { _tag: "Stopped" }
-      if (monitor.inFlight > 0) {
-        // A local op is still running (even one the body did not await): record it before deciding.
-        await Promise.race([monitor.changed(), onAbort()])
-        continue
-      }
-      if (outcome !== undefined) return outcome
-      if (turn.cancelled || turn.blocked > 0) return { _tag: "Stopped" }
-      await Promise.race([done, monitor.changed(), onAbort()])
-    }
+  let ended = false
+  let scheduled = false
+  const end = (result: BodyOutcome) => {
+    ended = true
+    monitor.onChange = undefined
+    onEnd(result)
   }
-  return {
-    outcome: loop(),
-    abort: () => {
-      aborted = true
-      wakeOnAbort?.()
-    }
+  const check = () => {
+    scheduled = false
+    if (ended) return
+    if (turn.fatal !== undefined) return end(outcome ?? STOPPED)
+    // A local op is still running (even one the body did not await): record it before deciding.
+    if (monitor.inFlight > 0) return
+    if (outcome !== undefined) return end(outcome)
+    if (turn.cancelled || turn.blocked > 0) return end(STOPPED)
+  }
+  // Every change is checked behind a macrotask barrier; changes before it runs share it.
+  const wake = () => {
+    if (scheduled || ended) return
+    scheduled = true
+    setImmediate(check)
+  }
+  monitor.onChange = wake
+  const settled = (result: BodyOutcome) => {
+    outcome = result
+    wake()
+  }
+  const failed = (failure: unknown) => settled({ _tag: "Failed", failure })
+  try {
+    Promise.resolve(body(ctx, input)).then((value) => settled({ _tag: "Completed", value }), failed)
+  } catch (failure) {
+    failed(failure)
+  }
+  wake()
+  return () => {
+    ended = true
+    monitor.onChange = undefined
   }
 }

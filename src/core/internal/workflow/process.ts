@@ -97,7 +97,9 @@ export const runWorkflowTurn = <R = never>(
   task: WorkflowTask,
   options?: ProcessWorkflowTaskOptions
 ): Effect.Effect<TurnResult, never, R> =>
-  Effect.suspend(() => {
+  // Plain combinators rather than Effect.gen, and as few as can be: this wrapper is a fixed cost of
+  // every turn, as large as replaying dozens of ops.
+  Effect.flatMap(Effect.runtime<never>(), (runtime) => {
     const workflow = findWorkflow(registry, task.workflow)
     if (workflow === undefined) {
       const names = registeredNames(registry)
@@ -114,47 +116,45 @@ export const runWorkflowTurn = <R = never>(
           ParseResult.TreeFormatter.formatErrorSync(input.left)
       }))
     }
-    // Plain combinators rather than Effect.gen: this wrapper is a fixed cost of every turn, as large
-    // as replaying dozens of ops.
-    return Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-      Effect.clockWith((clock) => {
-        const turn = new Turn(task, {
-          partition: options?.partition ?? "default",
-          isCancelled: options?.isCancelled,
-          onStepEvent: options?.onStepEvent,
-          yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
-          yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
-          clock,
-          runtime
-        })
-        const body = workflow.body
-        const decided = (outcome: BodyOutcome | undefined): TurnResult => ({
-          decision: turn.decide(outcome ?? { _tag: "Stopped" }),
-          fatal: turn.fatal,
-          turn
-        })
-        if (body._tag === "Effect") {
-          const run = Effect.map(
-            Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))),
-            outcomeOfExit
-          )
-          // An interrupted turn is closed, so ops a fiber the body left behind still reaches do nothing.
-          return Effect.map(Effect.onInterrupt(run, () => Effect.sync(() => turn.close())), decided)
+    const turn = new Turn(task, {
+      partition: options?.partition ?? "default",
+      isCancelled: options?.isCancelled,
+      onStepEvent: options?.onStepEvent,
+      yieldEvery: options?.yieldEvery ?? DEFAULT_YIELD_EVERY,
+      yieldAfterMs: options?.yieldAfterMs ?? DEFAULT_YIELD_AFTER_MS,
+      runtime
+    })
+    const body = workflow.body
+    const decided = (outcome: BodyOutcome | undefined): TurnResult => ({
+      decision: turn.decide(outcome ?? { _tag: "Stopped" }),
+      fatal: turn.fatal,
+      turn
+    })
+    if (body._tag === "Effect") {
+      const run = Effect.map(
+        Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))),
+        outcomeOfExit
+      )
+      // An interrupted turn is closed, so ops a fiber the body left behind still reaches do nothing.
+      return Effect.map(Effect.onInterrupt(run, () => Effect.sync(() => turn.close())), decided)
+    }
+    return Effect.async<TurnResult>((resume) => {
+      const abort = runAsyncTurn(turn, body.run, input.right, (outcome) => {
+        let result: TurnResult
+        try {
+          result = decided(outcome)
+        } catch (defect) {
+          return resume(Effect.die(defect))
         }
-        return Effect.async<TurnResult>((resume) => {
-          const running = runAsyncTurn(turn, body.run, input.right)
-          running.outcome.then(
-            (outcome) => resume(Effect.sync(() => decided(outcome))),
-            (defect: unknown) => resume(Effect.die(defect))
-          )
-          // A canceler rather than an AbortSignal (an AbortController per turn costs more than a short
-          // replay). An interrupted turn is closed, so ops the abandoned body still reaches do nothing.
-          return Effect.sync(() => {
-            running.abort()
-            turn.close()
-          })
-        })
-      }))
+        resume(Effect.succeed(result))
+      })
+      // A canceler rather than an AbortSignal (an AbortController per turn costs more than a short
+      // replay). An interrupted turn is closed, so ops the abandoned body still reaches do nothing.
+      return Effect.sync(() => {
+        abort()
+        turn.close()
+      })
+    })
   })
 
 /**

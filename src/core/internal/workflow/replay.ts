@@ -1,6 +1,7 @@
 import type * as Clock from "effect/Clock"
 import * as Either from "effect/Either"
-import type * as Runtime from "effect/Runtime"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 import type { StepEvent } from "../../../wire/StepProtocol.js"
 import type {
   HistoryEvent,
@@ -144,7 +145,8 @@ export interface TurnOptions {
   readonly onStepEvent: ((event: WorkflowStepEvent) => void) | undefined
   readonly yieldEvery: number
   readonly yieldAfterMs: number
-  readonly clock: Clock.Clock
+  /** The Clock for `now` and local step windows; read from `runtime` when not given (once, on first use). */
+  readonly clock?: Clock.Clock | undefined
   readonly runtime: Runtime.Runtime<never>
 }
 
@@ -286,8 +288,18 @@ export class Turn {
     return true
   }
 
+  private clockInstance: Clock.Clock | undefined
+
+  /**
+   * The turn's Clock. Looked up in the runtime only when a turn first needs it (a local op): most
+   * turns only replay, and the lookup is a fixed cost of every turn otherwise.
+   */
+  private get clock(): Clock.Clock {
+    return this.clockInstance ??= this.options.clock ?? Runtime.runSync(this.options.runtime)(Effect.clock)
+  }
+
   now(): number {
-    return this.options.clock.unsafeCurrentTimeMillis()
+    return this.clock.unsafeCurrentTimeMillis()
   }
 
   private poison(error: FatalReplayError): Outcome<never> {
@@ -566,7 +578,7 @@ export class Turn {
     abort: AbortController = new AbortController()
   ): LocalScope {
     const events: Array<StepEvent> = []
-    const log = makeStepLogger(events, this.options.clock, this.options.runtime)
+    const log = makeStepLogger(events, this.clock, this.options.runtime)
     this.emit({
       runId: this.runId,
       seq,
