@@ -54,6 +54,10 @@ import {
   ServerCompatibilityError
 } from "./durableWorkflow/internal/errors.js"
 import * as External from "./durableWorkflow/internal/externalStorage.js"
+import * as Refusals from "./internal/connectErrors.js"
+import { show } from "./internal/options.js"
+import { isSecret, redact, redactUrl, reveal, safeCause, type Secret } from "./internal/redact.js"
+import { waitFor } from "./internal/startup.js"
 import * as Heartbeat from "./durableWorkflow/internal/heartbeat.js"
 import * as Metrics from "./durableWorkflow/internal/metrics.js"
 import { makeSampler } from "./durableWorkflow/internal/processMetrics.js"
@@ -88,12 +92,18 @@ export type { WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
 export interface DurableWorkflowOptions {
   /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
   readonly baseUrl: string
-  /** The shared bearer token (both planes). */
-  readonly token?: string | undefined
+  /** The shared bearer token (both planes), a string or a `Redacted`; never shown in a message. */
+  readonly token?: Secret | undefined
   /** A worker-plane token; wins over `token` on the worker plane and for discovery. */
-  readonly workerToken?: string | undefined
+  readonly workerToken?: Secret | undefined
   /** A control-plane token; wins over `token` on the control plane. */
-  readonly controlToken?: string | undefined
+  readonly controlToken?: Secret | undefined
+  /**
+   * Wait for a server that does not answer at start (logged once, retried with a backoff of up to
+   * 5 s) instead of failing the start. A refused token (HTTP 401/403) still fails at once.
+   * Default `false`.
+   */
+  readonly waitForBroker?: boolean
   /** `X-Namespace`. Default `"default"`. */
   readonly namespace?: string | undefined
   /** The task queue the worker registers on and polls. */
@@ -231,9 +241,20 @@ interface Resolved {
   readonly externalStorage: External.ExternalStorageDriver | undefined
   readonly threshold: number | undefined
   readonly sdkVersion: string
+  readonly waitForBroker: boolean
 }
 
 const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> => {
+  for (const key of ["token", "workerToken", "controlToken"] as const) {
+    if (options[key] !== undefined && !isSecret(options[key])) {
+      return Either.left(new DurableWorkflowConfigError({ message: `${key} must be a string or a Redacted string` }))
+    }
+  }
+  if (options.waitForBroker !== undefined && typeof options.waitForBroker !== "boolean") {
+    return Either.left(
+      new DurableWorkflowConfigError({ message: `waitForBroker must be true or false, got ${show(options.waitForBroker)}` })
+    )
+  }
   const baseUrl = Client.normalizeBaseUrl(options.baseUrl)
   if (typeof baseUrl !== "string") return Either.left(baseUrl)
   if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
@@ -252,9 +273,9 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   return Either.right({
     settings: {
       baseUrl,
-      token: options.token,
-      workerToken: options.workerToken,
-      controlToken: options.controlToken,
+      token: reveal(options.token),
+      workerToken: reveal(options.workerToken),
+      controlToken: reveal(options.controlToken),
       namespace: options.namespace ?? "default",
       protocolVersion: options.protocolVersion ?? Compat.WORKER_PROTOCOL_VERSION,
       controlPlaneVersion: options.controlPlaneVersion ?? "2",
@@ -265,7 +286,8 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
     interceptors: options.interceptors ?? [],
     externalStorage: options.externalStorage,
     threshold,
-    sdkVersion: options.sdkVersion ?? SDK_VERSION
+    sdkVersion: options.sdkVersion ?? SDK_VERSION,
+    waitForBroker: options.waitForBroker ?? false
   })
 }
 
@@ -286,7 +308,44 @@ export const make = (
     const client = yield* Client.make(resolved.settings)
     const cache = new External.PayloadCache()
     const protocol = DurableWorkflowProtocol.make({ interceptors: resolved.interceptors })
-    const name = `${NAME} ${resolved.settings.baseUrl} namespace ${resolved.settings.namespace} queue ${resolved.taskQueue}`
+    const where = redactUrl(resolved.settings.baseUrl)
+    const secrets = [resolved.settings.token, resolved.settings.workerToken, resolved.settings.controlToken]
+    /**
+     * A failed start's error: a 401 / 403 as an `AuthenticationError` / `PermissionError` cause
+     * with what to check, anything else worded by `otherwise`; secrets masked, the cause made safe
+     * (an HTTP error keeps its request, headers included).
+     */
+    const startError = (error: DurableWorkflowError, otherwise: (message: string) => string) => {
+      const status = error._tag === "DurableWorkflowUnauthorized"
+        ? 401
+        : error._tag === "DurableWorkflowServerError"
+        ? error.status
+        : undefined
+      const refusal = status === undefined ? undefined : Refusals.http(status, redact(error.message, secrets))
+      if (refusal !== undefined) {
+        const refused = Refusals.toError(NAME, refusal, `the Durable Workflow server at ${where}`, {
+          authentication: "check DURABLE_WORKFLOW_AUTH_TOKEN (or the token / workerToken option) against the server's tokens",
+          permission: `check that the token may use namespace "${resolved.settings.namespace}" and the worker plane ` +
+            "(a worker_token, or a shared token with worker access)"
+        }, safeCause(error, secrets))
+        return new RegistrationError({ transport: NAME, message: refused.message, cause: refused })
+      }
+      return new RegistrationError({
+        transport: NAME,
+        message: redact(otherwise(error.message), secrets),
+        cause: safeCause(error, secrets)
+      })
+    }
+    /** A call at start: with `waitForBroker`, retried while the server does not answer. */
+    const atStart = <A>(call: Effect.Effect<A, DurableWorkflowError>) =>
+      resolved.waitForBroker
+        ? waitFor(
+          call,
+          (error) => error._tag === "DurableWorkflowRequestError" ? `the Durable Workflow server at ${where} to answer` : undefined,
+          { describe: (error) => redact(error.message, secrets) }
+        )
+        : call
+    const name = `${NAME} ${where} namespace ${resolved.settings.namespace} queue ${resolved.taskQueue}`
 
     const register = (description: WorkerDescription) =>
       Effect.gen(function*() {
@@ -301,13 +360,13 @@ export const make = (
         }
         const withValidators = definitions.filter((d) => d.specs.updateValidators.length > 0).map((d) => d.name)
         const withUpdates = definitions.some((d) => Object.keys(d.specs.updates).length > 0)
-        const info = yield* client.request({ method: "GET", path: "/cluster/info", plane: "discovery" }).pipe(
+        const info = yield* atStart(client.request({ method: "GET", path: "/cluster/info", plane: "discovery" })).pipe(
           Effect.mapError((error) =>
-            new RegistrationError({
-              transport: NAME,
-              message: `Server compatibility error: unable to read /api/cluster/info: ${error.message}`,
-              cause: error
-            })
+            startError(error, (message) =>
+              error._tag === "DurableWorkflowRequestError"
+                ? `could not reach the Durable Workflow server at ${where} (${message}); check that it is running and that ` +
+                  "DURABLE_WORKFLOW_SERVER_URL (or baseUrl) points at it"
+                : `Server compatibility error: unable to read /api/cluster/info: ${message}`)
           )
         )
         const server = Compat.check(info, resolved.settings.protocolVersion)
@@ -368,8 +427,8 @@ export const make = (
           ...(slots === undefined ? {} : { task_slots: slots }),
           process_metrics: sample()
         }
-        const ack = yield* client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" }).pipe(
-          Effect.mapError((error) => new RegistrationError({ transport: NAME, message: `registration failed: ${error.message}`, cause: error }))
+        const ack = yield* atStart(client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" })).pipe(
+          Effect.mapError((error) => startError(error, (message) => `registration failed: ${message}`))
         )
         const heartbeatInterval = Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval)
 
@@ -708,7 +767,8 @@ export const layer = (options: DurableWorkflowOptions): Layer.Layer<Transport | 
 
 /**
  * Like {@link layer}, with the server URL, namespace and token from `DURABLE_WORKFLOW_SERVER_URL`,
- * `DURABLE_WORKFLOW_NAMESPACE` (default `default`) and `DURABLE_WORKFLOW_AUTH_TOKEN` (optional)
+ * `DURABLE_WORKFLOW_NAMESPACE` (default `default`) and `DURABLE_WORKFLOW_AUTH_TOKEN` (optional, read as
+ * a `Redacted`)
  * unless given in `options`; `DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION` and
  * `DURABLE_WORKFLOW_CONTROL_PLANE_VERSION` override the version headers.
  *
@@ -722,7 +782,7 @@ export const layerConfig = (
     Effect.gen(function*() {
       const baseUrl = options.baseUrl ?? (yield* Config.string("DURABLE_WORKFLOW_SERVER_URL"))
       const namespace = options.namespace ?? (yield* Config.string("DURABLE_WORKFLOW_NAMESPACE").pipe(Config.withDefault("default")))
-      const token = options.token ?? Option.getOrUndefined(yield* Config.option(Config.string("DURABLE_WORKFLOW_AUTH_TOKEN")))
+      const token = options.token ?? Option.getOrUndefined(yield* Config.option(Config.redacted("DURABLE_WORKFLOW_AUTH_TOKEN")))
       const protocolVersion = options.protocolVersion ??
         (yield* Config.string("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION").pipe(Config.withDefault(Compat.WORKER_PROTOCOL_VERSION)))
       const controlPlaneVersion = options.controlPlaneVersion ??
