@@ -1,6 +1,5 @@
 import type { SleepDuration } from "./duration.js"
 import type { BodyOutcome, CallSpec, GatherOptions, LocalResult, LocalScope, LocalStep, Outcome, StepOptions, Turn } from "./replay.js"
-import { unsupportedMethods } from "./replay.js"
 
 /**
  * The body of a local op in an async workflow: a function of the {@link LocalStep} (its logger and
@@ -174,7 +173,21 @@ const makeAsyncContext = (turn: Turn, monitor: Monitor): AsyncWorkflowContext =>
     },
     gatherCalls: (calls, options) => settle(turn, monitor, turn.gatherCalls(calls, options)),
     all: (workflow, inputs, options) => settle(turn, monitor, turn.all(workflow, inputs, options)),
-    ...unsupportedMethods(unsupported)
+    // Written out (not spread from a generated object): the context keeps one fast shape.
+    sleepUntil: () => unsupported("sleepUntil"),
+    continueAsNew: () => unsupported("continueAsNew"),
+    patched: () => unsupported("patched"),
+    startChild: () => unsupported("startChild"),
+    waitForEvent: () => unsupported("waitForEvent"),
+    setEvent: () => unsupported("setEvent"),
+    onUpdate: () => unsupported("onUpdate"),
+    transaction: () => unsupported("transaction"),
+    callEntity: () => unsupported("callEntity"),
+    signalEntity: () => unsupported("signalEntity"),
+    task: () => unsupported("task"),
+    breakpoint: () => unsupported("breakpoint"),
+    webhook: () => unsupported("webhook"),
+    upsertSearchAttributes: () => unsupported("upsertSearchAttributes")
   }
 }
 

@@ -9,7 +9,6 @@ import type { SleepDuration } from "./duration.js"
 import type { GatherFailed, StepFailed } from "./errors.js"
 import { failureOfCause } from "./failure.js"
 import type { CallSpec, GatherOptions, LocalResult, LocalScope, LocalStep, Outcome, StepOptions, Turn } from "./replay.js"
-import { unsupportedMethods } from "./replay.js"
 
 /**
  * The body of a local op in an Effect workflow: an `Effect`, or a function of the {@link LocalStep}
@@ -233,6 +232,20 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
       }),
     gatherCalls: (calls, options) => op(() => fromOutcome(turn, turn.gatherCalls(calls, options))),
     all: (workflow, inputs, options) => op(() => fromOutcome(turn, turn.all(workflow, inputs, options))),
-    ...unsupportedMethods(unsupported)
+    // Written out (not spread from a generated object): the context keeps one fast shape.
+    sleepUntil: () => unsupported("sleepUntil"),
+    continueAsNew: () => unsupported("continueAsNew"),
+    patched: () => unsupported("patched"),
+    startChild: () => unsupported("startChild"),
+    waitForEvent: () => unsupported("waitForEvent"),
+    setEvent: () => unsupported("setEvent"),
+    onUpdate: () => unsupported("onUpdate"),
+    transaction: () => unsupported("transaction"),
+    callEntity: () => unsupported("callEntity"),
+    signalEntity: () => unsupported("signalEntity"),
+    task: () => unsupported("task"),
+    breakpoint: () => unsupported("breakpoint"),
+    webhook: () => unsupported("webhook"),
+    upsertSearchAttributes: () => unsupported("upsertSearchAttributes")
   }
 }
