@@ -43,6 +43,7 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
+import * as Schedule from "effect/Schedule"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -170,6 +171,9 @@ const NOT_INFLIGHT = new Set(["MessageNotInflight", "ReceiptHandleIsInvalid", "I
 
 /** The receipt handle no longer designates an in-flight copy (it was deleted, or became visible again). */
 const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "")
+
+/** How often a result or delete that reached no SQS endpoint is tried again. */
+const ANSWER_RETRY = Duration.millis(500)
 
 /** SQS batch calls in flight at once, per kind of call. */
 const BATCH_CALLS = 4
@@ -558,6 +562,23 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           }
         })
 
+      /**
+       * A send or delete whose connection failed (no answer from SQS at all: the endpoint away, a
+       * connection cut) is tried again for up to the visibility timeout, the task's visibility being
+       * extended meanwhile by its lease, rather than given up after the runtime's few quick retries:
+       * a delete given up on leaves the task to come back once its visibility lapses, and run again.
+       * Both are safe to send again: a result sent twice is taken once by the engine (it keeps the
+       * result of a pending step), and a delete of a deleted message succeeds. What SQS itself
+       * refused is not retried here.
+       */
+      const untilAnswered = (effect: Effect.Effect<void, TransportError>) =>
+        Effect.retry(effect, {
+          schedule: Schedule.spaced(ANSWER_RETRY).pipe(Schedule.upTo(Duration.seconds(visibility.timeoutSeconds))),
+          // a call that reached no endpoint fails with the client's error as its cause; SQS's own
+          // refusals (a service error, or a failed entry of a batch, which has no cause) are final
+          while: (error) => error.cause !== undefined && !isServiceError(error.cause)
+        })
+
       const settle = (held: Inflight.Held, effect: Effect.Effect<void, TransportError>) =>
         Effect.ensuring(effect, Effect.sync(() => inflight.release(held)))
 
@@ -578,11 +599,11 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               Effect.gen(function*() {
                 held.answering = true
                 // a retried complete (the delete failed) does not send the result twice
-                if (resultSent) return yield* deleteAll
-                yield* sendResult(JSON.stringify(result))
+                if (resultSent) return yield* untilAnswered(deleteAll)
+                yield* untilAnswered(sendResult(JSON.stringify(result)))
                 resultSent = true
                 // the result is sent: now the task and any duplicate held with it can go
-                yield* deleteAll
+                yield* untilAnswered(deleteAll)
               })
             ),
           reject: () => settle(held, deleteAll),
