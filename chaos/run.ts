@@ -526,7 +526,7 @@ const main = async () => {
   process.exit(failed.length > 0 ? 1 : 0)
 }
 
-process.on("SIGINT", () => void stopAll().then(() => process.exit(130)))
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stopAll().then(() => process.exit(130)))
 void main().catch(async (error) => {
   console.error(error)
   await stopAll()

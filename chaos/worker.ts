@@ -133,6 +133,9 @@ const transport = spec.transport === "bullmq"
     ...(spec.visibilityTimeoutMs === undefined ? {} : { visibilityTimeout: spec.visibilityTimeoutMs })
   })
 
+// a suite that went away (killed) leaves no worker behind
+process.on("disconnect", () => process.exit(1))
+
 const running = worker.run(transport)
 report({ kind: "ready", pid: process.pid })
 running.then(
