@@ -1,0 +1,241 @@
+/**
+ * `npm run bench:startup`: what a user pays before the first task, measured on the package as a user
+ * gets it (packed with `npm pack`, installed offline from the tarball into a throwaway project):
+ *
+ * 1. cold import, in a fresh `node` each time: `effect-durable-worker/bullmq` against `bullmq` plus
+ *    `effect` (its root barrel, as an Effect application imports it), time and RSS; the root and
+ *    `/promise` entries for information;
+ * 2. from just before `run()` (or a plain BullMQ worker's `new Worker`) to the first result on a
+ *    pre-filled queue, in a fresh process each time, each process's imports done before the clock starts;
+ * 3. install size and package count of a Redis-only and a Postgres-only project.
+ *
+ * Variants alternate within each round (their order rotating). Absolute figures are medians over the
+ * rounds; a ratio is the median over the rounds of that round's ratio (the shared machine's speed
+ * drifts far more between rounds, seconds apart, than within one). Budgets: import time ≤ 1.15x,
+ * import RSS ≤ 1.1x, first task ≤ 1.3x.
+ *
+ * `ROUNDS` (default 15) and `FIRST_TASK_PREFILL` (default 100) tune it; `REDIS_HOST`/`REDIS_PORT` as
+ * the other benchmarks.
+ */
+import { execFile } from "node:child_process"
+import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../src/transport/bullmq/internal/naming.js"
+import { cleanEnv, installProject, packageCount, packProject, treeBytes } from "../test/package/pack.js"
+import { deletePrefixKeys, enqueueTasks } from "./support/load.js"
+import { benchConnection } from "./peers/peer.js"
+
+const exec = promisify(execFile)
+const ROUNDS = Number(process.env.ROUNDS ?? 15)
+const PREFILL = Number(process.env.FIRST_TASK_PREFILL ?? 100)
+const STEP = "bench.startup"
+
+const REDIS_ONLY = ["effect", "@effect/platform", "bullmq", "ioredis"]
+const POSTGRES_ONLY = ["effect", "@effect/platform", "@effect/sql", "@effect/sql-pg", "@effect/experimental", "pg"]
+
+// --- the scripts run in the installed project -------------------------------------------------
+
+const IMPORT_SCRIPT = `
+const specifiers = process.argv.slice(2)
+const cpu0 = process.cpuUsage()
+const t0 = performance.now()
+for (const specifier of specifiers) await import(specifier)
+const ms = performance.now() - t0
+const cpu = process.cpuUsage(cpu0)
+console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
+`
+
+// Both first-task scripts watch the results queue's event stream on a connection opened before the
+// clock starts, and stop the clock at the first job added to it.
+const WATCH = `
+import { Redis } from "ioredis"
+const env = JSON.parse(process.env.EDW_BENCH)
+const watcher = new Redis(env.url)
+await watcher.ping()
+const firstResult = (async () => {
+  let last = "0"
+  for (;;) {
+    const reply = await watcher.xread("BLOCK", 0, "STREAMS", "bull:" + env.resultsQueue + ":events", last)
+    for (const [, entries] of reply) {
+      for (const [id, fields] of entries) {
+        last = id
+        for (let i = 0; i < fields.length; i += 2) if (fields[i] === "event" && fields[i + 1] === "added") return
+      }
+    }
+  }
+})()
+const done = async (t0) => {
+  await firstResult
+  console.log(JSON.stringify({ ms: performance.now() - t0 }))
+  process.exit(0)
+}
+`
+
+const FIRST_OURS = `
+import { Worker } from "effect-durable-worker/promise"
+import { redis } from "effect-durable-worker/bullmq"
+${WATCH}
+const worker = new Worker({ concurrency: 10, handleSignals: false, logLevel: "None" })
+worker.step(env.step, () => undefined)
+const t0 = performance.now()
+worker.run(redis({ url: env.url, prefix: env.prefix }))
+await done(t0)
+`
+
+const FIRST_PLAIN = `
+import { Queue, Worker } from "bullmq"
+${WATCH}
+const t0 = performance.now()
+const connection = { host: env.host, port: env.port, maxRetriesPerRequest: null }
+const results = new Queue(env.resultsQueue, { connection })
+new Worker(env.tasksQueue, async (job) => {
+  const task = job.data
+  await results.add(env.resultJobName, { runId: task.runId, seq: task.seq, stepId: task.stepId, status: "completed", startedAt: Date.now() }, env.resultJobOptions)
+}, { connection, concurrency: 10 })
+await done(t0)
+`
+
+// --- measuring ----------------------------------------------------------------------------------
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+const nodeJson = async <A>(cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<A> => {
+  const { stdout } = await exec(process.execPath, args, { cwd, env: cleanEnv(env), maxBuffer: 16 * 1024 * 1024 })
+  return JSON.parse(stdout.trim().split("\n").at(-1)!) as A
+}
+
+/** Each variant once per round, the order rotating, so drift of the machine hits all alike. */
+const alternate = async <K extends string, A>(
+  variants: ReadonlyArray<K>,
+  once: (variant: K) => Promise<A>
+): Promise<Record<K, Array<A>>> => {
+  const samples = Object.fromEntries(variants.map((v) => [v, [] as Array<A>])) as Record<K, Array<A>>
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < variants.length; i++) {
+      const variant = variants[(round + i) % variants.length]!
+      samples[variant].push(await once(variant))
+    }
+  }
+  return samples
+}
+
+/** The median over the rounds of each round's `a / b`. */
+const roundRatio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => median(a.map((x, i) => x / b[i]!))
+
+const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
+const x = (value: number) => `${value.toFixed(2)}x`
+const verdict = (value: number, budget: number) => (value <= budget ? `≤ ${budget}x: holds` : `≤ ${budget}x: **does not hold**`)
+
+const main = async () => {
+  const root = await mkdtemp(path.join(os.tmpdir(), "edw-bench-startup-"))
+  try {
+    console.error(`packing and installing in ${root} ...`)
+    const tarball = await packProject(root)
+    const redisDir = path.join(root, "redis-only")
+    const postgresDir = path.join(root, "postgres-only")
+    await installProject(redisDir, { tarball, packages: REDIS_ONLY, manifest: { type: "module" } })
+    await installProject(postgresDir, { tarball, packages: POSTGRES_ONLY, manifest: { type: "module" } })
+    await writeFile(path.join(redisDir, "import.mjs"), IMPORT_SCRIPT)
+    await writeFile(path.join(redisDir, "first-ours.mjs"), FIRST_OURS)
+    await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
+
+    // 1. cold imports
+    const imports = {
+      "bullmq + effect": ["bullmq", "effect"],
+      "effect-durable-worker/bullmq": ["effect-durable-worker/bullmq"],
+      "effect + effect-durable-worker/bullmq": ["effect", "effect-durable-worker/bullmq"],
+      "effect-durable-worker": ["effect-durable-worker"],
+      "effect-durable-worker/promise": ["effect-durable-worker/promise"],
+      "effect": ["effect"]
+    } as const
+    type ImportVariant = keyof typeof imports
+    console.error(`cold imports: ${ROUNDS} rounds ...`)
+    const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant) =>
+      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisDir, ["import.mjs", ...imports[variant]]))
+    const field = (variant: ImportVariant, key: "ms" | "cpuMs" | "rss") => importSamples[variant].map((s) => s[key])
+    const BASE = "bullmq + effect" as const
+
+    // 2. first task on a pre-filled queue
+    const connection = benchConnection()
+    console.error(`first task after run(): ${ROUNDS} rounds, ${PREFILL} tasks waiting ...`)
+    const firstSamples = await alternate(["plain bullmq", "effect-durable-worker"] as const, async (variant) => {
+      const prefix = `edw-bench-startup-${Math.random().toString(16).slice(2, 10)}`
+      try {
+        await enqueueTasks({ prefix, stepName: STEP, n: PREFILL, connection })
+        const env = {
+          url: `redis://${connection.host}:${connection.port}`,
+          host: connection.host,
+          port: connection.port,
+          prefix,
+          step: STEP,
+          tasksQueue: tasksQueue(prefix, routingToken(STEP)),
+          resultsQueue: resultsQueue(prefix),
+          resultJobName: JobName.result,
+          resultJobOptions
+        }
+        const script = variant === "plain bullmq" ? "first-plain.mjs" : "first-ours.mjs"
+        return (await nodeJson<{ ms: number }>(redisDir, [script], { EDW_BENCH: JSON.stringify(env) })).ms
+      } finally {
+        await deletePrefixKeys(prefix, connection)
+      }
+    })
+    const firstPlain = median(firstSamples["plain bullmq"])
+    const firstOurs = median(firstSamples["effect-durable-worker"])
+    const firstRatio = roundRatio(firstSamples["effect-durable-worker"], firstSamples["plain bullmq"])
+
+    // 3. install size
+    const installs = []
+    for (const [label, dir, packages] of [
+      ["Redis only", redisDir, REDIS_ONLY],
+      ["PostgreSQL only", postgresDir, POSTGRES_ONLY]
+    ] as const) {
+      installs.push({
+        label,
+        packages: packages.join(", "),
+        count: await packageCount(dir),
+        bytes: await treeBytes(path.join(dir, "node_modules")),
+        own: await treeBytes(path.join(dir, "node_modules/effect-durable-worker"))
+      })
+    }
+
+    const lines: Array<string> = []
+    lines.push(`Node ${process.version}, ${os.cpus().length} CPUs, ${ROUNDS} alternating rounds (medians), the packed package installed offline.`, "")
+    lines.push("| cold import (fresh `node`) | time, ms | ratio | CPU, ms | ratio | RSS, MB | ratio |")
+    lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (const variant of Object.keys(imports) as Array<ImportVariant>) {
+      const cells = (["ms", "cpuMs"] as const).map((key) =>
+        `${median(field(variant, key)).toFixed(0)} | ${x(roundRatio(field(variant, key), field(BASE, key)))}`
+      )
+      const rss = `${mb(median(field(variant, "rss")))} | ${x(roundRatio(field(variant, "rss"), field(BASE, "rss")))}`
+      lines.push(`| \`${imports[variant].join("` + `")}\` | ${cells.join(" | ")} | ${rss} |`)
+    }
+    const ENTRY = "effect-durable-worker/bullmq" as const
+    const timeRatio = roundRatio(field(ENTRY, "ms"), field(BASE, "ms"))
+    const rssRatio = roundRatio(field(ENTRY, "rss"), field(BASE, "rss"))
+    lines.push("", "Ratios against `bullmq` + `effect`.", "")
+    lines.push(`Budgets: import time ${x(timeRatio)} (${verdict(timeRatio, 1.15)}), RSS ${x(rssRatio)} (${verdict(rssRatio, 1.1)}).`, "")
+    lines.push(`| first task on a queue of ${PREFILL} (fresh process, from \`run()\` / \`new Worker\`) | ms | ratio |`)
+    lines.push("| --- | ---: | ---: |")
+    lines.push(`| plain bullmq Worker | ${firstPlain.toFixed(0)} | 1.00x |`)
+    lines.push(`| effect-durable-worker (promise facade, \`redis\` of \`/bullmq\`) | ${firstOurs.toFixed(0)} | ${x(firstRatio)} |`)
+    lines.push("", `Budget: first task ${x(firstRatio)} (${verdict(firstRatio, 1.3)}).`, "")
+    lines.push("| install | packages installed | packages | node_modules, MB | of which effect-durable-worker, MB |")
+    lines.push("| --- | --- | ---: | ---: | ---: |")
+    for (const install of installs) {
+      lines.push(`| ${install.label} | ${install.packages} + effect-durable-worker | ${install.count} | ${mb(install.bytes)} | ${mb(install.own)} |`)
+    }
+    console.log(lines.join("\n"))
+    console.error(`raw import ms: ${JSON.stringify(Object.fromEntries(Object.entries(importSamples).map(([k, v]) => [k, (v as Array<{ ms: number }>).map((s) => Math.round(s.ms))])))}`)
+    console.error(`raw first-task ms: ${JSON.stringify(Object.fromEntries(Object.entries(firstSamples).map(([k, v]) => [k, v.map((ms) => Math.round(ms))])))}`)
+  } finally {
+    await rm(root, { recursive: true, force: true })
+  }
+}
+
+await main()
