@@ -76,6 +76,7 @@ import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_P
 export { MissingDriverError } from "./internal/drivers.js"
 import type * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
+import { waitFor } from "./internal/startup.js"
 import {
   Delivery,
   Poller,
@@ -114,7 +115,10 @@ export interface SqlTransportOptions {
   readonly pollInterval?: Duration.DurationInput
   /** At most this many rows per claim (a claim never exceeds the free permits); at least 1. Default 100. */
   readonly batchSize?: number
-  /** Create the tables and the task index if missing, like the engine. Default true. */
+  /**
+   * Create the tables and the task index if missing, like the engine. Default true; when false, a
+   * worker started before the tables exist waits for them (logged once, retried with a capped backoff).
+   */
   readonly autoCreate?: boolean
   /**
    * PostgreSQL: create the insert trigger (with `autoCreate`) and `LISTEN` for new tasks. Default true;
@@ -301,6 +305,7 @@ const build = (
         sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
       const wantsNotify = dialect === "postgres" && config.notify && Option.isSome(listen)
       if (autoCreate) yield* createSchema(sql, dialect, names, wantsNotify)
+      else yield* waitForTables(sql, dialect, names)
       // without autoCreate the trigger may be missing: then nothing would ever notify, so poll as often as the engine
       const notifying = wantsNotify && (autoCreate || (yield* triggerExists(sql, names)))
       if (wantsNotify && !notifying) {
@@ -698,6 +703,35 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
     )
   )
 }
+
+/** A missing table: PostgreSQL 42P01 undefined_table, MySQL 1146 ER_NO_SUCH_TABLE. */
+const isMissingTable = (error: unknown): boolean => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
+    const { code, errno } = current as { code?: unknown; errno?: unknown }
+    if (code === "42P01" || code === "ER_NO_SUCH_TABLE" || errno === 1146) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+
+/**
+ * Without autoCreate the engine (or a migration) makes the tables: a worker started first waits for
+ * them, logged once, retried with a capped backoff, instead of failing its start.
+ */
+const waitForTables = (sql: SqlClient.SqlClient, dialect: Dialect, names: Statements.Names) =>
+  Effect.forEach([names.tasks, names.results], (table) =>
+    waitFor(
+      sql.unsafe(`SELECT 1 FROM ${Statements.quote(dialect, table)} WHERE 1 = 0`).pipe(Effect.retry(retryLostConnection)),
+      (cause) => isMissingTable(cause) ? `table ${table} to be created (by the engine's autoCreate or a migration)` : undefined
+    ).pipe(
+      Effect.mapError((cause) =>
+        new RegistrationError({
+          transport: NAME,
+          message: `could not read ${table} (${sqlMessageOf(cause)}); check the worker's access to the database`,
+          cause
+        })
+      )
+    ), { discard: true })
 
 /** PostgreSQL: whether the insert trigger is on the tasks table (false when the table is missing too). */
 const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {

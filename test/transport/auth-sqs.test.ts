@@ -33,7 +33,10 @@ const refusingEndpoint = (status: number, code: string, message: string) =>
       })
       server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
     }),
-    (server) => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+    (server) =>
+      Effect.async<void>((resume) => {
+        server.close(() => resume(Effect.void))
+      })
   ).pipe(Effect.map((server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}`))
 
 const failedStart = (endpoint: string) =>
@@ -45,7 +48,7 @@ const failedStart = (endpoint: string) =>
         prefix: "auth"
       })),
       Effect.flip
-    ) as Effect.Effect<{ _tag: string; message: string; cause?: { _tag?: string } }>
+    ) as unknown as Effect.Effect<{ _tag: string; message: string; cause?: { _tag?: string } }>
   })
 
 const cases: ReadonlyArray<readonly [number, string, string, "AuthenticationError" | "PermissionError"]> = [

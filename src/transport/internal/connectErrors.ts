@@ -9,6 +9,16 @@
 import { messageOf } from "../../core/internal/errors.js"
 import { AuthenticationError, PermissionError } from "../../seam/TransportError.js"
 
+/** The first refusal `classify` finds in `error` or its causes (SQL clients wrap the driver's error). */
+export const inChain = (error: unknown, classify: (error: unknown) => Refusal | undefined): Refusal | undefined => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 6; depth++) {
+    const found = classify(current)
+    if (found !== undefined) return found
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
 /** What kind of refusal a server's answer is, and the answer itself (its code and message). */
 export interface Refusal {
   readonly kind: "authentication" | "permission"

@@ -6,6 +6,8 @@ import * as Redacted from "effect/Redacted"
 import { messageOf } from "../../../core/internal/errors.js"
 import { RegistrationError } from "../../../seam/Transport.js"
 import type { ConnectionOptions } from "../../SqlTransport.js"
+import * as Refusals from "../../internal/connectErrors.js"
+import { passwordOf, redact as redactText, safeCause } from "../../internal/redact.js"
 import type { Dialect } from "./statements.js"
 
 /** The transport's name in errors and logs. */
@@ -72,11 +74,41 @@ const LOST_CONNECTION_CODES: ReadonlySet<string> = new Set([
 /** Registration's statements ride out a connection lost under them, on a new connection each time. */
 export const retryLostConnection = { times: 3, while: isConnectionLost } as const
 
+/** The password of the target, masked wherever a driver's message might echo it. */
+const secretsOf = (options: ConnectionOptions): ReadonlyArray<string | undefined> => {
+  const url = options.url === undefined ? undefined : Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
+  const password = (options as { password?: string | Redacted.Redacted }).password
+  return [passwordOf(url), password === undefined ? undefined : Redacted.isRedacted(password) ? Redacted.value(password) : password]
+}
+
+/**
+ * A refused login (PostgreSQL 28P01 / 28000, MySQL 1045 …) or a refused operation (42501, 1044 …)
+ * as an `AuthenticationError` / `PermissionError` cause with what to check; `undefined` otherwise.
+ */
+export const refused = (dialect: Dialect, options: ConnectionOptions, cause: unknown, doing: string) => {
+  const refusal = Refusals.inChain(cause, dialect === "postgres" ? Refusals.postgres : Refusals.mysql)
+  if (refusal === undefined) return undefined
+  const secrets = secretsOf(options)
+  const error = Refusals.toError(
+    NAME,
+    { ...refusal, answer: redactText(refusal.answer, secrets) },
+    `${dialectLabel(dialect)} at ${describeTarget(dialect, options)}${doing === "" ? "" : `, ${doing},`}`,
+    {
+      authentication: "check the user and password in DATABASE_URL (or the url / username / password options) and that " +
+        `the user exists and may log in from this host${dialect === "postgres" ? " (pg_hba.conf)" : ""}`,
+      permission: "grant the worker's user access to the database and SELECT, INSERT, UPDATE, DELETE on the durable tables " +
+        "(CREATE too with autoCreate)"
+    },
+    safeCause(cause, secrets)
+  )
+  return new RegistrationError({ transport: NAME, message: error.message, cause: error })
+}
+
 export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
-  new RegistrationError({
+  refused(dialect, options, cause, "") ?? new RegistrationError({
     transport: NAME,
     message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
-      sqlMessageOf(cause)
+      redactText(sqlMessageOf(cause), secretsOf(options))
     }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
-    cause
+    cause: safeCause(cause, secretsOf(options))
   })

@@ -1,0 +1,50 @@
+/**
+ * Start in any order, SQL: with autoCreate off, a worker started before its tables exist waits for
+ * them — logged once per table, `run` not failing — and registers and polls once they are created.
+ * Against the real PostgreSQL and MariaDB.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
+import * as Step from "../../src/core/Step.js"
+import * as Worker from "../../src/runtime/Worker.js"
+import { SqlTransport as MysqlSql } from "../../src/mysql.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import * as Statements from "../../src/transport/sql/internal/statements.js"
+import { databaseUrl, type DialectName, dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+
+for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
+  describe(`SQL transport (${dialect}): start in any order`, () => {
+    it.live("with autoCreate off, a worker started before its tables waits for them, then registers", () =>
+      Effect.gen(function*() {
+        const prefix = uniqueTablePrefix()
+        const db = openDb(dialect, 2)
+        yield* Effect.addFinalizer(() => Effect.promise(async () => {
+          await dropTables(db, prefix)
+          await db.end()
+        }))
+        const lines: Array<string> = []
+        const logger = Logger.make(({ logLevel, message }) => {
+          lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+        })
+        const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
+        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+        const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
+        const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Effect.fork)
+        yield* Effect.sleep("1500 millis")
+        assert.isNull(running.unsafePoll(), "run waits instead of failing")
+        const waits = lines.filter((l) => l.startsWith("WARN waiting for table"))
+        assert.strictEqual(waits.length, 1, lines.join("\n"))
+        assert.include(waits[0]!, `waiting for table ${prefix}_transport_tasks to be created`)
+
+        for (const statement of Statements.createSchema(dialect, Statements.names(prefix))) {
+          yield* Effect.promise(() => db.query(statement))
+        }
+        yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+        assert.isTrue(lines.some((l) => l.startsWith(`INFO done waiting for table ${prefix}_transport_tasks`)))
+        yield* worker.stop
+        yield* Fiber.join(running)
+      }).pipe(Effect.scoped), 40_000)
+  })
+}
