@@ -21,7 +21,7 @@ let server: ChildProcess | undefined
 let port = 0
 
 /** Starts a redis-server with a password on a spare loopback port and waits until it answers. */
-export const startPasswordRedis = async (port: number, password: string): Promise<ChildProcess> => {
+const startPasswordRedis = async (port: number, password: string): Promise<ChildProcess> => {
   const child = spawn(
     "redis-server",
     ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", password],
