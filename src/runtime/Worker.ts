@@ -207,15 +207,18 @@ export const make = <R = never>(
             yield* Metric.set(gauge, waiting.value)
           }
         }
-        const deferred = (yield* controller.snapshot).memory.waiting ?? 0
-        yield* Metric.set(WorkerMetrics.deferred, deferred)
         let slots = 0
         let holding = 0
+        let running = 0
         for (const [pool, state] of Object.entries(yield* pools.slots)) {
+          running += state.running
           if (!polled.has(pool)) continue
           slots += state.limit
           holding += state.running
         }
+        // tasks holding a slot that the controller has not admitted are waiting at the gate (read
+        // without the snapshot, which samples memory)
+        yield* Metric.set(WorkerMetrics.deferred, Math.max(0, running - (yield* controller.inFlight)))
         yield* Metric.set(WorkerMetrics.saturation, slots > 0 ? (holding + backlog) / slots : 0)
       })
       return Effect.repeat(once, Schedule.spaced(config.metricsInterval)).pipe(Effect.zipRight(Effect.never))
