@@ -155,6 +155,36 @@ const sigkillMidStep = () =>
     }
   })
 
+/** The same on PostgreSQL: another worker claims the task once its lease has run out (plus one poll). */
+const sigkillMidStepSql = () =>
+  scenario("SIGKILL of a worker mid-step (SQL, PostgreSQL)", async (say, fail) => {
+    const engine = await startSqlEngine("postgres")
+    const ledger = new Ledger()
+    const watch = new RunWatch(engine.engine)
+    const leaseMs = 5_000
+    const pollMs = 200
+    try {
+      engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
+      const spec = { transport: "postgres", prefix: engine.prefix, databaseUrl: databaseUrl("postgres"), leaseMs } as const
+      const doomed = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
+      const runId = (await startRuns(engine, watch, "blocking", 1, () => ({ i: 1 })))[0]!
+      await ledger.next((report) => report.kind === "started" && report.key.startsWith(runId))
+      const other = await startWorker(spec, ledger)
+      await stop(doomed, "SIGKILL")
+      const killed = Date.now()
+      say(`worker ${doomed.pid} SIGKILLed while its step ran; worker ${other.pid} is up`)
+      const open = await watch.settle(30_000)
+      const bound = leaseMs + pollMs + 1_000
+      const worst = judge(watch, ledger, open, say, fail, { since: killed, boundMs: bound, what: "the kill" })
+      say(`lease ${leaseMs / 1000} s, polled every ${pollMs} ms: bound ${bound / 1000} s (1 s for the run's own round trips)`)
+      figures.push(["worker SIGKILLed mid-step (PostgreSQL, lease 5 s, poll 200 ms)", `task run by another worker ${(worst / 1000).toFixed(2)} s after the kill`])
+      await stop(other)
+    } finally {
+      watch.close()
+      await engine.close().catch(() => undefined)
+    }
+  })
+
 /** Raw jobs the engine never writes: not JSON, no identity, an unknown step. */
 const malformedJobs = () =>
   scenario("raw malformed jobs (BullMQ)", async (say, fail) => {
@@ -503,6 +533,7 @@ const figures: Array<[string, string]> = []
 const scenarios: Record<string, () => Promise<Verdict>> = {
   "redis-restart": redisRestart,
   "sigkill": sigkillMidStep,
+  "sigkill-sql": sigkillMidStepSql,
   "malformed": malformedJobs,
   "hostile": hostileHandlers,
   "hung-shutdown": hungAtShutdown,
