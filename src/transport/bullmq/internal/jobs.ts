@@ -19,6 +19,9 @@
  *   script whole: a job is never acknowledged without its reply, a reply Redis refuses leaves its
  *   job unacknowledged, to be answered again, and a job whose lock the worker no longer holds gets
  *   no reply (so an answer retried never writes a second one). It is one command per task, not two;
+ * - an answer applied leaves a record of itself (its token, the job it took, its reply), so that the
+ *   same answer sent again, by the client after a lost connection or by a retry, is recognised as
+ *   applied and returns what the first run did instead of failing as a job no longer held;
  * - in the common case (a plain job, neither queue paused, limited or holding prioritised or due
  *   delayed jobs) that script call is a fast path instead ({@link FAST_ANSWER_LUA}): the same writes
  *   in the same order, written out for that case. BullMQ's general scripts spend about as much Redis
