@@ -125,6 +125,11 @@ export interface SqlTransportOptions {
    * ignored on MySQL.
    */
   readonly notify?: boolean
+  /**
+   * Wait for a database that does not answer at start (logged once, retried with a backoff of up
+   * to 5 s) instead of failing the start. A refused login still fails at once. Default `false`.
+   */
+  readonly waitForBroker?: boolean
 }
 
 /**
@@ -299,7 +304,11 @@ const build = (
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
-      const { dialect, listen, sql } = yield* connect
+      const { dialect, listen, sql } = yield* (config.waitForBroker
+        ? waitFor(connect, (error) => isRefusal(error) ? undefined : `the database at ${target} to answer`, {
+          describe: (error) => error.message
+        })
+        : connect)
       const names = Statements.names(prefix)
       const run = <A extends object = Record<string, unknown>>(statement: Statements.Sql) =>
         sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
@@ -703,6 +712,11 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
     )
   )
 }
+
+/** Whether a failed connect is the database refusing the worker (never waited out). */
+const isRefusal = (error: RegistrationError) =>
+  typeof error.cause === "object" && error.cause !== null &&
+  ["AuthenticationError", "PermissionError"].includes((error.cause as { _tag?: unknown })._tag as string)
 
 /** A missing table: PostgreSQL 42P01 undefined_table, MySQL 1146 ER_NO_SUCH_TABLE. */
 const isMissingTable = (error: unknown): boolean => {

@@ -7,12 +7,60 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
+import { connect as tcpConnect, createServer as createTcpServer } from "node:net"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import { databaseUrl, type DialectName, dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+import { freePort } from "../support/local.js"
+
+/** A TCP relay on `port` to the local PostgreSQL, started late to play a database that comes up late. */
+const relayToPostgres = (port: number) =>
+  Effect.acquireRelease(
+    Effect.async<ReturnType<typeof createTcpServer>>((resume) => {
+      const server = createTcpServer((client) => {
+        const upstream = tcpConnect(5432, "127.0.0.1")
+        client.pipe(upstream).pipe(client)
+        client.on("error", () => upstream.destroy())
+        upstream.on("error", () => client.destroy())
+        client.on("close", () => upstream.destroy())
+      })
+      server.listen(port, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) => Effect.async<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
+  )
+
+describe("SQL transport: waitForBroker", () => {
+  it.live("a worker started before its database waits for it (logged once) and registers once it answers", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+      })
+      const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
+      const layer = PostgresSql.layerPostgres({
+        url: `postgres://postgres@127.0.0.1:${port}/test`,
+        prefix: uniqueTablePrefix(),
+        connectTimeout: "500 millis",
+        waitForBroker: true
+      })
+      const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Effect.fork)
+      yield* Effect.sleep("1500 millis")
+      assert.isNull(running.unsafePoll(), "run waits instead of failing")
+      const waits = lines.filter((l) => l.startsWith("WARN waiting for the database"))
+      assert.strictEqual(waits.length, 1, lines.join("\n"))
+      assert.include(waits[0]!, `postgres://postgres@127.0.0.1:${port}/test to answer`)
+      yield* relayToPostgres(port)
+      yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+      yield* worker.stop
+      yield* Fiber.join(running)
+    }).pipe(Effect.scoped), 40_000)
+})
 
 for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
   describe(`SQL transport (${dialect}): start in any order`, () => {

@@ -41,6 +41,8 @@ export interface Resolved {
   readonly batchSize: number
   readonly autoCreate: boolean
   readonly notify: boolean
+  /** Whether a database that does not answer at start is waited for. */
+  readonly waitForBroker: boolean
 }
 
 const TRANSPORT_KEYS: ReadonlyArray<keyof SqlTransportOptions> = [
@@ -51,7 +53,8 @@ const TRANSPORT_KEYS: ReadonlyArray<keyof SqlTransportOptions> = [
   "pollInterval",
   "batchSize",
   "autoCreate",
-  "notify"
+  "notify",
+  "waitForBroker"
 ]
 
 const CONNECTION_KEYS: ReadonlyArray<keyof ConnectionOptions> = [
@@ -99,7 +102,8 @@ const transport = (options: SqlTransportOptions): Either.Either<Resolved, SqlCon
       pollInterval: yield* duration("pollInterval", options.pollInterval),
       batchSize: (yield* integer("batchSize", options.batchSize, 1)) ?? DEFAULT_BATCH,
       autoCreate: (yield* boolean("autoCreate", options.autoCreate)) ?? true,
-      notify: (yield* boolean("notify", options.notify)) ?? true
+      notify: (yield* boolean("notify", options.notify)) ?? true,
+      waitForBroker: (yield* boolean("waitForBroker", options.waitForBroker)) ?? false
     }
   })
 
