@@ -3,6 +3,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import { EventEmitter } from "node:events"
 import { Redis } from "ioredis"
@@ -11,7 +12,7 @@ import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as WorkerMetrics from "../../src/seam/WorkerMetrics.js"
 import * as Memory from "../../src/services/Memory.js"
-import { countLostConnections } from "../../src/transport/bullmq/internal/backlog.js"
+import { countLostConnections, waitingJobs } from "../../src/transport/bullmq/internal/backlog.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
 import { stepTask } from "../support/local.js"
 
@@ -216,5 +217,22 @@ describe("worker metrics", () => {
         admin.disconnect()
       })
       assert.strictEqual((yield* count(WorkerMetrics.connectionsLost, { transport: "bullmq" })) - before, 1)
+    }))
+
+  it.live("the BullMQ backlog is the wait list plus the prioritized set, read from Redis", () =>
+    Effect.gen(function*() {
+      const client = new Redis({ port: 6379, host: "127.0.0.1" })
+      const key = `backlog-test-${unique()}`
+      const keys = { wait: `${key}:wait`, prioritized: `${key}:prioritized` }
+      yield* Effect.promise(async () => {
+        await client.rpush(keys.wait, "1", "2", "3")
+        await client.zadd(keys.prioritized, 1, "4", 2, "5")
+      })
+      const backlog = yield* waitingJobs(client, keys, "bullmq")
+      assert.deepStrictEqual(backlog, Option.some(5))
+      yield* Effect.promise(async () => {
+        await client.del(keys.wait, keys.prioritized)
+        client.disconnect()
+      })
     }))
 })

@@ -18,7 +18,9 @@ import { FatalError } from "../../src/core/FatalError.js"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as Memory from "../../src/services/Memory.js"
+import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
+import { startEngine } from "../support/engine.js"
 import { stepTask } from "../support/local.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
@@ -116,4 +118,40 @@ describe("OpenTelemetry", () => {
       assert.strictEqual(duration.count, 2)
       assert.strictEqual(point("durable_worker_slots", { pool: "step" }), 10)
     }))
+
+  it.scopedLive("over real BullMQ and the nestjs-durable engine: tasks, slots and the backlog reach the exporter", () =>
+    Effect.gen(function*() {
+      const engine = yield* Effect.acquireRelease(Effect.promise(() => startEngine()), (e) => Effect.promise(() => e.close()))
+      const name = `otel.charge-${Math.random().toString(16).slice(2, 8)}`
+      engine.register("otel-checkout", async (ctx, input) => (await ctx.step(name, input)) as unknown)
+      const charge = Step.make(name, (input: { amount: number }) => Effect.succeed({ charged: input.amount }))
+      const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+      const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
+      const sdk = NodeSdk.layer(() => ({ resource: { serviceName: "worker-test" }, metricReader: reader }))
+      yield* Effect.gen(function*() {
+        const worker = yield* Worker.make({ steps: [charge], metricsInterval: "100 millis" })
+        yield* Effect.forkScoped(Effect.provide(worker.run, BullMQTransport.layer({ prefix: engine.prefix })))
+        yield* worker.registered
+        for (const amount of [1, 2, 3]) {
+          const result = yield* Effect.promise(() => engine.run("otel-checkout", { amount }))
+          assert.strictEqual(result.status, "completed")
+        }
+        yield* Effect.sleep("300 millis")
+        yield* Effect.promise(() => reader.forceFlush())
+        yield* worker.stop
+      }).pipe(Effect.scoped, Effect.provide(sdk))
+      const metrics = exporter.getMetrics().at(-1)!.scopeMetrics.flatMap((scope) => scope.metrics)
+      const points = (metric: string) =>
+        (metrics.find((m) => m.descriptor.name === metric)?.dataPoints ?? []) as ReadonlyArray<
+          { attributes: Record<string, unknown>; value: unknown }
+        >
+      const value = (metric: string, attributes: Record<string, string>) =>
+        points(metric).find((p) => Object.entries(attributes).every(([k, v]) => p.attributes[k] === v))?.value
+      assert.strictEqual(value("durable_worker_tasks_started", { kind: "step", name }), 3)
+      assert.strictEqual(value("durable_worker_tasks_completed", { kind: "step", name }), 3)
+      assert.strictEqual(value("durable_worker_slots", { pool: "step" }), 10)
+      const backlog = points("durable_worker_backlog").find((p) => String(p.attributes["poller"]).includes(engine.prefix))
+      assert.isDefined(backlog, "the BullMQ queue's backlog is sampled")
+      assert.strictEqual(backlog!.value, 0, "nothing waits once the runs completed")
+    }), 60_000)
 })
