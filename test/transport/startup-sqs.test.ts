@@ -11,8 +11,9 @@ import * as Logger from "effect/Logger"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
+import { buildApp } from "fauxqs"
 import { sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { stepTask } from "../support/local.js"
+import { freePort, stepTask } from "../support/local.js"
 
 const server = useFauxqs()
 
@@ -116,5 +117,53 @@ describe("SQS transport: start in any order", () => {
       assert.isFalse(log.lines.some((l) => l.includes("waiting for")))
       yield* worker.stop
       yield* Fiber.join(running)
+    }))
+
+  it.live("with waitForBroker, an SQS endpoint that comes up later is waited for (logged once)", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const prefix = sqsPrefix()
+      const log = capture()
+      const worker = yield* Worker.make({ steps: [Step.make("later", () => Effect.succeed(1))], pollTimeout: "1 second" })
+      const running = yield* worker.run.pipe(
+        Effect.provide(SqsTransport.layer({
+          clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 },
+          prefix,
+          autoCreate: true,
+          connectTimeout: "1 second",
+          waitForBroker: true
+        })),
+        Effect.provide(log.layer),
+        Effect.fork
+      )
+      yield* Effect.sleep("1500 millis")
+      assert.isNull(running.unsafePoll(), "run waits instead of failing")
+      const waits = log.lines.filter((l) => l.startsWith(`WARN waiting for SQS at http://127.0.0.1:${port} to answer`))
+      assert.isAtLeast(waits.length, 1, log.lines.join("\n"))
+      assert.isAtMost(waits.length, 2, "once per queue resolved")
+      const app = buildApp({ logger: false })
+      yield* Effect.acquireRelease(Effect.promise(() => app.listen({ port, host: "127.0.0.1" })), () => Effect.promise(() => app.close()))
+      yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+      yield* worker.stop
+      yield* Fiber.join(running)
+    }).pipe(Effect.scoped), 40_000)
+
+  it.live("without waitForBroker an endpoint that is down still fails the start", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.succeed(1))] })
+      const error = yield* worker.run.pipe(
+        Effect.provide(SqsTransport.layer({ clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 } })),
+        Effect.provide(capture().layer),
+        Effect.flip
+      )
+      assert.match(error.message, /could not reach SQS/)
+    }))
+
+  it.effect("waitForBroker must be true or false", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(SqsTransport.make({ waitForBroker: "no" as unknown as boolean }))
+      assert.strictEqual(error.option, "waitForBroker")
+      assert.match(error.message, /waitForBroker must be true or false/)
     }))
 })
