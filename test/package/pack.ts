@@ -11,7 +11,17 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 
-const run = promisify(execFile)
+const execFileAsync = promisify(execFile)
+
+/** `execFile`, failing with everything the command printed (tsc reports its errors on stdout). */
+const run = async (file: string, args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv; maxBuffer?: number } = {}) => {
+  try {
+    return await execFileAsync(file, args, options)
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string }
+    throw new Error(`${file} ${args.join(" ")} failed in ${options.cwd ?? process.cwd()}:\n${stdout ?? ""}${stderr ?? ""}`)
+  }
+}
 
 /** The repository's root (this file is `test/package/pack.ts`). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
