@@ -34,11 +34,8 @@ import type * as Concurrency from "./services/Concurrency.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
 import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from "./transport/internal/drivers.js"
-import type * as FacadeBullMQ from "./facade/bullmq.js"
 import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
-import type * as FacadeMysql from "./facade/mysql.js"
-import type * as FacadePostgres from "./facade/postgres.js"
-import type * as FacadeSqs from "./facade/sqs.js"
+import type { MysqlOptions, PostgresOptions, RedisOptions, SqsOptions } from "./facade/internal/transportOptions.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
 import {
   type FacadeLogger,
@@ -80,7 +77,14 @@ export type { TransportHandle } from "./facade/internal/options.js"
 export type { FacadeLogger, MetricValue, TelemetryOptions } from "./facade/internal/observability.js"
 export type { TaskEnd, TaskOutcome } from "./runtime/WorkerConfig.js"
 export type { WorkerStatus } from "./seam/Transport.js"
-export type { RedisOptions } from "./facade/bullmq.js"
+export type {
+  MysqlOptions,
+  PostgresOptions,
+  RedisConnectionOptions,
+  RedisOptions,
+  SqsClientSettings,
+  SqsOptions
+} from "./facade/internal/transportOptions.js"
 export type { DurableWorkflowHandle, DurableWorkflowOptions } from "./facade/durableWorkflow.js"
 export type { MissingDriverError } from "./transport/internal/drivers.js"
 export { externalStorage, filesystemStorage, s3Storage } from "./facade/externalStorage.js"
@@ -528,7 +532,7 @@ export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): I
  * @since 0.1.0
  * @category transports
  */
-export const redis = (options: FacadeBullMQ.RedisOptions = {}): TransportHandle =>
+export const redis = (options: RedisOptions = {}): TransportHandle =>
   lazyHandle(() => import("./facade/bullmq.js"), BULLMQ_PACKAGES, "Redis/BullMQ", (module) => module.redis(options))
 
 /**
@@ -542,7 +546,7 @@ export const redis = (options: FacadeBullMQ.RedisOptions = {}): TransportHandle 
  * @since 0.1.0
  * @category transports
  */
-export const sqs = (options: FacadeSqs.SqsOptions = {}): TransportHandle =>
+export const sqs = (options: SqsOptions = {}): TransportHandle =>
   lazyHandle(() => import("./facade/sqs.js"), SQS_PACKAGES, "SQS", (module) => module.sqs(options))
 
 /**
@@ -555,7 +559,7 @@ export const sqs = (options: FacadeSqs.SqsOptions = {}): TransportHandle =>
  * @since 0.1.0
  * @category transports
  */
-export const postgres = (options: FacadePostgres.PostgresOptions = {}): TransportHandle =>
+export const postgres = (options: PostgresOptions = {}): TransportHandle =>
   lazyHandle(() => import("./facade/postgres.js"), POSTGRES_PACKAGES, "PostgreSQL", (module) => module.postgres(options))
 
 /**
@@ -567,7 +571,7 @@ export const postgres = (options: FacadePostgres.PostgresOptions = {}): Transpor
  * @since 0.1.0
  * @category transports
  */
-export const mysql = (options: FacadeMysql.MysqlOptions = {}): TransportHandle =>
+export const mysql = (options: MysqlOptions = {}): TransportHandle =>
   lazyHandle(() => import("./facade/mysql.js"), MYSQL_PACKAGES, "MySQL/MariaDB", (module) => module.mysql(options))
 
 /**

@@ -6,14 +6,9 @@
 import * as SqlTransport from "../transport/SqlTransportMysql.js"
 import { withDatabaseUrl } from "./internal/databaseUrl.js"
 import type { TransportHandle } from "./internal/options.js"
+import type { MysqlOptions } from "./internal/transportOptions.js"
 
-/**
- * Options of {@link mysql}: the Effect transport's own.
- *
- * @since 0.3.0
- * @category models
- */
-export type MysqlOptions = SqlTransport.MysqlOptions
+export type { MysqlOptions } from "./internal/transportOptions.js"
 
 /**
  * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
@@ -24,6 +19,6 @@ export type MysqlOptions = SqlTransport.MysqlOptions
  * @since 0.1.0
  * @category transports
  */
-export const mysql = (options: SqlTransport.MysqlOptions = {}): TransportHandle => ({
+export const mysql = (options: MysqlOptions = {}): TransportHandle => ({
   layer: SqlTransport.layerMysql(withDatabaseUrl(options))
 })

@@ -6,14 +6,9 @@
 import * as SqlTransport from "../transport/SqlTransportPostgres.js"
 import { withDatabaseUrl } from "./internal/databaseUrl.js"
 import type { TransportHandle } from "./internal/options.js"
+import type { PostgresOptions } from "./internal/transportOptions.js"
 
-/**
- * Options of {@link postgres}: the Effect transport's own.
- *
- * @since 0.3.0
- * @category models
- */
-export type PostgresOptions = SqlTransport.PostgresOptions
+export type { PostgresOptions } from "./internal/transportOptions.js"
 
 /**
  * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
@@ -25,6 +20,6 @@ export type PostgresOptions = SqlTransport.PostgresOptions
  * @since 0.1.0
  * @category transports
  */
-export const postgres = (options: SqlTransport.PostgresOptions = {}): TransportHandle => ({
+export const postgres = (options: PostgresOptions = {}): TransportHandle => ({
   layer: SqlTransport.layerPostgres(withDatabaseUrl(options))
 })

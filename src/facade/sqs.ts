@@ -5,14 +5,9 @@
  */
 import * as SqsTransport from "../transport/SqsTransport.js"
 import type { TransportHandle } from "./internal/options.js"
+import type { SqsOptions } from "./internal/transportOptions.js"
 
-/**
- * Options of {@link sqs}: the Effect transport's own.
- *
- * @since 0.3.0
- * @category models
- */
-export type SqsOptions = SqsTransport.SqsOptions
+export type { SqsClientSettings, SqsOptions } from "./internal/transportOptions.js"
 
 /**
  * The SQS transport of the nestjs-durable engine (`@aws-sdk/client-sqs` v3): queue names, bodies
@@ -24,4 +19,7 @@ export type SqsOptions = SqsTransport.SqsOptions
  * @since 0.1.0
  * @category transports
  */
-export const sqs = (options: SqsTransport.SqsOptions = {}): TransportHandle => ({ layer: SqsTransport.layer(options) })
+export const sqs = (options: SqsOptions = {}): TransportHandle => ({
+  // the same options: only the client's types are described by their shape here
+  layer: SqsTransport.layer(options as SqsTransport.SqsOptions)
+})

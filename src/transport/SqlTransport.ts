@@ -86,97 +86,9 @@ import {
   TransportError,
   type WorkerDescription
 } from "../seam/Transport.js"
+import type { ConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
-export { dialectOfUrl, SqlConfigError } from "./sql/internal/config.js"
-
-/**
- * How the transport uses the engine's tables. The options are checked when the transport is built:
- * an unknown key or a bad value fails with an {@link SqlConfigError} naming it.
- *
- * @since 0.1.0
- * @category models
- */
-export interface SqlTransportOptions {
-  /**
-   * Table prefix shared with the engine: `<prefix>_transport_tasks` / `_results`; 1-40 characters of
-   * `A-Z`, `a-z`, `0-9`, `_` or `-`. Default `durable`.
-   */
-  readonly prefix?: string
-  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). Default none. */
-  readonly partition?: string
-  /** How long a claimed row is owned before another worker may claim it (positive). Default 30 seconds (the engine's). */
-  readonly lease?: Duration.DurationInput
-  /** How often a running task's lease is renewed; shorter than `lease`. Default a third of `lease`. */
-  readonly renewInterval?: Duration.DurationInput
-  /**
-   * How long an idle subscription waits before it looks again (positive). Default 500 ms (the engine's);
-   * 5 seconds on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
-   */
-  readonly pollInterval?: Duration.DurationInput
-  /** At most this many rows per claim (a claim never exceeds the free permits); at least 1. Default 100. */
-  readonly batchSize?: number
-  /**
-   * Create the tables and the task index if missing, like the engine. Default true; when false, a
-   * worker started before the tables exist waits for them (logged once, retried with a capped backoff).
-   */
-  readonly autoCreate?: boolean
-  /**
-   * PostgreSQL: create the insert trigger (with `autoCreate`) and `LISTEN` for new tasks. Default true;
-   * ignored on MySQL.
-   */
-  readonly notify?: boolean
-  /**
-   * Wait for a database that does not answer at start (logged once, retried with a backoff of up
-   * to 5 s) instead of failing the start. A refused login still fails at once. Default `false`.
-   */
-  readonly waitForBroker?: boolean
-}
-
-/**
- * Where the database is. `url` wins over the separate fields.
- *
- * @since 0.1.0
- * @category models
- */
-export interface ConnectionOptions {
-  /**
-   * `postgres://user:password@host:5432/db` (or `postgresql://`) on PostgreSQL,
-   * `mysql://user:password@host:3306/db` (or `mariadb://`) on MySQL/MariaDB. Default none.
-   */
-  readonly url?: string | Redacted.Redacted
-  /** Default `127.0.0.1`. */
-  readonly host?: string
-  /** 1-65535. Default 5432 on PostgreSQL, 3306 on MySQL/MariaDB. */
-  readonly port?: number
-  /** Default the driver's. */
-  readonly database?: string
-  /** Default the driver's. */
-  readonly username?: string
-  /** Default none. */
-  readonly password?: string | Redacted.Redacted
-  /** Pool size; at least 1. Default 10. */
-  readonly maxConnections?: number
-  /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
-  readonly connectTimeout?: Duration.DurationInput
-  /** PostgreSQL `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
-  readonly applicationName?: string
-}
-
-/**
- * Options of `layerPostgres` (`effect-durable-worker/postgres`).
- *
- * @since 0.1.0
- * @category models
- */
-export interface PostgresOptions extends SqlTransportOptions, ConnectionOptions {}
-
-/**
- * Options of `layerMysql` (`effect-durable-worker/mysql`).
- *
- * @since 0.1.0
- * @category models
- */
-export interface MysqlOptions extends SqlTransportOptions, ConnectionOptions {}
+export type { ConnectionOptions, MysqlOptions, PostgresOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
 /**
  * The SQL dialects the engine's DB transport supports.
@@ -198,6 +110,9 @@ export interface Connection {
   readonly dialect: Dialect
   readonly listen: Option.Option<(channel: string) => Stream.Stream<string, SqlError>>
 }
+
+export { dialectOfUrl, SqlConfigError } from "./sql/internal/config.js"
+
 
 const DEFAULT_POLL = Duration.millis(500)
 const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)

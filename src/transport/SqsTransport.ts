@@ -73,19 +73,13 @@ import {
   TransportError,
   type WorkerDescription
 } from "../seam/Transport.js"
+import type { SqsTransportOptions } from "./sqs/internal/options.js"
+
+export type { SqsTransportOptions, TaskQueueUrl } from "./sqs/internal/options.js"
 
 export { SqsConfigError } from "./sqs/internal/config.js"
 
-/**
- * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
- * async, as the engine's `taskQueueUrl`) or a record.
- *
- * @since 0.1.0
- * @category models
- */
-export type TaskQueueUrl =
-  | ((group: string) => string | PromiseLike<string>)
-  | Readonly<Record<string, string>>
+
 
 /**
  * Options of the SQS transport. They are checked when the transport is built (see {@link make}): an
@@ -94,7 +88,7 @@ export type TaskQueueUrl =
  * @since 0.1.0
  * @category models
  */
-export interface SqsOptions {
+export interface SqsOptions extends SqsTransportOptions {
   /** An SQS client to use (not destroyed by the transport). Default: one built from `clientConfig`. */
   readonly client?: SQSClient
   /**
@@ -102,50 +96,6 @@ export interface SqsOptions {
    * shutdown. Default `{}` (the SDK's own region and credential lookup).
    */
   readonly clientConfig?: SQSClientConfig
-  /**
-   * Queue-name prefix shared with the engine: `<prefix>-tasks-<token>`, `<prefix>-results`; it must make
-   * valid SQS queue names of those looked up by name (not given by `taskQueueUrl` / `resultsQueueUrl`).
-   * Default `durable`.
-   */
-  readonly prefix?: string
-  /**
-   * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
-   * Needs `taskQueueUrl`: SQS refuses the `@` in such queue names. Default none.
-   */
-  readonly partition?: string
-  /**
-   * Create the by-name queues that do not exist (not those given by URL). Default `false`: a queue
-   * that does not exist yet is waited for until the engine (or anyone) creates it.
-   */
-  readonly autoCreate?: boolean
-  /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. Default none. */
-  readonly taskQueueUrl?: TaskQueueUrl
-  /** The results queue URL (or a resolver), instead of the `<prefix>-results` name. Default none. */
-  readonly resultsQueueUrl?: string | (() => string | PromiseLike<string>)
-  /**
-   * When set, only messages carrying this attribute are taken (others are released), and results carry
-   * it; an SQS message attribute name. Default none.
-   */
-  readonly marker?: string
-  /** Longest receive wait, capped at 20 s and by the worker's poll timeout (negative counts as 0). Default 20 seconds. */
-  readonly waitTime?: Duration.DurationInput
-  /**
-   * Visibility of a received task, renewed while it runs or waits: 1 second to 12 hours, in whole
-   * seconds (rounded up). Default 60 seconds.
-   */
-  readonly visibilityTimeout?: Duration.DurationInput
-  /** How often a held task's visibility is extended; shorter than `visibilityTimeout`. Default a third of it. */
-  readonly visibilityExtendInterval?: Duration.DurationInput
-  /**
-   * How long one attempt at resolving a queue at start may take (positive); without
-   * `waitForBroker`, an endpoint that does not answer within it fails the start. Default 10 seconds.
-   */
-  readonly connectTimeout?: Duration.DurationInput
-  /**
-   * Wait for an SQS endpoint that does not answer at start (logged once, retried with a backoff of
-   * up to 5 s) instead of failing the start. Refused credentials still fail at once. Default `false`.
-   */
-  readonly waitForBroker?: boolean
 }
 
 const NAME = "sqs"
