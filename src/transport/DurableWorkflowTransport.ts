@@ -315,7 +315,7 @@ export const make = (
      * with what to check, anything else worded by `otherwise`; secrets masked, the cause made safe
      * (an HTTP error keeps its request, headers included).
      */
-    const startError = (error: DurableWorkflowError, otherwise: (message: string) => string) => {
+    const startError = (error: DurableWorkflowError, otherwise: (message: string) => string, refusedPrefix = "") => {
       const status = error._tag === "DurableWorkflowUnauthorized"
         ? 401
         : error._tag === "DurableWorkflowServerError"
@@ -328,7 +328,7 @@ export const make = (
           permission: `check that the token may use namespace "${resolved.settings.namespace}" and the worker plane ` +
             "(a worker_token, or a shared token with worker access)"
         }, safeCause(error, secrets))
-        return new RegistrationError({ transport: NAME, message: refused.message, cause: refused })
+        return new RegistrationError({ transport: NAME, message: `${refusedPrefix}${refused.message}`, cause: refused })
       }
       return new RegistrationError({
         transport: NAME,
@@ -366,7 +366,8 @@ export const make = (
               error._tag === "DurableWorkflowRequestError"
                 ? `could not reach the Durable Workflow server at ${where} (${message}); check that it is running and that ` +
                   "DURABLE_WORKFLOW_SERVER_URL (or baseUrl) points at it"
-                : `Server compatibility error: unable to read /api/cluster/info: ${message}`)
+                : `Server compatibility error: unable to read /api/cluster/info: ${message}`, // the SDKs' wording (fails closed)
+              "Server compatibility error: unable to read /api/cluster/info: ")
           )
         )
         const server = Compat.check(info, resolved.settings.protocolVersion)
