@@ -179,10 +179,17 @@ export class RunWatch {
   readonly startedAt = new Map<string, number>()
   readonly endedAt = new Map<string, number>()
   readonly status = new Map<string, string>()
+  /** The engine's events of each watched run, with when they came (for the account of a late run). */
+  readonly events = new Map<string, Array<{ readonly type: string; readonly seq: unknown; readonly at: number }>>()
   private readonly off: () => void
 
   constructor(private readonly engine: EngineLike) {
     this.off = engine.subscribe((event) => {
+      if (this.startedAt.has(event.runId)) {
+        const list = this.events.get(event.runId) ?? []
+        list.push({ type: event.type, seq: (event as { seq?: unknown }).seq, at: Date.now() })
+        this.events.set(event.runId, list)
+      }
       if (!this.startedAt.has(event.runId) || this.endedAt.has(event.runId)) return
       if (event.type === "run.completed" || event.type === "run.failed") void this.check(event.runId)
     })
@@ -199,6 +206,13 @@ export class RunWatch {
       this.endedAt.set(runId, Date.now())
       this.status.set(runId, run.status)
     }
+  }
+
+  /** The engine's events of `runId` as `type(seq) +Xs` relative to `since`. */
+  describe(runId: string, since: number): string {
+    return (this.events.get(runId) ?? []).map((e) =>
+      `${e.type}${e.seq === undefined ? "" : `(${String(e.seq)})`} ${((e.at - since) / 1000).toFixed(2)} s`
+    ).join(", ")
   }
 
   /** Waits until every watched run is terminal or `timeoutMs` passes; returns the runs still open. */
