@@ -641,12 +641,16 @@ const build = (config: Resolved): Transport["Type"] => {
                   new RegistrationError({ transport: NAME, message: `could not prepare ${queueName}: ${messageOf(cause)}`, cause })
               })
             })
-          const results = yield* replyQueue(Naming.resultsQueue(prefix), Naming.JobName.result)
-          const decisions = yield* replyQueue(Naming.decisionsQueue(prefix), Naming.JobName.decision)
-          const answerJob = yield* Effect.try({
-            try: () => Jobs.jobAnswerer(client),
-            catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
-          })
+          // independent round trips: a worker's start is as long as the longest, not their sum
+          const [results, decisions, answerJob] = yield* Effect.all([
+            replyQueue(Naming.resultsQueue(prefix), Naming.JobName.result),
+            replyQueue(Naming.decisionsQueue(prefix), Naming.JobName.decision),
+            Effect.try({
+              try: () => Jobs.jobAnswerer(client),
+              catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
+            }),
+            subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
+          ], { concurrency: "unbounded" })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(
               `the add and acknowledge scripts of BullMQ ${answerJob.version} are not those of BullMQ ${Jobs.FAST_PATH_BULLMQ}, ` +
@@ -654,7 +658,6 @@ const build = (config: Resolved): Transport["Type"] => {
                 "which costs Redis more per task"
             )
           }
-          yield* subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
           /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
           const route = (reply: NestReply) =>
             reply._tag === "StepResult" ? { to: results, data: reply.result } : { to: decisions, data: reply.decision }
@@ -679,10 +682,11 @@ const build = (config: Resolved): Transport["Type"] => {
           }
           return broker
         })
-      const brokers = [
-        yield* openBroker(config.brokerId, config.target),
-        ...(yield* Effect.forEach(config.brokers, ([id, target]) => openBroker(id, target)))
-      ]
+      const brokers = yield* Effect.forEach(
+        [[config.brokerId, config.target] as const, ...config.brokers],
+        ([id, target]) => openBroker(id, target),
+        { concurrency: "unbounded" }
+      )
       const brokerById = new Map(brokers.map((broker) => [broker.id, broker]))
       /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
       const replyBroker = (home: Broker, data: unknown) => {
@@ -723,9 +727,8 @@ const build = (config: Resolved): Transport["Type"] => {
         }).pipe(Effect.as(Option.none()), Effect.mapError(transportError("writing the worker heartbeat")))
 
       let tokenCounter = 0
-      const pollers: Array<Poller> = []
-      const taskQueues: Array<TaskQueue> = []
-      for (const [home, token] of brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const))) {
+      /** One subscription: a task queue of a broker, with its BullMQ worker, blocking connection and poller. */
+      const subscribe = (home: Broker, token: string) => Effect.gen(function*() {
         const { client, publish } = home
         const subscription = token
         const queueName = Naming.tasksQueue(prefix, token)
@@ -744,9 +747,11 @@ const build = (config: Resolved): Transport["Type"] => {
         bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
         // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
         bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
-        yield* Effect.promise(() => bull.startStalledCheckTimer())
-        yield* bridgeFailures(client, queueName, Duration.millis(stalledInterval), publish)
-        const blocking = yield* duplicate(client)
+        const [, blocking] = yield* Effect.all([
+          Effect.promise(() => bull.startStalledCheckTimer()),
+          duplicate(client),
+          bridgeFailures(client, queueName, Duration.millis(stalledInterval), publish)
+        ], { concurrency: "unbounded" })
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
         let maybeMore = true
@@ -764,7 +769,6 @@ const build = (config: Resolved): Transport["Type"] => {
           renewEvery,
           stepBeat
         }
-        taskQueues.push(queue)
 
         /**
          * Moves up to `max` jobs to active, in growing batches, stopping at the first empty fetch. It
@@ -794,7 +798,7 @@ const build = (config: Resolved): Transport["Type"] => {
             return taken
           }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
 
-        pollers.push(Poller.make({
+        const poller = Poller.make({
           name: brokers.length > 1 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
           pool: protocol.pools.step,
           backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
@@ -805,8 +809,16 @@ const build = (config: Resolved): Transport["Type"] => {
             )
           ),
           poll: fetch
-        }))
-      }
+        })
+        return { queue, poller }
+      })
+      const subscriptions = yield* Effect.forEach(
+        brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const)),
+        ([home, token]) => subscribe(home, token),
+        { concurrency: "unbounded" }
+      )
+      const pollers = subscriptions.map(({ poller }) => poller)
+      const taskQueues = subscriptions.map(({ queue }) => queue)
 
       for (const broker of brokers) {
         yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), `${worker.workerId}:`)
