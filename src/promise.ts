@@ -37,9 +37,8 @@ import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from
 import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
 import type { MysqlOptions, PostgresOptions, RedisOptions, SqsOptions } from "./facade/internal/transportOptions.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
+import * as WorkerLogger from "./runtime/WorkerLogger.js"
 import {
-  type FacadeLogger,
-  loggerLayer,
   type MetricValue,
   type TelemetryOptions,
   telemetryLayer,
@@ -74,7 +73,8 @@ export type { StepError, StepEvent, StepResult, StepTask } from "./wire/StepProt
 export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./wire/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
 export type { TransportHandle } from "./facade/internal/options.js"
-export type { FacadeLogger, MetricValue, TelemetryOptions } from "./facade/internal/observability.js"
+export type { MetricValue, TelemetryOptions } from "./facade/internal/observability.js"
+export type { LoggerLike } from "./runtime/WorkerLogger.js"
 export type { TaskEnd, TaskOutcome } from "./runtime/WorkerConfig.js"
 export type { WorkerStatus } from "./seam/Transport.js"
 export type {
@@ -135,7 +135,7 @@ export interface WorkerOptions {
    * `console`, pino, NestJS's `Logger`. Fields (run, step, attempt, a failure's cause) follow the
    * message (pino-style loggers, with `bindings()`, get them first). Default Effect's logger (stdout).
    */
-  readonly logger?: FacadeLogger
+  readonly logger?: WorkerLogger.LoggerLike
   /** Told of every task as it ends: kind, name, outcome, duration, poller, delivery id. Default none. */
   readonly onTaskEnd?: (event: TaskEnd) => void
   /**
@@ -452,7 +452,7 @@ export class Worker {
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
       Effect.ensuring(Effect.sync(() => claimed())),
-      logger === undefined ? identity : Effect.provide(loggerLayer(logger)),
+      logger === undefined ? identity : Effect.provide(WorkerLogger.layer(logger)),
       Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))
     )
   }

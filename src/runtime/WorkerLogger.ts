@@ -1,7 +1,8 @@
 /**
- * Effect's logs into any logger with `info`, `warn`, `error` and `debug` methods (pino, winston,
- * the NestJS `Logger`, `console`): each log line becomes one call, its message first and its
- * annotations (`workerId`, `runId`, `stepId`, ...) and cause in an object after it.
+ * Effect's logs into any logger with `info` (or NestJS's `log`), `warn`, `error` and `debug` methods
+ * (pino, winston, the NestJS `Logger`, `console`): each log line becomes one call, its message first
+ * and its annotations (`workerId`, `runId`, `stepId`, ...) and cause in an object after it — or that
+ * object first for pino-style loggers (those with `bindings()` and `child()`), as pino takes them.
  *
  * @since 0.3.0
  */
@@ -11,17 +12,24 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 
 /**
- * What the adapter calls: any object with these four methods.
+ * What the adapter calls: `warn` and `error`, and `info` or (NestJS's `Logger`) `log`; `debug` when
+ * there is one (else debug lines go where info lines go).
  *
  * @since 0.3.0
  * @category models
  */
 export interface LoggerLike {
-  readonly info: (message: string, ...rest: Array<unknown>) => unknown
-  readonly warn: (message: string, ...rest: Array<unknown>) => unknown
-  readonly error: (message: string, ...rest: Array<unknown>) => unknown
-  readonly debug: (message: string, ...rest: Array<unknown>) => unknown
+  readonly info?: (...args: Array<any>) => unknown
+  readonly log?: (...args: Array<any>) => unknown
+  readonly warn: (...args: Array<any>) => unknown
+  readonly error: (...args: Array<any>) => unknown
+  readonly debug?: (...args: Array<any>) => unknown
 }
+
+/** pino-style loggers take their fields first (`logger.info(fields, message)`). */
+const fieldsFirst = (target: LoggerLike): boolean =>
+  typeof (target as { bindings?: unknown }).bindings === "function" &&
+  typeof (target as { child?: unknown }).child === "function"
 
 const text = (message: unknown): string =>
   Array.isArray(message) ? message.map(text).join(" ") : typeof message === "string" ? message : String(message)
@@ -34,34 +42,33 @@ const text = (message: unknown): string =>
  * @since 0.3.0
  * @category constructors
  */
-export const make = (target: LoggerLike): Logger.Logger<unknown, void> =>
-  Logger.make(({ annotations, cause, logLevel, message }) => {
+export const make = (target: LoggerLike): Logger.Logger<unknown, void> => {
+  const first = fieldsFirst(target)
+  const info = target.info ?? target.log ?? target.warn
+  const debug = target.debug ?? info
+  return Logger.make(({ annotations, cause, logLevel, message }) => {
+    const write = logLevel._tag === "Fatal" || logLevel._tag === "Error"
+      ? target.error
+      : logLevel._tag === "Warning"
+      ? target.warn
+      : logLevel._tag === "Info"
+      ? info
+      : logLevel._tag === "None"
+      ? undefined
+      : debug
+    if (write === undefined) return
     const fields: Record<string, unknown> = {}
     for (const [key, value] of HashMap.toEntries(annotations)) fields[key] = value
     if (!Cause.isEmpty(cause)) fields["cause"] = Cause.pretty(cause)
     const line = text(message)
-    const rest = Object.keys(fields).length === 0 ? [] : [fields]
+    const args = Object.keys(fields).length === 0 ? [line] : first ? [fields, line] : [line, fields]
     try {
-      switch (logLevel._tag) {
-        case "Fatal":
-        case "Error":
-          target.error(line, ...rest)
-          break
-        case "Warning":
-          target.warn(line, ...rest)
-          break
-        case "Info":
-          target.info(line, ...rest)
-          break
-        case "None":
-          break
-        default:
-          target.debug(line, ...rest)
-      }
+      write.apply(target, args)
     } catch {
       // a logger that throws does not stop the worker
     }
   })
+}
 
 /**
  * Replaces Effect's default logger with one writing to `target`.
