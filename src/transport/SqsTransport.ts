@@ -124,6 +124,8 @@ const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "
 
 /** How often a result or delete that reached no SQS endpoint is tried again. */
 const ANSWER_RETRY = Duration.millis(500)
+/** The longest one attempt at a result or delete goes on retrying it. */
+const ANSWER_RETRY_AT_MOST = Duration.seconds(10)
 
 /** SQS batch calls in flight at once, per kind of call. */
 const BATCH_CALLS = 4
@@ -514,16 +516,18 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
 
       /**
        * A send or delete whose connection failed (no answer from SQS at all: the endpoint away, a
-       * connection cut) is tried again for up to the visibility timeout, the task's visibility being
-       * extended meanwhile by its lease, rather than given up after the runtime's few quick retries:
-       * a delete given up on leaves the task to come back once its visibility lapses, and run again.
+       * connection cut) is tried again for up to a third of the visibility timeout (at most 10 s; the
+       * runtime's retries each try as long), the task's visibility being extended meanwhile by its
+       * lease, rather than given up after the runtime's few quick retries: a delete given up on
+       * leaves the task to come back once its visibility lapses, and run again.
        * Both are safe to send again: a result sent twice is taken once by the engine (it keeps the
        * result of a pending step), and a delete of a deleted message succeeds. What SQS itself
        * refused is not retried here.
        */
+      const answerRetryFor = Duration.min(Duration.seconds(visibility.timeoutSeconds / 3), ANSWER_RETRY_AT_MOST)
       const untilAnswered = (effect: Effect.Effect<void, TransportError>) =>
         Effect.retry(effect, {
-          schedule: Schedule.spaced(ANSWER_RETRY).pipe(Schedule.upTo(Duration.seconds(visibility.timeoutSeconds))),
+          schedule: Schedule.spaced(ANSWER_RETRY).pipe(Schedule.upTo(answerRetryFor)),
           // a call that reached no endpoint fails with the client's error as its cause; SQS's own
           // refusals (a service error, or a failed entry of a batch, which has no cause) are final
           while: (error) => error.cause !== undefined && !isServiceError(error.cause)
