@@ -37,6 +37,7 @@ import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from
 import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
 import type { MysqlOptions, PostgresOptions, RedisOptions, SqsOptions } from "./facade/internal/transportOptions.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
+import { captureLayer, type CaptureHistoriesOption } from "./facade/verify.js"
 import * as WorkerLogger from "./runtime/WorkerLogger.js"
 import {
   type MetricValue,
@@ -73,6 +74,13 @@ export type { StepError, StepEvent, StepResult, StepTask } from "./wire/StepProt
 export type { WorkflowCommand, WorkflowDecision, WorkflowTask } from "./wire/WorkflowProtocol.js"
 export type { NestReply } from "./transport/InMemoryTransport.js"
 export type { TransportHandle } from "./facade/internal/options.js"
+export {
+  replay as replayDurableWorkflow,
+  replayQuery as replayDurableWorkflowQuery,
+  replayUpdate as replayDurableWorkflowUpdate
+} from "./facade/durableWorkflowReplay.js"
+export { replay as replayWorkflow } from "./facade/workflowReplay.js"
+export { type CaptureHistoriesOption, verifyDirectory, verifyDurableWorkflows, verifyWorkflows } from "./facade/verify.js"
 export type { MetricValue, TelemetryOptions } from "./facade/internal/observability.js"
 export type { LoggerLike } from "./runtime/WorkerLogger.js"
 export type { TaskEnd, TaskOutcome } from "./runtime/WorkerConfig.js"
@@ -150,6 +158,12 @@ export interface WorkerOptions {
     /** How late the event loop may wake up before `/livez` answers 503. Default 1,000. */
     readonly loopDelayThresholdMs?: number
   }
+  /**
+   * Record a sampled share of the workflow turns this worker replays, for `verify` in CI: to a
+   * directory (`{ directory, sampleRate }`, one file per run) or a callback (`{ onCapture, sampleRate }`).
+   * Default none.
+   */
+  readonly captureHistories?: CaptureHistoriesOption
   /** How often the saturation, backlog and slot gauges are sampled. Default 5,000. */
   readonly metricsIntervalMs?: number
   /**
@@ -202,7 +216,8 @@ const WORKER_KEYS: ReadonlyArray<keyof WorkerOptions> = [
   "onTaskEnd",
   "health",
   "metricsIntervalMs",
-  "telemetry"
+  "telemetry",
+  "captureHistories"
 ]
 
 const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", "output"]
@@ -446,11 +461,12 @@ export class Worker {
     let claimed!: () => void
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
     // the layer is built first (connections); the run claims the worker right after, in the same step
-    const { logger, telemetry } = this.#options
+    const { captureHistories, logger, telemetry } = this.#options
     return Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
       Effect.provide(transport.layer),
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
+      captureHistories === undefined ? identity : Effect.provide(captureLayer(captureHistories)),
       Effect.ensuring(Effect.sync(() => claimed())),
       logger === undefined ? identity : Effect.provide(WorkerLogger.layer(logger)),
       Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))

@@ -6,7 +6,7 @@
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
-import { layer } from "./internal/nodeFiles.js"
+import { layerWithPath as layer } from "../services/internal/nodeFiles.js"
 import { main } from "./main.js"
 
 Effect.runPromise(main(process.argv.slice(2)).pipe(Effect.provide(layer))).then(

@@ -22,7 +22,8 @@ const REDIS_KEYS: ReadonlyArray<keyof RedisOptions> = [
   "stalledIntervalMs",
   "brokers",
   "brokerId",
-  "commandsPerWrite"
+  "commandsPerWrite",
+  "waitForBroker"
 ]
 
 /**
@@ -52,7 +53,8 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
         ...(options.stalledIntervalMs === undefined ? {} : { stalledInterval: options.stalledIntervalMs }),
         ...(options.brokers === undefined ? {} : { brokers: options.brokers as NonNullable<BullMQTransport.BullMQOptions["brokers"]> }),
         ...(options.brokerId === undefined ? {} : { brokerId: options.brokerId }),
-        ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite })
+        ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite }),
+        ...(options.waitForBroker === undefined ? {} : { waitForBroker: options.waitForBroker })
       })
     )
   }

@@ -4,6 +4,7 @@
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
+import type * as Redacted from "effect/Redacted"
 import * as DurableWorkflowTransport from "../transport/DurableWorkflowTransport.js"
 import { refusingUnknown, settle, type TransportHandle } from "./internal/options.js"
 
@@ -17,11 +18,11 @@ export interface DurableWorkflowOptions {
   /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
   readonly baseUrl: string
   /** The shared bearer token (both planes). Default none. */
-  readonly token?: string
+  readonly token?: string | Redacted.Redacted
   /** A worker-plane token; wins over `token` on the worker plane. Default none. */
-  readonly workerToken?: string
+  readonly workerToken?: string | Redacted.Redacted
   /** A control-plane token; wins over `token` on the control plane. Default none. */
-  readonly controlToken?: string
+  readonly controlToken?: string | Redacted.Redacted
   /** `X-Namespace`. Default `"default"`. */
   readonly namespace?: string
   /** The task queue the worker registers on and polls. */
@@ -40,6 +41,8 @@ export interface DurableWorkflowOptions {
   readonly externalStorageThresholdBytes?: number
   /** Hooks around workflow tasks, activities and queries, outermost first. Default none. */
   readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
+  /** Wait for a server that does not answer at start (logged once, backoff up to 5 s) instead of failing `run`. Default `false`. */
+  readonly waitForBroker?: boolean
 }
 
 const DURABLE_WORKFLOW_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
@@ -53,7 +56,8 @@ const DURABLE_WORKFLOW_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
   "heartbeatIntervalMs",
   "externalStorage",
   "externalStorageThresholdBytes",
-  "interceptors"
+  "interceptors",
+  "waitForBroker"
 ]
 
 /**
@@ -96,7 +100,8 @@ export const durableWorkflow = (options: DurableWorkflowOptions): DurableWorkflo
       ...(options.externalStorageThresholdBytes === undefined
         ? {}
         : { externalStorageThresholdBytes: options.externalStorageThresholdBytes }),
-      ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors })
+      ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors }),
+      ...(options.waitForBroker === undefined ? {} : { waitForBroker: options.waitForBroker })
     })
   )
   const control = <A>(effect: Effect.Effect<A, unknown, DurableWorkflowTransport.DurableWorkflowClient>) =>

@@ -7,7 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { layer as nodeFiles } from "../cli/internal/nodeFiles.js"
+import { layerWithPath as nodeFiles } from "../services/internal/nodeFiles.js"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as ReplayCapture from "../core/ReplayCapture.js"
 import type * as ReplayReport from "../core/ReplayReport.js"

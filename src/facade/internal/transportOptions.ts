@@ -60,6 +60,11 @@ export interface RedisOptions {
   readonly brokerId?: string
   /** Commands of one event-loop turn that may share a socket write. Default 8; 1 turns this off. */
   readonly commandsPerWrite?: number
+  /**
+   * Wait for a Redis that does not answer at start (logged once, retried with a backoff of up to 5 s)
+   * instead of failing `run`. Refused credentials still fail at once. Default `false`.
+   */
+  readonly waitForBroker?: boolean
 }
 
 /**
