@@ -492,7 +492,10 @@ const sqsRestart = () =>
         sqsEndpoint: `http://127.0.0.1:${endpoint.port}`,
         concurrency: 8,
         visibilityTimeoutMs
-      }, ledger)
+      }, ledger, { CHAOS_STEPS: "work" })
+      // one step name only: with several, the pollers of idle queues hold the permits through their
+      // 20 s long polls and starve the busy one (a separate defect, measured by sqs-starvation)
+      say("the worker serves the one step name the runs use")
       const runs = scaled(60, 30)
       await startRuns(engine, watch, "load", runs, (i) => ({ i }))
       const loaded = Date.now()
@@ -524,6 +527,32 @@ const sqsRestart = () =>
       await engine.close().catch(() => undefined)
       await server.stop()
       console.log(`   engine and fauxqs closed in ${((Date.now() - closing) / 1000).toFixed(2)} s`)
+    }
+  })
+
+/**
+ * SQS with several step names and one idle queue among them: the busy queue's tasks must be taken
+ * within a few seconds, not after the other queues' long polls (20 s each) let go of the permits.
+ */
+const sqsStarvation = () =>
+  scenario("SQS: a busy queue beside idle ones (fauxqs)", async (say, fail) => {
+    const server = await startFauxqs()
+    const engine = startSqsEngine(server.clientConfig)
+    const ledger = new Ledger()
+    const watch = new RunWatch(engine.engine)
+    try {
+      engine.register("one", async (ctx, input) => ctx.step("work", input))
+      const worker = await startWorker({ transport: "sqs", prefix: engine.prefix, sqsEndpoint: server.clientConfig.endpoint, concurrency: 8 }, ledger)
+      await sleep(1_000)
+      await startRuns(engine, watch, "one", 10, (i) => ({ i }))
+      const open = await watch.settle(5_000)
+      say(`4 step names served, 1 busy: ${10 - open.length} of 10 runs ended within 5 s`)
+      if (open.length > 0) fail(`${open.length} runs not ended within 5 s: the busy queue waits behind the idle queues' long polls`)
+      await stop(worker)
+    } finally {
+      watch.close()
+      await engine.close().catch(() => undefined)
+      await server.stop()
     }
   })
 
@@ -567,6 +596,7 @@ const scenarios: Record<string, () => Promise<Verdict>> = {
   "big-payloads": bigPayloads,
   "postgres-kill": postgresKill,
   "sqs-restart": sqsRestart,
+  "sqs-starvation": sqsStarvation,
   "soak": soak
 }
 

@@ -41,9 +41,12 @@ const worker = new Worker({
 
 type Ctx = { readonly runId: string; readonly seq: number; readonly attempt: number }
 
+/** The steps to serve (`CHAOS_STEPS`, comma-separated), or all. */
+const only = process.env.CHAOS_STEPS?.split(",")
+
 /** A handler that reports when it starts and when it returns. */
 const tracked = <I, O>(name: string, body: (input: I, ctx: Ctx) => Promise<O>) =>
-  worker.step(name, async (input: I, ctx) => {
+  only !== undefined && !only.includes(name) ? undefined : worker.step(name, async (input: I, ctx) => {
     const key = `${ctx.runId}:${ctx.seq}`
     report({ kind: "started", step: name, key, attempt: ctx.attempt, pid: process.pid })
     const output = await body(input, ctx)
