@@ -29,7 +29,8 @@ let count = 0
 for await (const file of files(esm)) {
   const target = path.join(cjs, path.relative(esm, file))
   await mkdir(path.dirname(target), { recursive: true })
-  if (file.endsWith(".d.ts")) {
+  if (file.endsWith(".d.ts") || file.endsWith(".d.ts.map")) {
+    // same depth under dist/, so a declaration map's path back to src/ holds for both
     await copyFile(file, target)
   } else if (file.endsWith(".js")) {
     const source = await readFile(file, "utf8")
