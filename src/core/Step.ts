@@ -278,6 +278,15 @@ const completed = (base: ResultBase, output: unknown, events: ReadonlyArray<Step
   return result
 }
 
+/** The cause rendered, or a note when rendering it throws (a hostile error's getters). */
+const prettyOrElse = (cause: Cause.Cause<unknown>): string => {
+  try {
+    return Cause.pretty(cause)
+  } catch {
+    return "the step's failure cannot be rendered: reading it throws"
+  }
+}
+
 const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEvent>): StepResult => ({
   ...base,
   status: "failed",
@@ -350,7 +359,8 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       )
       const error = toStepError(failure)
       return Effect.logWarning(`step failed: ${error.message}`).pipe(
-        Effect.zipRight(Effect.logDebug(Cause.pretty(exit.cause))),
+        // rendered only when asked for, and a cause whose error throws when read is not the task's problem
+        Effect.zipRight(Effect.suspend(() => Effect.logDebug(prettyOrElse(exit.cause)))),
         Effect.annotateLogs(annotations()),
         Effect.as(failed(base, error, events))
       )

@@ -272,8 +272,11 @@ export const make = <R = never>(
       const loopNames = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
       const serving = new Map<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>()
       const dispatcher = makeDispatcher({ config, handlers, pools, leases, controller, stopping: stopRequested, serving })
+      const pollersOf = new Map<string, number>()
+      for (const poller of registration.pollers) pollersOf.set(poller.pool.name, (pollersOf.get(poller.pool.name) ?? 0) + 1)
       for (const poller of registration.pollers) {
-        loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work)), poller.name)
+        const shared = (pollersOf.get(poller.pool.name) ?? 0) > 1
+        loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work, shared)), poller.name)
       }
       loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
       loopNames.set(yield* FiberSet.run(loops, sampleMetrics(registration, controller)), "metrics")

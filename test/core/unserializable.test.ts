@@ -58,3 +58,48 @@ describe("a result that JSON cannot carry", () => {
       assert.include(error?.message, "at $.id")
     }))
 })
+
+describe("hostile values: getters and toJSON that throw", () => {
+  const throwingToJSON = { toJSON: () => { throw new Error("no JSON for you") } }
+  const throwingGetter = Object.defineProperty({}, "amount", {
+    enumerable: true,
+    get: () => { throw new Error("getter exploded") }
+  })
+  for (
+    const [label, output, path, reason] of [
+      ["a toJSON that throws", { nested: throwingToJSON }, "$.nested", /toJSON.*no JSON for you/],
+      ["a getter that throws", throwingGetter, "$.amount", /getter exploded/]
+    ] as const
+  ) {
+    it.effect(`${label} fails the step at once, for good, naming where it is`, () =>
+      Effect.gen(function*() {
+        const result = yield* outputOf(output)
+        assert.strictEqual(result.status, "failed")
+        assert.strictEqual(result.error?.code, "unserializable_output")
+        assert.strictEqual(result.error?.retryable, false)
+        assert.include(result.error?.message, `at ${path}`)
+        assert.match(result.error?.message ?? "", reason)
+      }))
+  }
+
+  it.effect("an error whose message, code and stack getters throw still fails the step with a readable error", () =>
+    Effect.gen(function*() {
+      const hostile = new Error("x")
+      void hostile.stack // Node renders the stack lazily, through the message: render it before the getters go in
+      for (const name of ["message", "code", "retryable", "stack"]) {
+        Object.defineProperty(hostile, name, { get: () => { throw new Error(`${name} exploded`) } })
+      }
+      const plain = Object.defineProperties({}, {
+        message: { enumerable: true, get: () => { throw new Error("message exploded") } },
+        code: { enumerable: true, get: () => { throw new Error("code exploded") } }
+      })
+      for (const failure of [hostile, plain]) {
+        const registry = yield* Step.registry([Step.make("s", () => Effect.fail(failure))])
+        const result = yield* Step.processStep(registry, task("s"))
+        assert.strictEqual(result.status, "failed")
+        assert.isString(result.error?.message)
+        assert.isAbove(result.error?.message.length ?? 0, 0)
+        assert.isUndefined(result.error?.code)
+      }
+    }))
+})

@@ -27,13 +27,24 @@ const describe = (value: unknown): string => {
  */
 export const toStepError = (failure: unknown): StepError => {
   const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
-  const code = carrier.code
-  const retryable = carrier.retryable
-  const stack = failure instanceof Error ? failure.stack : undefined
+  // a hostile value's getters may throw: read each one on its own, so the failure is still reported
+  const code = read(() => carrier.code)
+  const retryable = read(() => carrier.retryable)
+  const stack = failure instanceof Error ? read(() => failure.stack) : undefined
+  const message = read(() => describe(failure))
   return {
-    message: describe(failure),
+    message: typeof message === "string" ? message : "step handler failed with a value whose properties throw when read",
     ...(typeof code === "string" ? { code } : {}),
     ...(typeof retryable === "boolean" ? { retryable } : {}),
-    ...(stack !== undefined ? { stack } : {})
+    ...(typeof stack === "string" ? { stack } : {})
+  }
+}
+
+/** `get()`, or `undefined` when it throws. */
+const read = (get: () => unknown): unknown => {
+  try {
+    return get()
+  } catch {
+    return undefined
   }
 }

@@ -252,12 +252,13 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       })
     )
 
-  const pollOnce = (poller: Poller, work: FiberSet.FiberSet) =>
+  /** One poll with up to `max` permits of the poller's pool; how many tasks it took. */
+  const pollOnce = (poller: Poller, work: FiberSet.FiberSet, max: number) =>
     Effect.flatMap(pools.of(poller.pool), ({ enter, leave, limiter }) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
           yield* restore(poller.ready)
-          const taken = yield* restore(limiter.takeUpTo(Number.MAX_SAFE_INTEGER))
+          const taken = yield* restore(limiter.takeUpTo(max))
           // not restored: a poll is interruptible only where it says so (while it waits and has
           // taken nothing), so the tasks it took are always handed over
           const started = yield* Clock.currentTimeMillis
@@ -266,7 +267,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
           if (Exit.isFailure(polled)) {
             if (!Exit.isInterrupted(polled)) series.polled(poller.name, "error", seconds)
             yield* limiter.release(taken)
-            return yield* polled
+            return yield* Effect.failCause(polled.cause)
           }
           const deliveries = polled.value
           series.polled(poller.name, deliveries.length > 0 ? "tasks" : "empty", seconds)
@@ -280,21 +281,36 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
               )
             )
           }
+          return deliveries.length
         })
       )
     )
 
   /** Polls until interrupted; a transient poll failure is logged and retried after a pause. */
-  const pollLoop = (poller: Poller, work: FiberSet.FiberSet): Effect.Effect<never, WorkerLoopError, R> =>
-    pollOnce(poller, work).pipe(
-      Effect.catchIf(
-        (error: TransportError) => !error.fatal,
-        (error) =>
-          Effect.zipRight(Effect.logWarning(`poll failed on ${poller.name}; retrying`, error), Effect.sleep(config.pollRetryDelay))
-      ),
-      Effect.forever,
+  const pollLoop = (poller: Poller, work: FiberSet.FiberSet, shared: boolean): Effect.Effect<never, WorkerLoopError, R> => {
+    // A poller that shares its pool with others (one per step name) and found nothing last time polls
+    // with one permit, not every free one: an idle subscription's long poll (SQS waits up to 20 s)
+    // must not hold the permits a busy one needs. Once it finds work, it takes every free permit
+    // again. Alone on its pool, it always takes them all.
+    const idle = shared ? 1 : Number.MAX_SAFE_INTEGER
+    const loop = (max: number): Effect.Effect<never, TransportError, R> =>
+      pollOnce(poller, work, max).pipe(
+        // one that found nothing lets a poller waiting for a permit have it before it asks again
+        Effect.flatMap((taken) => taken > 0 ? Effect.succeed(Number.MAX_SAFE_INTEGER) : Effect.as(Effect.yieldNow(), idle)),
+        Effect.catchIf(
+          (error: TransportError) => !error.fatal,
+          (error) =>
+            Effect.as(
+              Effect.zipRight(Effect.logWarning(`poll failed on ${poller.name}; retrying`, error), Effect.sleep(config.pollRetryDelay)),
+              idle
+            )
+        ),
+        Effect.flatMap(loop)
+      )
+    return loop(idle).pipe(
       Effect.catchAllCause((cause) => Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) })))
     )
+  }
 
   return { pollLoop }
 }

@@ -36,7 +36,13 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
     }
     if (v === null) return undefined
     const object = v as object & { toJSON?: unknown }
-    if (typeof object.toJSON === "function") return visit((object.toJSON as (k: string) => unknown)(""), path, inObject)
+    let toJSON: unknown
+    try {
+      toJSON = object.toJSON
+      if (typeof toJSON === "function") return visit((toJSON as (k: string) => unknown).call(object, ""), path, inObject)
+    } catch (error) {
+      return { path, reason: `its toJSON (or a getter) throws: ${safeMessage(error)}` }
+    }
     if (open.has(object)) return { path, reason: "the value refers to itself (a cycle)" }
     open.add(object)
     let found: Unencodable | undefined
@@ -44,7 +50,14 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
       for (let i = 0; i < object.length && found === undefined; i++) found = visit(object[i], `${path}[${i}]`, false)
     } else {
       for (const name of Object.keys(object)) {
-        found = visit((object as Record<string, unknown>)[name], key(path, name), true)
+        let child: unknown
+        try {
+          child = (object as Record<string, unknown>)[name]
+        } catch (error) {
+          found = { path: key(path, name), reason: `reading it throws: ${safeMessage(error)}` }
+          break
+        }
+        found = visit(child, key(path, name), true)
         if (found !== undefined) break
       }
     }
@@ -52,6 +65,15 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
     return found
   }
   return value === undefined ? undefined : visit(value, "$", false)
+}
+
+/** An error's message, when reading it does not throw too. */
+const safeMessage = (error: unknown): string => {
+  try {
+    return error instanceof Error ? error.message : String(error)
+  } catch {
+    return "an error whose message cannot be read"
+  }
 }
 
 /** The failure a result that cannot be encoded is answered with: final, since a retry returns the same. @internal */
