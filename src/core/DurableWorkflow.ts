@@ -48,7 +48,7 @@ import {
   UpdateRejected,
   WorkflowDefinitionChanged
 } from "./internal/durableWorkflow/errors.js"
-import { queryOffline, replayOffline, updateOffline } from "./internal/durableWorkflow/offline.js"
+import { queryOffline, replayOffline, type ReplayOptions, updateOffline } from "./internal/durableWorkflow/offline.js"
 import type { ActivityOptions, ChildOptions, Command, Op } from "./internal/durableWorkflow/replay.js"
 import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
@@ -572,29 +572,7 @@ export type ReplayHistory = ReadonlyArray<unknown> | { readonly events: Readonly
  */
 export type ReplayDefinitions<R = never> = DurableWorkflow<R> | Iterable<DurableWorkflow<R>> | DurableWorkflowRegistry<R>
 
-/**
- * Options of an offline replay; every one has a default read from the history.
- *
- * @since 0.3.0
- * @category replay
- */
-export interface ReplayOptions {
-  /** The workflow type to run. Default: the first `workflow_type` in the history, else the only definition given. */
-  readonly workflowType?: string | undefined
-  /** The start input (decoded arguments). Default: decoded from `WorkflowStarted` (`input_envelope`, `input` or `arguments`), `[]` when absent. */
-  readonly input?: ReadonlyArray<unknown> | undefined
-  /** `ctx.workflowId`. Default: the first `workflow_id` in the history, else `""`. */
-  readonly workflowId?: string | undefined
-  /** `ctx.runId` (it seeds `ctx.random`/`ctx.uuid4`). Default: the first `run_id` in the history, else `""`. */
-  readonly runId?: string | undefined
-  /** The queue new activities and children go to unless they name one. Default: the history's `task_queue`, else `"default"`. */
-  readonly taskQueue?: string | undefined
-  /**
-   * The codec of event payloads that do not name their own `payload_codec` (a live task's root
-   * codec). Default `"avro"`; anything else — `null` included — fails with `unsupported_payload_codec`.
-   */
-  readonly payloadCodec?: string | null | undefined
-}
+export type { ReplayOptions } from "./internal/durableWorkflow/offline.js"
 
 /**
  * What an offline replay produced: the commands the code answers the history with, exactly as a

@@ -18,12 +18,16 @@ export const freePort = (): Promise<number> =>
     })
   })
 
-/** Starts a throw-away redis-server on `port` (loopback, nothing persisted) and waits until it answers. */
-export const startRedisServer = async (port: number): Promise<ChildProcess> => {
-  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+/**
+ * Starts a throw-away redis-server on `port` (loopback, nothing persisted; with `password`, it asks
+ * for it) and waits until it answers.
+ */
+export const startRedisServer = async (port: number, options: { readonly password?: string } = {}): Promise<ChildProcess> => {
+  const auth = options.password === undefined ? [] : ["--requirepass", options.password]
+  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...auth], {
     stdio: "ignore"
   })
-  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
+  const probe = new Redis({ port, password: options.password, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
   probe.on("error", () => {})
   await probe.connect().catch(() => undefined)
   await probe.ping()

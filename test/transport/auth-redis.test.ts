@@ -7,33 +7,19 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Cause from "effect/Cause"
-import { type ChildProcess, spawn } from "node:child_process"
-import { Redis } from "ioredis"
+import type { ChildProcess } from "node:child_process"
 import { afterAll, beforeAll } from "vitest"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
-import { freePort } from "../support/local.js"
+import { freePort, startRedisServer } from "../support/local.js"
 
 const PASSWORD = "redis-pass-7f3a9c"
 
 let server: ChildProcess | undefined
 let port = 0
 
-/** Starts a redis-server with a password on a spare loopback port and waits until it answers. */
-const startPasswordRedis = async (port: number, password: string): Promise<ChildProcess> => {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", password],
-    { stdio: "ignore" }
-  )
-  const probe = new Redis({ port, password, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
-  probe.on("error", () => {})
-  await probe.connect().catch(() => undefined)
-  await probe.ping()
-  probe.disconnect()
-  return child
-}
+const startPasswordRedis = (port: number, password: string) => startRedisServer(port, { password })
 
 beforeAll(async () => {
   port = await freePort()

@@ -22,26 +22,11 @@ import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import * as DurableWorkflowTransport from "../../src/transport/DurableWorkflowTransport.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
-import { freePort } from "../support/local.js"
-import { type ChildProcess, spawn } from "node:child_process"
-import { Redis } from "ioredis"
+import { freePort, startRedisServer } from "../support/local.js"
 
 const SECRET = "Sup3rS3cretValue42"
 
-/** A redis-server with a password on a spare loopback port, answering once this resolves. */
-const startPasswordRedis = async (port: number, password: string): Promise<ChildProcess> => {
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", password],
-    { stdio: "ignore" }
-  )
-  const probe = new Redis({ port, password, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
-  probe.on("error", () => {})
-  await probe.connect().catch(() => undefined)
-  await probe.ping()
-  probe.disconnect()
-  return child
-}
+const startPasswordRedis = (port: number, password: string) => startRedisServer(port, { password })
 
 /** An HTTP endpoint answering every request with `status` and `body` (and its headers). */
 const endpoint = (status: number, body: unknown, headers: Record<string, string> = {}) =>

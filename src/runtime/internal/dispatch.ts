@@ -128,13 +128,8 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
    * not gate counts it around the processing. The controller learns from how long it ran and
    * whether it succeeded.
    */
-  const processed = (
-    delivery: Delivery,
-    label: TaskLabel,
-    poller: string
-  ): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
-    // every span the task makes (the step's, a turn's) names the subscription it came from
-    const process = Effect.annotateSpans(delivery.protocol.process(handlers, delivery), "durable.queue", poller)
+  const processed = (delivery: Delivery, label: TaskLabel): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
+    const process = delivery.protocol.process(handlers, delivery)
     const name = label.kind === "workflow" ? undefined : label.name
     const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && exit.value._tag === "Reply" && exit.value.ok
     if (controller.gates) {
@@ -210,7 +205,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         if (cancelled && Option.isSome(delivery.protocol.cancelled(delivery.payload))) outcome = "cancelled"
         return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
       }
-      return Effect.flatMap(processed(delivery, label, poller), (exit) =>
+      return Effect.flatMap(processed(delivery, label), (exit) =>
         answered(exit).pipe(
           // a defect while answering (a transport that throws) must not end the fiber silently: the
           // task is given back, still under its lease, and the defect is logged with its identity
@@ -308,6 +303,9 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         Effect.flatMap(loop)
       )
     return loop(idle).pipe(
+      // every span a task makes (the step's, a turn's) names the subscription it came from: set once
+      // here, the serving fibers forked by the loop inherit it
+      Effect.annotateSpans("durable.queue", poller.name),
       Effect.catchAllCause((cause) => Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) })))
     )
   }

@@ -19,6 +19,19 @@ const duration = WorkerMetrics.taggedCache(WorkerMetrics.taskDuration)
 const polls = WorkerMetrics.taggedCache(WorkerMetrics.pollDuration)
 const deferrals = WorkerMetrics.taggedCache(WorkerMetrics.deferrals)
 
+/** `make(key)`, tagged once per key: the task path only looks the series up. */
+const byOutcome = <K extends string, M>(make: (key: K) => M): (key: K) => M => {
+  const made = new Map<K, M>()
+  return (key) => {
+    let metric = made.get(key)
+    if (metric === undefined) {
+      metric = make(key)
+      made.set(key, metric)
+    }
+    return metric
+  }
+}
+
 /**
  * Records the task, poll, reply and gate series of `WorkerMetrics` for one dispatcher; the
  * tagged metrics are built once per kind and name.
@@ -36,13 +49,14 @@ export const taskSeries = () => {
       series = {
         started: started(tags),
         completed: completed(tags),
-        failed: (outcome) => failed({ ...tags, outcome }),
-        duration: (outcome) => duration({ ...tags, outcome })
+        failed: byOutcome((outcome) => failed({ ...tags, outcome })),
+        duration: byOutcome((outcome) => duration({ ...tags, outcome }))
       }
       byName.set(key, series)
     }
     return series
   }
+  const byPoller = new Map<string, (outcome: "tasks" | "empty" | "error") => Metric.Metric.Histogram<number>>()
   return {
     started: (label: TaskLabel): void => of(label).started.unsafeUpdate(1, []),
     ended: (label: TaskLabel, outcome: TaskOutcome, durationMs: number): void => {
@@ -51,8 +65,14 @@ export const taskSeries = () => {
       else series.failed(outcome).unsafeUpdate(1, [])
       series.duration(outcome).unsafeUpdate(durationMs / 1000, [])
     },
-    polled: (poller: string, outcome: "tasks" | "empty" | "error", seconds: number): void =>
-      polls({ poller, outcome }).unsafeUpdate(seconds, []),
+    polled: (poller: string, outcome: "tasks" | "empty" | "error", seconds: number): void => {
+      let of = byPoller.get(poller)
+      if (of === undefined) {
+        of = byOutcome((outcome) => polls({ poller, outcome }))
+        byPoller.set(poller, of)
+      }
+      of(outcome).unsafeUpdate(seconds, [])
+    },
     deferred: (name: string | undefined): Effect.Effect<void> =>
       Effect.sync(() => deferrals({ name: name ?? "unknown" }).unsafeUpdate(1, [])),
     replyRetried: Effect.sync(() => WorkerMetrics.repliesRetried.unsafeUpdate(1, [])),

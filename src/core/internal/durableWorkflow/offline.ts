@@ -11,13 +11,27 @@ import { applyUpdate, type Definition, encodeInline, query, replay, ReplayFailur
 /** A recorded history: its events, or an export document carrying them. @internal */
 export type HistoryInput = ReadonlyArray<unknown> | { readonly events: ReadonlyArray<unknown> }
 
-/** What the offline replayer is told beyond the history. @internal */
-export interface OfflineOptions {
+/**
+ * Options of an offline replay; every one has a default read from the history.
+ *
+ * @since 0.3.0
+ * @category replay
+ */
+export interface ReplayOptions {
+  /** The workflow type to run. Default: the first `workflow_type` in the history, else the only definition given. */
   readonly workflowType?: string | undefined
+  /** The start input (decoded arguments). Default: decoded from `WorkflowStarted` (`input_envelope`, `input` or `arguments`), `[]` when absent. */
   readonly input?: ReadonlyArray<unknown> | undefined
+  /** `ctx.workflowId`. Default: the first `workflow_id` in the history, else `""`. */
   readonly workflowId?: string | undefined
+  /** `ctx.runId` (it seeds `ctx.random`/`ctx.uuid4`). Default: the first `run_id` in the history, else `""`. */
   readonly runId?: string | undefined
+  /** The queue new activities and children go to unless they name one. Default: the history's `task_queue`, else `"default"`. */
   readonly taskQueue?: string | undefined
+  /**
+   * The codec of event payloads that do not name their own `payload_codec` (a live task's root
+   * codec). Default `"avro"`; anything else — `null` included — fails with `unsupported_payload_codec`.
+   */
   readonly payloadCodec?: string | null | undefined
 }
 
@@ -128,7 +142,7 @@ const offlineError = (error: unknown): OfflineError => {
 export const prepare = <R>(
   definitions: Definition<R> | Iterable<Definition<R>> | ReadonlyMap<string, Definition<R>>,
   history: unknown,
-  options: OfflineOptions
+  options: ReplayOptions
 ): Effect.Effect<{ readonly definition: Definition<R>; readonly input: ReplayInput }, OfflineError> =>
   Effect.gen(function*() {
     const registry = yield* registryOf(definitions)
@@ -157,7 +171,7 @@ export const prepare = <R>(
 export const replayOffline = <R>(
   definitions: Definition<R> | Iterable<Definition<R>> | ReadonlyMap<string, Definition<R>>,
   history: unknown,
-  options: OfflineOptions = {}
+  options: ReplayOptions = {}
 ): Effect.Effect<{ readonly workflowType: string; readonly input: ReadonlyArray<unknown>; readonly commands: ReadonlyArray<Command> }, OfflineError, R> =>
   Effect.gen(function*() {
     const { definition, input } = yield* prepare(definitions, history, options)
@@ -171,7 +185,7 @@ export const queryOffline = <R>(
   history: unknown,
   name: string,
   args: ReadonlyArray<unknown>,
-  options: OfflineOptions = {}
+  options: ReplayOptions = {}
 ): Effect.Effect<unknown, OfflineError | QueryFailed, R> =>
   Effect.gen(function*() {
     const { definition, input } = yield* prepare(definitions, history, options)
@@ -196,7 +210,7 @@ export const updateOffline = <R>(
   definitions: Definition<R> | Iterable<Definition<R>> | ReadonlyMap<string, Definition<R>>,
   history: unknown,
   update: OfflineUpdate,
-  options: OfflineOptions = {}
+  options: ReplayOptions = {}
 ): Effect.Effect<{ readonly workflowType: string; readonly updateId: string; readonly command: Command }, OfflineError, R> =>
   Effect.gen(function*() {
     const events = yield* eventsOf(history)
