@@ -61,8 +61,18 @@ let nativeTracer: Tracer.Tracer | undefined
 export const withTaskSpan = (span: () => readonly [name: string, options: Tracer.SpanOptions], traced: boolean) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.tracerWith((tracer) => {
-    nativeTracer ??= Effect.runSync(Effect.tracer)
-    if (tracer === nativeTracer && !traced) return self
+    if (!taskSpanWanted(tracer, traced)) return self
     const [name, options] = span()
     return Effect.withSpan(self, name, options)
   })
+
+/**
+ * Whether a task's span is worth making under `tracer`: the rule of {@link withTaskSpan}, for a
+ * caller that builds more than the span itself only when one is made (a workflow turn).
+ *
+ * @internal
+ */
+export const taskSpanWanted = (tracer: Tracer.Tracer, traced: boolean): boolean => {
+  nativeTracer ??= Effect.runSync(Effect.tracer)
+  return traced || tracer !== nativeTracer
+}

@@ -6,6 +6,8 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import type { WorkflowDecision, WorkflowStepEvent, WorkflowTask } from "../../../wire/WorkflowProtocol.js"
 import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
+import { taskSpanWanted } from "../fiberRefs.js"
+import { externalParent } from "../traceparent.js"
 import { runAsyncTurn } from "./asyncContext.js"
 import { makeEffectContext } from "./effectContext.js"
 import { failureOfCause } from "./failure.js"
@@ -179,6 +181,11 @@ export const runWorkflowTurn = <R = never>(
  * alike) so heartbeats, lock renewals and other tasks keep running during long turns; yielding only
  * delays, so the decision is unchanged.
  *
+ * The turn runs in a span `durable.workflow <name>` (attributes `durable.run_id`, `durable.task_id`,
+ * `durable.attempt` when sent) continuing the task's W3C `traceparent`; it ends with status error
+ * when the decision is `failed`. Without a `traceparent` and with Effect's built-in tracer, whose
+ * spans go nowhere, no span is made.
+ *
  * @since 0.1.0
  * @category processing
  */
@@ -186,4 +193,37 @@ export const processWorkflowTask = <R = never>(
   registry: WorkflowRegistry<R>,
   task: WorkflowTask,
   options?: ProcessWorkflowTaskOptions
-): Effect.Effect<WorkflowDecision, never, R> => Effect.map(runWorkflowTurn(registry, task, options), (result) => result.decision)
+): Effect.Effect<WorkflowDecision, never, R> =>
+  Effect.tracerWith((tracer) => {
+    const run = runWorkflowTurn(registry, task, options)
+    // without a span to make, the turn costs what it did before spans (replay is benchmarked)
+    if (!taskSpanWanted(tracer, task.traceparent !== undefined)) return Effect.map(run, (result) => result.decision)
+    return Effect.catchAll(
+      Effect.withSpan(
+        // a failed decision fails the span's effect, so the span ends with status error and the
+        // error recorded; it is the turn's decision again right after
+        Effect.flatMap(run, (result) =>
+          result.decision.status === "failed" ? Effect.fail(new FailedTurn(result.decision)) : Effect.succeed(result.decision)),
+        `durable.workflow ${task.workflow}`,
+        {
+          kind: "consumer",
+          captureStackTrace: false,
+          attributes: {
+            "durable.run_id": task.runId,
+            "durable.task_id": task.taskId,
+            ...(task.attempt !== undefined ? { "durable.attempt": task.attempt } : {})
+          },
+          ...externalParent(task.traceparent)
+        }
+      ),
+      (failed) => Effect.succeed(failed.decision)
+    )
+  })
+
+/** A failed decision carried through the turn's span as its error (the span's recorded exception). */
+class FailedTurn extends Error {
+  constructor(readonly decision: WorkflowDecision) {
+    super(decision.error?.message ?? "the workflow turn failed")
+    this.name = decision.error?.code !== undefined ? `FailedTurn(${decision.error.code})` : "FailedTurn"
+  }
+}
