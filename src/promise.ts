@@ -37,7 +37,7 @@ import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from
 import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
 import type { MysqlOptions, PostgresOptions, RedisOptions, SqsOptions } from "./facade/internal/transportOptions.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
-import { captureLayer, type CaptureHistoriesOption } from "./facade/verify.js"
+import type { CaptureHistoriesOption } from "./facade/verify.js"
 import * as WorkerLogger from "./runtime/WorkerLogger.js"
 import {
   type MetricValue,
@@ -235,6 +235,7 @@ const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => 
   ...(options.interruptTimeoutMs === undefined ? {} : { interruptTimeout: options.interruptTimeoutMs }),
   ...(options.onTaskEnd === undefined ? {} : { onTaskEnd: options.onTaskEnd }),
   ...(options.metricsIntervalMs === undefined ? {} : { metricsInterval: options.metricsIntervalMs }),
+  ...(options.captureHistories === undefined ? {} : { captureHistories: options.captureHistories }),
   ...(options.health === undefined ? {} : {
     health: {
       port: options.health.port,
@@ -461,12 +462,11 @@ export class Worker {
     let claimed!: () => void
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
     // the layer is built first (connections); the run claims the worker right after, in the same step
-    const { captureHistories, logger, telemetry } = this.#options
+    const { logger, telemetry } = this.#options
     return Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
       Effect.provide(transport.layer),
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
-      captureHistories === undefined ? identity : Effect.provide(captureLayer(captureHistories)),
       Effect.ensuring(Effect.sync(() => claimed())),
       logger === undefined ? identity : Effect.provide(WorkerLogger.layer(logger)),
       Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))

@@ -36,11 +36,13 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import { messageOf } from "./internal/errors.js"
 import type { DurableWorkflowHistory, NestDurableHistory } from "./internal/verify/files.js"
+import * as NodeFiles from "../services/internal/nodeFiles.js"
 
 /**
  * A captured turn, in the shape of its history file.
@@ -243,3 +245,42 @@ export const layerDirectory = (
         yield* fs.rename(temporary, target)
       }).pipe(Effect.mapError((error) => new Error(`cannot write to ${directory}: ${messageOf(error)}`))))
   }))
+
+/**
+ * The `captureHistories` option of a worker: a directory (one file per run, see
+ * {@link layerDirectory}) or a callback receiving each record (see {@link layer}), with the share of
+ * workflow turns recorded (`sampleRate`, 0..1, default 1).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CaptureHistoriesOption =
+  & CaptureOptions
+  & (
+    | { readonly directory: string; readonly onCapture?: undefined }
+    | { readonly onCapture: (record: CapturedHistory) => unknown; readonly directory?: undefined }
+  )
+
+/**
+ * The capture layer of a {@link CaptureHistoriesOption}; a directory is written through the
+ * application's `FileSystem` when it provides one, else over `node:fs`.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layerOption = (option: CaptureHistoriesOption): Layer.Layer<ReplayCapture, ReplayCaptureConfigError> =>
+  option.directory !== undefined
+    ? Layer.unwrapEffect(
+      Effect.map(
+        Effect.serviceOption(FileSystem.FileSystem),
+        (fs) =>
+          layerDirectory(option.directory, option).pipe(
+            Layer.provide(
+              Option.isSome(fs)
+                ? Layer.merge(Layer.succeed(FileSystem.FileSystem, fs.value), Path.layer)
+                : NodeFiles.layerWithPath
+            )
+          )
+      )
+    )
+    : layer(option.onCapture, option)

@@ -6,7 +6,6 @@
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import { layerWithPath as nodeFiles } from "../services/internal/nodeFiles.js"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import * as ReplayCapture from "../core/ReplayCapture.js"
@@ -61,30 +60,8 @@ export const verifyDirectory = (
 ): Promise<ReplayReport.ReplayDiffReport> =>
   Effect.runPromise(ReplayVerify.verifyDirectory(directory, definitions, options).pipe(Effect.provide(nodeFiles)))
 
-/**
- * The capture option of a promise-facade worker: a directory (one file per run, see
- * `ReplayCapture.layerDirectory`) or a callback receiving each record, and the share of workflow
- * turns recorded (`sampleRate`, 0..1, default 1).
- *
- * @since 0.3.0
- * @category capture
- */
-export type CaptureHistoriesOption =
-  & ReplayCapture.CaptureOptions
-  & (
-    | { readonly directory: string; readonly onCapture?: undefined }
-    | { readonly onCapture: (record: ReplayCapture.CapturedHistory) => unknown; readonly directory?: undefined }
-  )
+/** @since 0.3.0 */
+export type CaptureHistoriesOption = ReplayCapture.CaptureHistoriesOption
 
-/**
- * The capture layer for a {@link CaptureHistoriesOption}, for a facade worker to provide to its run.
- *
- * @since 0.3.0
- * @category capture
- */
-export const captureLayer = (
-  option: CaptureHistoriesOption
-): Layer.Layer<ReplayCapture.ReplayCapture, ReplayCapture.ReplayCaptureConfigError> =>
-  option.directory !== undefined
-    ? ReplayCapture.layerDirectory(option.directory, option).pipe(Layer.provide(nodeFiles))
-    : ReplayCapture.layer(option.onCapture, option)
+/** The capture layer of a {@link CaptureHistoriesOption} (`ReplayCapture.layerOption`). @since 0.3.0 */
+export const captureLayer = ReplayCapture.layerOption

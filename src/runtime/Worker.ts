@@ -55,6 +55,7 @@ import {
   WorkerLoopError,
   WorkerStateError
 } from "./WorkerError.js"
+import * as ReplayCapture from "../core/ReplayCapture.js"
 
 export * from "./WorkerError.js"
 export { type HealthOptions, type TaskEnd, type TaskOutcome, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
@@ -302,6 +303,11 @@ export const make = <R = never>(
       }
       return yield* shutdownExit
     }).pipe(
+      // the capture's writer lives for the run: what is queued when it ends is written then
+      (effect) =>
+        config.captureHistories === undefined
+          ? effect
+          : Effect.provide(effect, Layer.orDie(ReplayCapture.layerOption(config.captureHistories))),
       Effect.scoped,
       Effect.onExit((exit) =>
         Exit.isSuccess(exit) || Exit.isInterrupted(exit) ? enter("stopped") : enter("failed", messageOf(Cause.squash(exit.cause)))

@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
+import type * as ReplayCapture from "../core/ReplayCapture.js"
 
 /**
  * An invalid worker option, named, with the accepted forms.
@@ -86,6 +87,14 @@ export interface WorkerOptions {
    * @since 0.3.0
    */
   readonly onTaskEnd?: (event: TaskEnd) => void
+  /**
+   * Record a sampled share of the workflow turns this worker replays, for `verify` in CI: to a
+   * directory (`{ directory, sampleRate }`, one file per run, its latest turn) or a callback
+   * (`{ onCapture, sampleRate }`). Default none. Providing a `ReplayCapture` layer does the same.
+   *
+   * @since 0.3.0
+   */
+  readonly captureHistories?: ReplayCapture.CaptureHistoriesOption
 }
 
 /**
@@ -172,6 +181,7 @@ export interface ResolvedWorkerConfig {
   readonly metricsInterval: Duration.Duration
   readonly health: ResolvedHealth | undefined
   readonly onTaskEnd: ((event: TaskEnd) => void) | undefined
+  readonly captureHistories: ReplayCapture.CaptureHistoriesOption | undefined
 }
 
 const KEYS: ReadonlyArray<keyof WorkerOptions> = [
@@ -186,7 +196,8 @@ const KEYS: ReadonlyArray<keyof WorkerOptions> = [
   "pollRetryDelay",
   "metricsInterval",
   "health",
-  "onTaskEnd"
+  "onTaskEnd",
+  "captureHistories"
 ]
 
 /**
@@ -210,7 +221,8 @@ export const defaults: ResolvedWorkerConfig = {
   pollRetryDelay: Duration.seconds(1),
   metricsInterval: Duration.seconds(5),
   health: undefined,
-  onTaskEnd: undefined
+  onTaskEnd: undefined,
+  captureHistories: undefined
 }
 
 const HEALTH_KEYS = ["port", "host", "metrics", "loopDelayThreshold"]
@@ -320,8 +332,33 @@ export const resolve = (
         ? base.onTaskEnd
         : typeof options.onTaskEnd === "function"
         ? options.onTaskEnd
-        : yield* fail("onTaskEnd", `onTaskEnd must be a function, got ${typeof options.onTaskEnd}`)
+        : yield* fail("onTaskEnd", `onTaskEnd must be a function, got ${typeof options.onTaskEnd}`),
+      captureHistories: options.captureHistories === undefined
+        ? base.captureHistories
+        : yield* capture(options.captureHistories)
     }
+  })
+
+/** Checks the `captureHistories` option: a directory or a callback, and a sample rate from 0 to 1. */
+const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
+  Either.gen(function*() {
+    const { directory, onCapture, sampleRate } = option as unknown as Partial<Record<string, unknown>>
+    if (typeof option !== "object" || option === null) {
+      return yield* fail("captureHistories", "captureHistories must be { directory } or { onCapture }")
+    }
+    if ((directory === undefined) === (onCapture === undefined)) {
+      return yield* fail("captureHistories", "captureHistories needs exactly one of directory (a path) and onCapture (a function)")
+    }
+    if (directory !== undefined && (typeof directory !== "string" || directory.trim() === "")) {
+      return yield* fail("captureHistories.directory", "captureHistories.directory must be a non-empty path")
+    }
+    if (onCapture !== undefined && typeof onCapture !== "function") {
+      return yield* fail("captureHistories.onCapture", `captureHistories.onCapture must be a function, got ${typeof onCapture}`)
+    }
+    if (sampleRate !== undefined && !(typeof sampleRate === "number" && sampleRate >= 0 && sampleRate <= 1)) {
+      return yield* fail("captureHistories.sampleRate", `captureHistories.sampleRate must be a number from 0 to 1, got ${String(sampleRate)}`)
+    }
+    return option
   })
 
 /**
