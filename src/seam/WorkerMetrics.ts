@@ -186,8 +186,11 @@ export const repliesLost = Metric.counter("durable_worker_replies_lost", {
 })
 
 /**
- * Broker connections lost (an error or a reconnect of a client), by `transport`; counted by the
- * transports through {@link connectionLost}.
+ * Broker connections lost, by `transport`; counted by the transports through {@link connectionLost}.
+ * What one count means depends on the transport: BullMQ counts each reconnection of its Redis client;
+ * SQL counts each statement that failed on a lost connection (a killed backend, a reset socket) and
+ * each loss of the `LISTEN` connection; SQS counts each call (receive, send, delete, visibility) that
+ * failed without an answer from SQS (a refused, reset, hung-up or timed-out connection).
  *
  * @since 0.3.0
  * @category metrics

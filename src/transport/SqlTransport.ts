@@ -61,12 +61,14 @@ import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
+import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as Batcher from "./internal/batcher.js"
 import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError } from "./sql/internal/config.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
 import {
   dialectLabel,
   describeTarget,
+  isConnectionLost,
   NAME,
   retryLostConnection,
   sqlMessageOf
@@ -126,8 +128,11 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.resetAfter(Duration.minutes(1))
 )
 
-const transportError = (operation: string) => (cause: unknown) =>
-  new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
+const transportError = (operation: string) => (cause: unknown) => {
+  // every failed statement of the task path becomes its error here once: counted where it lost its connection
+  if (isConnectionLost(cause)) WorkerMetrics.connectionLost(NAME)
+  return new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
+}
 
 /** An earlier result row of the step still waits for the engine: the completion was rolled back. */
 class ResultConflict extends Schema.TaggedError<ResultConflict>()("ResultConflict", { stepId: Schema.String }) {}

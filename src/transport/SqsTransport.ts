@@ -64,6 +64,7 @@ import type { SqsConfigError } from "./sqs/internal/config.js"
 import * as Naming from "./sqs/internal/naming.js"
 import { stepsOnly } from "./sqs/internal/protocol.js"
 import * as Protocol from "../seam/Protocol.js"
+import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import {
   Delivery,
   Poller,
@@ -116,6 +117,33 @@ const isMissingQueue = (error: unknown) => {
 
 /** An answer from SQS itself (as opposed to a connection that failed). */
 const isServiceError = (error: unknown) => typeof error === "object" && error !== null && "$fault" in error
+
+/**
+ * A call that lost its connection or never got one (refused, reset, hung up, timed out), as opposed to
+ * an answer SQS gave (a service error) or a call we aborted.
+ */
+const isConnectionFailure = (error: unknown): boolean => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
+    if (isServiceError(current)) return false
+    const { code, message, name } = current as { code?: unknown; message?: unknown; name?: unknown }
+    if (name === "AbortError") return false
+    if (typeof code === "string" && CONNECTION_CODES.has(code)) return true
+    if (name === "TimeoutError" || (typeof message === "string" && /socket hang up|ECONNREFUSED|ECONNRESET|timed? ?out/i.test(message))) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+const CONNECTION_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ECONNABORTED",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN"
+])
 
 const NOT_INFLIGHT = new Set(["MessageNotInflight", "ReceiptHandleIsInvalid", "InvalidParameterValue"])
 
@@ -403,8 +431,10 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       const call = <A>(operation: string, run: (signal: AbortSignal) => Promise<A>) =>
         Effect.tryPromise({
           try: run,
-          catch: (cause) =>
-            new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+          catch: (cause) => {
+            if (isConnectionFailure(cause)) WorkerMetrics.connectionLost(NAME)
+            return new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+          }
         })
 
       const setVisibility = (copy: Inflight.Copy, seconds: number) =>

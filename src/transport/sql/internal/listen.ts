@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import pg from "pg"
+import * as WorkerMetrics from "../../../seam/WorkerMetrics.js"
 
 /** How long closing the connection may take before it is left to the socket's own teardown. */
 const CLOSE_TIMEOUT = Duration.seconds(1)
@@ -59,8 +60,15 @@ export const listen = (config: pg.ClientConfig) => (channel: string): Stream.Str
       Effect.async<Listening, SqlError>((resume) => {
         const listening: Listening = { client: new pg.Client(config), closing: false }
         const { client } = listening
+        // an `error` can be followed by an `end` before the stream is closed: one loss, counted once
+        let counted = false
         const lost = (cause: unknown) => {
-          if (!listening.closing) void emit.fail(new SqlError({ cause, message: `the LISTEN ${channel} connection was lost` }))
+          if (listening.closing) return
+          if (!counted) {
+            counted = true
+            WorkerMetrics.connectionLost("sql")
+          }
+          void emit.fail(new SqlError({ cause, message: `the LISTEN ${channel} connection was lost` }))
         }
         // attached before connecting and never removed: no error of this connection goes unhandled
         client.on("error", lost)
