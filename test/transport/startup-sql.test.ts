@@ -13,7 +13,7 @@ import * as Worker from "../../src/runtime/Worker.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
-import { databaseUrl, type DialectName, dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+import { databaseUrl, type DialectName, dropTables, openDb, startSqlEngine, uniqueTablePrefix } from "../support/sqlEngine.js"
 import { freePort } from "../support/local.js"
 
 /** A TCP relay on `port` to the local PostgreSQL, started late to play a database that comes up late. */
@@ -94,5 +94,31 @@ for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<Dia
         yield* worker.stop
         yield* Fiber.join(running)
       }).pipe(Effect.scoped), 40_000)
+
+    it.live("a worker started before the engine (autoCreate off) serves its steps once the engine has created the tables", () =>
+      Effect.gen(function*() {
+        const prefix = uniqueTablePrefix()
+        const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
+        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+        const worker = yield* Worker.make({
+          steps: [Step.make("any-order.double", (input: { readonly n: number }) => Effect.succeed(input.n * 2))],
+          pollTimeout: "1 second"
+        })
+        const running = yield* worker.run.pipe(Effect.provide(layer), Effect.fork)
+        yield* Effect.sleep("1 second")
+        assert.isNull(running.unsafePoll(), "run waits for the tables instead of failing")
+        // the real engine comes up second and creates its tables; the waiting worker then serves it
+        const engine = yield* Effect.acquireRelease(
+          Effect.promise(() => startSqlEngine(dialect, { prefix, pollMs: 50 })),
+          (engine) => Effect.promise(() => engine.close())
+        )
+        engine.register("any-order", async (ctx) => ctx.step("any-order.double", { n: 21 }))
+        yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+        const result = yield* Effect.promise(() => engine.run("any-order", {}, 20_000))
+        assert.strictEqual(result.status, "completed")
+        assert.strictEqual(result.output, 42)
+        yield* worker.stop
+        yield* Fiber.join(running)
+      }).pipe(Effect.scoped), 60_000)
   })
 }
