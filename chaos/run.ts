@@ -115,14 +115,33 @@ const startRuns = async (
   return ids
 }
 
+
+/** A BullMQ scenario's stage: its own redis-server, the real engine on it, a ledger and a run watch, all torn down after `body`. */
+const onBullmqStage = async <A>(
+  body: (stage: {
+    readonly redis: Awaited<ReturnType<typeof startRedis>>
+    readonly engine: Awaited<ReturnType<typeof startEngine>>
+    readonly ledger: Ledger
+    readonly watch: RunWatch
+  }) => Promise<A>
+): Promise<A> => {
+  const redis = await startRedis()
+  const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
+  const ledger = new Ledger()
+  const watch = new RunWatch(engine.engine)
+  try {
+    return await body({ redis, engine, ledger, watch })
+  } finally {
+    watch.close()
+    await engine.close().catch(() => undefined)
+    await redis.close()
+  }
+}
+
 /** A Redis restart (SIGKILL, every write in the AOF) under a load of 200 three-step runs on two workers. */
 const redisRestart = () =>
   scenario("Redis restart under a 200-run load (BullMQ)", async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       engine.register("load", async (ctx, input) => {
         const { i } = input as { i: number }
         for (let s = 0; s < 3; s++) await ctx.step("work", { i, sleepMs: 20 + (i % 7) * 10 })
@@ -141,23 +160,15 @@ const redisRestart = () =>
       const worst = judge(watch, ledger, open, say, fail, { since: answering, boundMs: 5_000, what: "Redis answered again" })
       figures.push(["Redis restart under load", `every run within ${(worst / 1000).toFixed(2)} s of Redis answering again`])
       for (const worker of workers) await stop(worker)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** A worker SIGKILLed mid-step: another worker runs the task within the lock duration plus one stalled check. */
 const sigkillMidStep = () =>
   scenario("SIGKILL of a worker mid-step (BullMQ)", async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    const lockDurationMs = 5_000
-    const stalledIntervalMs = 2_000
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
+      const lockDurationMs = 5_000
+      const stalledIntervalMs = 2_000
       engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
       const spec = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, lockDurationMs, stalledIntervalMs } as const
       const doomed = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
@@ -175,11 +186,7 @@ const sigkillMidStep = () =>
       const output = (await engine.getRun(runId))?.output as { pid?: number } | undefined
       if (output?.pid !== other.pid) fail(`the run's step was not run by the surviving worker (${output?.pid} vs ${other.pid})`)
       await stop(other)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** The same on PostgreSQL: another worker claims the task once its lease has run out (plus one poll). */
@@ -261,11 +268,7 @@ const malformedJobs = () =>
 /** Results JSON cannot carry and throws of every odd kind: each run ends at once, the worker lives on. */
 const hostileHandlers = () =>
   scenario("hostile handler results and throws (BullMQ)", async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       engine.register("hostile", async (ctx, input) => ctx.step("hostile", input, { retries: 1 }))
       engine.register("plain", async (ctx, input) => ctx.step("work", input))
       const worker = await startWorker({ transport: "bullmq", prefix: engine.prefix, redisPort: redis.port }, ledger)
@@ -286,22 +289,14 @@ const hostileHandlers = () =>
       plain.close()
       if (worker.exitCode !== null) fail(`the worker exited (${worker.exitCode})`)
       await stop(worker)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** A handler that never settles and ignores its abort: the stop ends within its deadline, the task goes back at once. */
 const hungAtShutdown = () =>
   scenario("a hung handler at shutdown (BullMQ)", async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    const shutdownTimeoutMs = 2_000
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
+      const shutdownTimeoutMs = 2_000
       engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
       const spec = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, shutdownTimeoutMs } as const
       const hung = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
@@ -317,21 +312,13 @@ const hungAtShutdown = () =>
       // the hung task was given back (not left to its 30 s lock): the next worker takes it at once
       judge(watch, ledger, open, say, fail, { since: stopped, boundMs: 10_000, what: "the stop" })
       await stop(other)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** 5 MB in, 5 MB out. */
 const bigPayloads = () =>
   scenario("5 MB payloads (BullMQ)", async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       engine.register("big", async (ctx, input) => ctx.step("big", input))
       const worker = await startWorker({ transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, concurrency: 2 }, ledger)
       const count = scaled(4, 2)
@@ -346,11 +333,7 @@ const bigPayloads = () =>
       }
       say(`${count} runs of 5 MB in and out, outputs checked`)
       await stop(worker)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** PostgreSQL: the worker's backends killed mid-run; every run ends within 5 s of the next connection. */
@@ -559,11 +542,7 @@ const sqsStarvation = () =>
 /** Many runs on two workers: none lost, none run twice. */
 const soak = () =>
   scenario(`soak of ${scaled(5_000, 500)} runs (BullMQ)`, async (say, fail) => {
-    const redis = await startRedis()
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redis.port } })
-    const ledger = new Ledger()
-    const watch = new RunWatch(engine.engine)
-    try {
+    await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       engine.register("one", async (ctx, input) => ctx.step("work", input))
       const spec = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, concurrency: 16 } as const
       const workers = await Promise.all([startWorker(spec, ledger), startWorker(spec, ledger)])
@@ -576,11 +555,7 @@ const soak = () =>
       const latencies = Array.from(watch.endedAt, ([id, at]) => at - watch.startedAt.get(id)!)
       say(`${(runs / (took / 1000)).toFixed(0)} runs/s; run latency p50 ${percentile(latencies, 50)} ms, p99 ${percentile(latencies, 99)} ms`)
       for (const worker of workers) await stop(worker)
-    } finally {
-      watch.close()
-      await engine.close().catch(() => undefined)
-      await redis.close()
-    }
+    })
   })
 
 /** Measured figures, printed at the end. */
