@@ -30,6 +30,7 @@ import {
   stopAll,
   type Verdict
 } from "./lib.js"
+import type { WorkerSpec } from "./worker.js"
 
 type Say = (line: string) => void
 type Fail = (why: string) => void
@@ -163,24 +164,40 @@ const redisRestart = () =>
     })
   })
 
+/**
+ * Starts a worker whose step hangs and a second one beside it, SIGKILLs the first once its step has
+ * started, and judges the run against `boundMs` from the kill: the survivor, the run and the worst delay.
+ */
+const killMidStep = async (
+  engine: Parameters<typeof startRuns>[0] & { readonly register: (name: string, body: (ctx: WorkflowCtx, input: unknown) => Promise<unknown>) => void },
+  watch: RunWatch,
+  ledger: Ledger,
+  spec: WorkerSpec,
+  boundMs: number,
+  say: Say,
+  fail: Fail
+) => {
+  engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
+  const doomed = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
+  const runId = (await startRuns(engine, watch, "blocking", 1, () => ({ i: 1 })))[0]!
+  await ledger.next((report) => report.kind === "started" && report.key.startsWith(runId))
+  const other = await startWorker(spec, ledger)
+  await stop(doomed, "SIGKILL")
+  const killed = Date.now()
+  say(`worker ${doomed.pid} SIGKILLed while its step ran; worker ${other.pid} is up`)
+  const open = await watch.settle(30_000)
+  return { other, runId, worst: judge(watch, ledger, open, say, fail, { since: killed, boundMs, what: "the kill" }) }
+}
+
 /** A worker SIGKILLed mid-step: another worker runs the task within the lock duration plus one stalled check. */
 const sigkillMidStep = () =>
   scenario("SIGKILL of a worker mid-step (BullMQ)", async (say, fail) => {
     await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       const lockDurationMs = 5_000
       const stalledIntervalMs = 2_000
-      engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
       const spec = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, lockDurationMs, stalledIntervalMs } as const
-      const doomed = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
-      const runId = (await startRuns(engine, watch, "blocking", 1, () => ({ i: 1 })))[0]!
-      await ledger.next((report) => report.kind === "started" && report.key.startsWith(runId))
-      const other = await startWorker(spec, ledger)
-      await stop(doomed, "SIGKILL")
-      const killed = Date.now()
-      say(`worker ${doomed.pid} SIGKILLed while its step ran; worker ${other.pid} is up`)
-      const open = await watch.settle(30_000)
       const bound = lockDurationMs + stalledIntervalMs + 1_000
-      const worst = judge(watch, ledger, open, say, fail, { since: killed, boundMs: bound, what: "the kill" })
+      const { other, runId, worst } = await killMidStep(engine, watch, ledger, spec, bound, say, fail)
       say(`lock ${lockDurationMs / 1000} s, stalled check every ${stalledIntervalMs / 1000} s: bound ${bound / 1000} s (1 s for the run's own round trips)`)
       figures.push(["worker SIGKILLed mid-step (BullMQ, lock 5 s, stalled check 2 s)", `task run by another worker ${(worst / 1000).toFixed(2)} s after the kill`])
       const output = (await engine.getRun(runId))?.output as { pid?: number } | undefined
@@ -198,18 +215,9 @@ const sigkillMidStepSql = () =>
     const leaseMs = 5_000
     const pollMs = 200
     try {
-      engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
       const spec = { transport: "postgres", prefix: engine.prefix, databaseUrl: databaseUrl("postgres"), leaseMs } as const
-      const doomed = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
-      const runId = (await startRuns(engine, watch, "blocking", 1, () => ({ i: 1 })))[0]!
-      await ledger.next((report) => report.kind === "started" && report.key.startsWith(runId))
-      const other = await startWorker(spec, ledger)
-      await stop(doomed, "SIGKILL")
-      const killed = Date.now()
-      say(`worker ${doomed.pid} SIGKILLed while its step ran; worker ${other.pid} is up`)
-      const open = await watch.settle(30_000)
       const bound = leaseMs + pollMs + 1_000
-      const worst = judge(watch, ledger, open, say, fail, { since: killed, boundMs: bound, what: "the kill" })
+      const { other, worst } = await killMidStep(engine, watch, ledger, spec, bound, say, fail)
       say(`lease ${leaseMs / 1000} s, polled every ${pollMs} ms: bound ${bound / 1000} s (1 s for the run's own round trips)`)
       figures.push(["worker SIGKILLed mid-step (PostgreSQL, lease 5 s, poll 200 ms)", `task run by another worker ${(worst / 1000).toFixed(2)} s after the kill`])
       await stop(other)

@@ -33,7 +33,7 @@ const isNotFound = (cause: unknown): boolean => {
 }
 
 /** The message of a driver that failed to load: what to install, or why it failed when it is installed. */
-export const missingDriver = (packages: ReadonlyArray<string>, transport: string, cause: unknown): string =>
+const missingDriver = (packages: ReadonlyArray<string>, transport: string, cause: unknown): string =>
   isNotFound(cause)
     ? `the ${transport} transport needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: npm install ${
       packages.join(" ")

@@ -11,7 +11,7 @@ import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { checks, show } from "../../internal/options.js"
-import type { ConnectionOptions, SqlTransportOptions } from "../../SqlTransport.js"
+import type { ConnectionOptions, SqlTransportOptions } from "./options.js"
 import * as Statements from "./statements.js"
 
 /**

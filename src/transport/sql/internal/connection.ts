@@ -5,7 +5,7 @@
 import * as Redacted from "effect/Redacted"
 import { messageOf } from "../../../core/internal/errors.js"
 import { RegistrationError } from "../../../seam/Transport.js"
-import type { ConnectionOptions } from "../../SqlTransport.js"
+import type { ConnectionOptions } from "./options.js"
 import * as Refusals from "../../internal/connectErrors.js"
 import { passwordOf, redact as redactText, safeCause } from "../../internal/redact.js"
 import type { Dialect } from "./statements.js"
