@@ -260,7 +260,11 @@ export const make = <R = never>(
       yield* pools.declare(registration.pollers.map((poller) => poller.pool))
       const controller = yield* ConcurrencyController.make(config.concurrencyOption).pipe(Effect.orDie, Scope.extend(resources))
       yield* Ref.set(controllerRef, Option.some(controller))
-      yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
+      // an adaptive limit moves and the pools follow it; a fixed one never moves, so nothing follows
+      // it (a stream's machinery is no small part of a worker's start)
+      if (controller.config.mode === "adaptive") {
+        yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
+      }
       yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
       yield* Deferred.succeed(registered, undefined)
       yield* enter("running")

@@ -143,6 +143,8 @@ export interface BrokerTarget {
 }
 
 const NAME = "bullmq"
+/** The most jobs one poll takes in one round trip. */
+const MAX_BATCH = 64
 const RUN_BEAT_INTERVAL = Duration.seconds(5)
 
 const describeTarget = (options: Target) =>
@@ -624,7 +626,133 @@ const build = (config: Resolved): Transport["Type"] => {
       const runtime = yield* Effect.runtime<never>()
       const cancellations = makeCancellations()
 
-      /** One broker of the pool: its connection, its reply writers, its control subscription. */
+      const steps = Protocol.names(worker.handlers.steps)
+      const workflows = Protocol.names(worker.handlers.workflows)
+      const tokens = Array.from(
+        new Set([...steps, ...workflows].map((name) => Naming.routingToken(name, partition)))
+      )
+      const descriptor = buildDescriptor({
+        instanceId: worker.workerId,
+        steps,
+        workflows,
+        startedAt: worker.startedAt,
+        partition,
+        namespace: config.namespace
+      })
+      const descriptorJson = JSON.stringify(descriptor)
+      const hash = descriptorHash(descriptor)
+      const keys = tokens.flatMap((token) => [
+        Naming.workerHeartbeatKey(prefix, token, worker.workerId),
+        Naming.workerDescriptorKey(prefix, token, worker.workerId)
+      ])
+      const brokerById = new Map<string, Broker>()
+      /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
+      const replyBroker = (home: Broker, data: unknown) => {
+        const named = (data as { transport?: unknown } | null)?.transport
+        return (typeof named === "string" ? brokerById.get(named) : undefined) ?? home
+      }
+
+      /**
+       * A task queue on a broker's connection: its BullMQ worker (with its stalled checks running)
+       * and a connection of its own for the blocking wait, opened when first used.
+       */
+      const openTaskQueue = (client: Redis, token: string) =>
+        Effect.gen(function*() {
+          const queueName = Naming.tasksQueue(prefix, token)
+          const bull = yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              new Jobs.TaskWorker(queueName, undefined, {
+                connection: client,
+                autorun: false,
+                lockDuration: Duration.toMillis(lockDuration),
+                stalledInterval,
+                maxStalledCount: 1
+              })
+            ),
+            (w) => Effect.promise(() => w.close(true).catch(() => undefined))
+          )
+          bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
+          // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
+          bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
+          const [, blocking] = yield* Effect.all([Effect.promise(() => bull.startStalledCheckTimer()), duplicate(client)], {
+            concurrency: "unbounded"
+          })
+          return { token, queueName, bull, blocking }
+        })
+
+      let tokenCounter = 0
+      /** One subscription: a task queue of a broker, with its poller and the bridge of its failed jobs. */
+      const subscribe = (
+        home: Broker,
+        { blocking, bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
+      ) => Effect.gen(function*() {
+        const { client, publish } = home
+        const subscription = token
+        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), publish)
+        const marker = bull.keys.marker!
+        const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
+        let maybeMore = true
+
+        const queue: TaskQueue = {
+          holdings: new Orphans.Holdings(),
+          name: queueName,
+          group: subscription,
+          bull,
+          home,
+          replyBroker: (data) => replyBroker(home, data),
+          protocol,
+          cancellations,
+          lockMillis: Duration.toMillis(lockDuration),
+          renewEvery,
+          stepBeat
+        }
+
+        /**
+         * Moves up to `max` jobs to active in one round trip, and hands them over at once. The batch
+         * grows across polls (doubling while every take finds a job) and falls back to one at the
+         * first empty take, so a queue that trickles costs one take per poll while a backlog is
+         * drained in growing batches, each served as soon as it comes. It never blocks (the wait is
+         * `ready`), so it stays uninterruptible as a whole.
+         */
+        let batch = 1
+        const fetch = (max: number) =>
+          Effect.tryPromise(async () => {
+            const size = Math.min(batch, max)
+            const fetched = await Promise.all(Array.from({ length: size }, async () => {
+              const jobToken = `${worker.workerId}:${++tokenCounter}`
+              queue.holdings.begin(jobToken)
+              try {
+                const job = await bull.getNextJob(jobToken, { block: false })
+                return job === undefined ? undefined : JobDelivery.ofJob(queue, job, jobToken)
+              } finally {
+                queue.holdings.end(jobToken)
+              }
+            }))
+            const taken = fetched.filter((delivery) => delivery !== undefined)
+            maybeMore = taken.length === size
+            batch = maybeMore ? Math.min(batch * 2, MAX_BATCH) : 1
+            return taken
+          }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
+
+        const poller = Poller.make({
+          name: config.brokers.length > 0 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
+          pool: protocol.pools.step,
+          backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
+          ready: Effect.suspend(() =>
+            maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
+              Effect.asVoid,
+              Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
+            )
+          ),
+          poll: fetch
+        })
+        return { queue, poller }
+      })
+
+      /**
+       * One broker of the pool: its connection, then at once its reply writers, its control
+       * subscription and its task queues; then the subscriptions over them.
+       */
       const openBroker = (id: string, target: Target) =>
         Effect.gen(function*() {
           const client = yield* connect(target, connectTimeout, commandsPerWrite, config.waitForBroker)
@@ -642,14 +770,15 @@ const build = (config: Resolved): Transport["Type"] => {
               })
             })
           // independent round trips: a worker's start is as long as the longest, not their sum
-          const [results, decisions, answerJob] = yield* Effect.all([
+          const [results, decisions, answerJob, , taskQueues] = yield* Effect.all([
             replyQueue(Naming.resultsQueue(prefix), Naming.JobName.result),
             replyQueue(Naming.decisionsQueue(prefix), Naming.JobName.decision),
             Effect.try({
               try: () => Jobs.jobAnswerer(client),
               catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
             }),
-            subscribeCancellations(client, Naming.controlChannel(prefix), cancellations)
+            subscribeCancellations(client, Naming.controlChannel(prefix), cancellations),
+            Effect.forEach(tokens, (token) => openTaskQueue(client, token), { concurrency: "unbounded" })
           ], { concurrency: "unbounded" })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(
@@ -680,39 +809,20 @@ const build = (config: Resolved): Transport["Type"] => {
               ),
             publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message)
           }
-          return broker
+          const subscriptions = yield* Effect.forEach(taskQueues, (opened) => subscribe(broker, opened))
+          return { broker, subscriptions }
         })
-      const brokers = yield* Effect.forEach(
+      const opened = yield* Effect.forEach(
         [[config.brokerId, config.target] as const, ...config.brokers],
         ([id, target]) => openBroker(id, target),
         { concurrency: "unbounded" }
       )
-      const brokerById = new Map(brokers.map((broker) => [broker.id, broker]))
-      /** The broker a task's reply goes to: the one its `transport` names, else the one it came from. */
-      const replyBroker = (home: Broker, data: unknown) => {
-        const named = (data as { transport?: unknown } | null)?.transport
-        return (typeof named === "string" ? brokerById.get(named) : undefined) ?? home
-      }
+      const brokers = opened.map(({ broker }) => broker)
+      for (const broker of brokers) brokerById.set(broker.id, broker)
+      const subscriptions = opened.flatMap((broker) => broker.subscriptions)
+      const pollers = subscriptions.map(({ poller }) => poller)
+      const taskQueues = subscriptions.map(({ queue }) => queue)
 
-      const steps = Protocol.names(worker.handlers.steps)
-      const workflows = Protocol.names(worker.handlers.workflows)
-      const tokens = Array.from(
-        new Set([...steps, ...workflows].map((name) => Naming.routingToken(name, partition)))
-      )
-      const descriptor = buildDescriptor({
-        instanceId: worker.workerId,
-        steps,
-        workflows,
-        startedAt: worker.startedAt,
-        partition,
-        namespace: config.namespace
-      })
-      const descriptorJson = JSON.stringify(descriptor)
-      const hash = descriptorHash(descriptor)
-      const keys = tokens.flatMap((token) => [
-        Naming.workerHeartbeatKey(prefix, token, worker.workerId),
-        Naming.workerDescriptorKey(prefix, token, worker.workerId)
-      ])
       const beat = (status: WorkerStatus) =>
         Effect.tryPromise(() => {
           const value = heartbeatValue({ ts: Date.now(), status, descriptorHash: hash })
@@ -725,100 +835,6 @@ const build = (config: Resolved): Transport["Type"] => {
             return multi.exec()
           }))
         }).pipe(Effect.as(Option.none()), Effect.mapError(transportError("writing the worker heartbeat")))
-
-      let tokenCounter = 0
-      /** One subscription: a task queue of a broker, with its BullMQ worker, blocking connection and poller. */
-      const subscribe = (home: Broker, token: string) => Effect.gen(function*() {
-        const { client, publish } = home
-        const subscription = token
-        const queueName = Naming.tasksQueue(prefix, token)
-        const bull = yield* Effect.acquireRelease(
-          Effect.sync(() =>
-            new Jobs.TaskWorker(queueName, undefined, {
-              connection: client,
-              autorun: false,
-              lockDuration: Duration.toMillis(lockDuration),
-              stalledInterval,
-              maxStalledCount: 1
-            })
-          ),
-          (w) => Effect.promise(() => w.close(true).catch(() => undefined))
-        )
-        bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
-        // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
-        bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
-        const [, blocking] = yield* Effect.all([
-          Effect.promise(() => bull.startStalledCheckTimer()),
-          duplicate(client),
-          bridgeFailures(client, queueName, Duration.millis(stalledInterval), publish)
-        ], { concurrency: "unbounded" })
-        const marker = bull.keys.marker!
-        const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
-        let maybeMore = true
-
-        const queue: TaskQueue = {
-          holdings: new Orphans.Holdings(),
-          name: queueName,
-          group: subscription,
-          bull,
-          home,
-          replyBroker: (data) => replyBroker(home, data),
-          protocol,
-          cancellations,
-          lockMillis: Duration.toMillis(lockDuration),
-          renewEvery,
-          stepBeat
-        }
-
-        /**
-         * Moves up to `max` jobs to active, in growing batches, stopping at the first empty fetch. It
-         * never blocks (the wait is `ready`), so it stays uninterruptible as a whole.
-         */
-        const fetch = (max: number) =>
-          Effect.tryPromise(async () => {
-            const taken: Array<Delivery> = []
-            let batch = 1
-            while (taken.length < max) {
-              const size = Math.min(batch, max - taken.length)
-              const fetched = await Promise.all(Array.from({ length: size }, async () => {
-                const jobToken = `${worker.workerId}:${++tokenCounter}`
-                queue.holdings.begin(jobToken)
-                try {
-                  const job = await bull.getNextJob(jobToken, { block: false })
-                  return job === undefined ? undefined : JobDelivery.ofJob(queue, job, jobToken)
-                } finally {
-                  queue.holdings.end(jobToken)
-                }
-              }))
-              for (const delivery of fetched) if (delivery !== undefined) taken.push(delivery)
-              if (fetched.some((d) => d === undefined)) break
-              batch *= 2
-            }
-            maybeMore = taken.length === max
-            return taken
-          }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
-
-        const poller = Poller.make({
-          name: brokers.length > 1 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
-          pool: protocol.pools.step,
-          backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
-          ready: Effect.suspend(() =>
-            maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
-              Effect.asVoid,
-              Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
-            )
-          ),
-          poll: fetch
-        })
-        return { queue, poller }
-      })
-      const subscriptions = yield* Effect.forEach(
-        brokers.flatMap((broker) => tokens.map((token) => [broker, token] as const)),
-        ([home, token]) => subscribe(home, token),
-        { concurrency: "unbounded" }
-      )
-      const pollers = subscriptions.map(({ poller }) => poller)
-      const taskQueues = subscriptions.map(({ queue }) => queue)
 
       for (const broker of brokers) {
         yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), `${worker.workerId}:`)
@@ -856,19 +872,16 @@ const build = (config: Resolved): Transport["Type"] => {
  */
 const bridgeFailures = (
   client: Redis,
-  queueName: string,
+  tasks: Jobs.TaskWorker,
   interval: Duration.Duration,
   publish: (result: StepResult) => Effect.Effect<void, TransportError>
 ) =>
   Effect.gen(function*() {
-    const queue = yield* Effect.acquireRelease(
-      Effect.sync(() => new Queue(queueName, { connection: client })),
-      (q) => Effect.promise(() => q.close().catch(() => undefined))
-    )
+    const queueName = tasks.name
     let since = yield* Clock.currentTimeMillis
     const bridge = (jobId: string) =>
       Effect.gen(function*() {
-        const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(queue, jobId))
+        const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, jobId))
         const identity = stepIdentity(job?.data)
         if (job === undefined || identity === undefined) return
         yield* publish({
@@ -882,7 +895,7 @@ const bridgeFailures = (
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
     const scan = Effect.gen(function*() {
       const until = yield* Clock.currentTimeMillis
-      const failed = yield* Effect.tryPromise(() => client.zrangebyscore(queue.keys.failed!, `(${since}`, until))
+      const failed = yield* Effect.tryPromise(() => client.zrangebyscore(tasks.keys.failed!, `(${since}`, until))
       since = until
       yield* Effect.forEach(failed, bridge, { discard: true })
     }).pipe(Effect.catchAll((error) => Effect.logWarning(`could not read the failed jobs of ${queueName}`, error)))

@@ -38,6 +38,7 @@
  * @internal
  */
 import {
+  type GetNextJobOptions,
   Job,
   type JobJson,
   type JobJsonRaw,
@@ -47,6 +48,7 @@ import {
   type Queue,
   raw2NextJobData,
   type RedisJobOptions,
+  UnrecoverableError,
   Worker
 } from "bullmq"
 import type { Redis } from "ioredis"
@@ -571,9 +573,32 @@ const isUnreadable = (json: JobJsonRaw) => {
   }
 }
 
-/** BullMQ's `Worker`, reading its jobs as {@link TaskJob}s. @internal */
+/**
+ * BullMQ's `Worker`, reading its jobs as {@link TaskJob}s, and taking a job without blocking on
+ * the command connection alone.
+ *
+ * @internal
+ */
 export class TaskWorker extends Worker {
   protected override get Job(): typeof Job {
     return TaskJob
+  }
+
+  /**
+   * A take that does not block is one `moveToActive` on the command connection, as in BullMQ; but
+   * BullMQ first waits for its blocking connection to be ready, which such a take never uses: a
+   * worker's first take would wait for a connection of its own to be opened, named and checked. A
+   * job BullMQ would fail as it takes it (a deferred failure, such as data that is not JSON) is
+   * failed here as there, and the next one taken.
+   */
+  override async getNextJob(token: string, options?: GetNextJobOptions): Promise<Job | undefined> {
+    if (options?.block !== false) return super.getNextJob(token, options)
+    const client = await this.client
+    for (;;) {
+      if (this.closing !== undefined || this.isPaused()) return undefined
+      const job = await this.moveToActive(client, token, this.opts.name)
+      if (job === undefined || job.deferredFailure === undefined) return job
+      await this.handleFailed(new UnrecoverableError(job.deferredFailure), job, token, () => false)
+    }
   }
 }
