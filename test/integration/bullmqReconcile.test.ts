@@ -53,7 +53,7 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       })
       engine.register("wf", async (ctx, input) => ctx.step("echo", input))
       const runs = await Promise.all([1, 2, 3].map((i) => engine.start("wf", { i })))
-      // the first answer (the only commands carrying an answer's record key) loses its reply
+      // the first answer (the only scripts that name an answer's record, sent in full the first time) loses its reply
       proxy!.arm(":answered")
       const running = worker.run(
         redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
