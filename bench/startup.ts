@@ -1,6 +1,6 @@
 /**
  * `npm run bench:startup`: what a user pays before the first task, measured on the package as a user
- * gets it (packed with `npm pack`, installed offline from the tarball into a throwaway project):
+ * gets it (packed with `npm pack`, installed from the tarball into a throwaway project):
  *
  * 1. cold import, in a fresh `node` each time: `effect-durable-worker/bullmq` against `bullmq` plus
  *    `effect` (its root barrel, as an Effect application imports it), time and RSS; the root and
@@ -205,7 +205,7 @@ const main = async () => {
     }
 
     const lines: Array<string> = []
-    lines.push(`Node ${process.version}, ${os.cpus().length} CPUs, ${ROUNDS} alternating rounds (medians), the packed package installed offline.`, "")
+    lines.push(`Node ${process.version}, ${os.cpus().length} CPUs, ${ROUNDS} alternating rounds (medians), the packed package installed from the npm cache.`, "")
     lines.push("| cold import (fresh `node`) | time, ms | ratio | CPU, ms | ratio | RSS, MB | ratio |")
     lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const variant of Object.keys(imports) as Array<ImportVariant>) {

@@ -1,8 +1,9 @@
 /**
  * The package installed as a user installs it: `npm pack` (its `prepack` builds it), the tarball
- * installed offline into throwaway projects, each of which runs a worker on the local Redis. The
- * real nestjs-durable engine, in this process, dispatches a step over BullMQ to the project's
- * process and waits for its answer; Redis is the only path between them.
+ * installed from the npm cache (the peers' registry documents from the registry `npm ci` uses) into
+ * throwaway projects, each of which runs a worker on the local Redis. The real nestjs-durable
+ * engine, in this process, dispatches a step over BullMQ to the project's process and waits for its
+ * answer; Redis is the only path between them.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
@@ -119,7 +120,7 @@ const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>)
   }
 }
 
-describe("the packed package, installed offline into user projects", () => {
+describe("the packed package, installed into user projects", () => {
   it("with only the BullMQ peers: the root and the facade load no driver; a worker answers over BullMQ", async () => {
     const dir = projects.bullmqPeers
     const loaded = async (format: "esm" | "cjs", specifiers: ReadonlyArray<string>) => {

@@ -153,13 +153,16 @@ export interface ProjectOptions {
 
 /**
  * Make a project in `dir` with `packages` (as the repository's lockfile pins them) and install the
- * tarball into it with `npm install <tarball>`, all offline.
+ * tarball into it with `npm install <tarball>`, from the npm cache.
  *
  * The npm cache `npm ci` filled holds every tarball of the lockfile, but not the registry documents
  * npm reads to resolve a version, so `npm install bullmq@5.81.5 --offline` finds nothing. The
  * packages therefore come from a lockfile cut from the repository's (`npm ci --offline`), and the
  * tarball, which has no dependencies of its own, is then installed beside them as a user installs
- * it, its peers already there.
+ * it, its peers already there. npm checks the tarball's peer ranges against the registry's document
+ * of each peer (npm 11 reads it even for a peer already installed), so that step is
+ * `--prefer-offline`: the documents come from the registry `npm ci` uses, the first time only, and
+ * every tarball from the cache.
  */
 export const installProject = async (dir: string, options: ProjectOptions): Promise<void> => {
   await mkdir(dir, { recursive: true })
@@ -183,14 +186,14 @@ export const installProject = async (dir: string, options: ProjectOptions): Prom
       2
     ) + "\n"
   )
-  const npm = (args: ReadonlyArray<string>) =>
-    run("npm", [...args, "--offline", "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"], {
+  const npm = (args: ReadonlyArray<string>, cache: "--offline" | "--prefer-offline") =>
+    run("npm", [...args, cache, "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"], {
       cwd: dir,
       env: cleanEnv(),
       maxBuffer: 64 * 1024 * 1024
     })
-  await npm(["ci"])
-  if (options.tarball !== undefined) await npm(["install", options.tarball])
+  await npm(["ci"], "--offline")
+  if (options.tarball !== undefined) await npm(["install", options.tarball], "--prefer-offline")
 }
 
 /** How many packages a project's `node_modules` holds (the lockfile's entries, as npm counts them). */
