@@ -486,7 +486,8 @@ class JobDelivery implements Delivery<NestReply> {
           // the answer went through; the job handed over with it cannot be read
           return resume(Effect.zipRight(applied, Effect.map(failUnreadable(queue, acked!, token), () => then(undefined))))
         }
-        resume(Effect.zipRight(applied, Effect.sync(() => then(next))))
+        const going = Effect.sync(() => then(next))
+        resume(replayed ? Effect.zipRight(applied, going) : going)
       }
       const answered = target === queue.home
         ? target.answer(reply, queue.bull, job, token, fetchNext)

@@ -54,22 +54,26 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const { config, controller, handlers, leases, pools, serving, stopping } = env
   const series = taskSeries()
 
-  /** Tells `onTaskEnd` (if any) how a task ended; what the hook throws is logged, never the task's problem. */
-  const taskEnded = (
+  /**
+   * Tells `onTaskEnd` (if any) how a task ended; what the hook throws is logged, never the task's
+   * problem. Goes on with `next` (an effect only when there is a warning to log first).
+   */
+  const taskEnded = <A>(
     delivery: Delivery,
     poller: string,
     label: TaskLabel,
     outcome: TaskOutcome,
-    durationMs: number
-  ): Effect.Effect<void> => {
+    durationMs: number,
+    next: A
+  ): Effect.Effect<A> => {
     const hook = config.onTaskEnd
     series.ended(label, outcome, durationMs)
-    if (hook === undefined) return Effect.void
+    if (hook === undefined) return Effect.succeed(next)
     try {
       hook({ kind: label.kind, name: label.name ?? "unknown", outcome, durationMs, poller, deliveryId: delivery.id })
-      return Effect.void
+      return Effect.succeed(next)
     } catch (error) {
-      return Effect.logWarning("onTaskEnd threw; ignored", error)
+      return Effect.as(Effect.logWarning("onTaskEnd threw; ignored", error), next)
     }
   }
 
@@ -90,24 +94,22 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     again: () => Effect.Effect<unknown, TransportError>,
     otherwise: A
   ): Effect.Effect<A> =>
-    first.pipe(
-      Effect.catchAll((error) =>
-        Effect.logWarning("could not deliver the reply; retrying", error).pipe(
-          Effect.zipRight(series.replyRetried),
-          Effect.zipRight(Effect.retry(again(), replyRetry)),
-          Effect.as(otherwise)
+    // the second handler wraps the retries only, so a first attempt that succeeds passes one handler
+    Effect.catchAll(first, (error) =>
+      Effect.logWarning("could not deliver the reply; retrying", error).pipe(
+        Effect.zipRight(series.replyRetried),
+        Effect.zipRight(Effect.retry(again(), replyRetry)),
+        Effect.as(otherwise),
+        Effect.catchAll((error) =>
+          Effect.as(
+            Effect.zipRight(
+              series.replyLost,
+              Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+            ),
+            otherwise
+          )
         )
-      ),
-      Effect.catchAll((error) =>
-        Effect.as(
-          Effect.zipRight(
-            series.replyLost,
-            Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
-          ),
-          otherwise
-        )
-      )
-    )
+      ))
 
   /**
    * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
@@ -222,7 +224,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
           // uninterruptible and defects caught: success is the only way out, so no finalizer is needed
           Effect.flatMap((next) => {
             leases.remove(delivery)
-            return Effect.as(taskEnded(delivery, poller, label, outcome, clock.unsafeCurrentTimeMillis() - startedAt), next)
+            return taskEnded(delivery, poller, label, outcome, clock.unsafeCurrentTimeMillis() - startedAt, next)
           })
         ))
     })

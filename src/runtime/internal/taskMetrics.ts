@@ -40,7 +40,10 @@ const byOutcome = <K extends string, M>(make: (key: K) => M): (key: K) => M => {
  */
 export const taskSeries = () => {
   const byName = new Map<string, Series>()
+  // most tasks are of the kind and name of the one before: that series is kept at hand
+  let last: { readonly kind: string; readonly name: string | undefined; readonly series: Series } | undefined
   const of = (label: TaskLabel): Series => {
+    if (last !== undefined && last.kind === label.kind && last.name === label.name) return last.series
     const name = label.name ?? "unknown"
     const key = `${label.kind}\u0000${name}`
     let series = byName.get(key)
@@ -54,6 +57,7 @@ export const taskSeries = () => {
       }
       byName.set(key, series)
     }
+    last = { kind: label.kind, name: label.name, series }
     return series
   }
   const byPoller = new Map<string, (outcome: "tasks" | "empty" | "error") => Metric.Metric.Histogram<number>>()
