@@ -654,8 +654,9 @@ const build = (config: Resolved): Transport["Type"] => {
       }
 
       /**
-       * A task queue on a broker's connection: its BullMQ worker (with its stalled checks running)
-       * and a connection of its own for the blocking wait, opened when first used.
+       * A task queue on a broker's connection: its BullMQ worker, with its stalled checks running.
+       * The blocking wait for jobs goes over the worker's own blocking connection (which BullMQ
+       * opens with it), and takes wait only for the command connection.
        */
       const openTaskQueue = (client: Redis, token: string) =>
         Effect.gen(function*() {
@@ -675,17 +676,15 @@ const build = (config: Resolved): Transport["Type"] => {
           bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
           // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
           bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
-          const [, blocking] = yield* Effect.all([Effect.promise(() => bull.startStalledCheckTimer()), duplicate(client)], {
-            concurrency: "unbounded"
-          })
-          return { token, queueName, bull, blocking }
+          yield* Effect.promise(() => bull.startStalledCheckTimer())
+          return { token, queueName, bull }
         })
 
       let tokenCounter = 0
       /** One subscription: a task queue of a broker, with its poller and the bridge of its failed jobs. */
       const subscribe = (
         home: Broker,
-        { blocking, bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
+        { bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
       ) => Effect.gen(function*() {
         const { client, publish } = home
         const subscription = token
@@ -740,7 +739,7 @@ const build = (config: Resolved): Transport["Type"] => {
           pool: protocol.pools.step,
           backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
           ready: Effect.suspend(() =>
-            maybeMore ? Effect.void : Effect.tryPromise(() => blocking.bzpopmin(marker, blockSeconds)).pipe(
+            maybeMore ? Effect.void : Effect.tryPromise(async () => (await bull.waitUntilReady()).bzpopmin(marker, blockSeconds)).pipe(
               Effect.asVoid,
               Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
             )
