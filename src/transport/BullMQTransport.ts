@@ -691,7 +691,6 @@ const build = (config: Resolved): Transport["Type"] => {
         yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), publish)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
-        let maybeMore = true
 
         const queue: TaskQueue = {
           holdings: new Orphans.Holdings(),
@@ -709,15 +708,16 @@ const build = (config: Resolved): Transport["Type"] => {
 
         /**
          * Moves up to `max` jobs to active in one round trip, and hands them over at once. The batch
-         * grows across polls (doubling while every take finds a job) and falls back to one at the
-         * first empty take, so a queue that trickles costs one take per poll while a backlog is
-         * drained in growing batches, each served as soon as it comes. It never blocks (the wait is
-         * `ready`), so it stays uninterruptible as a whole.
+         * grows across polls (doubling while every take finds a job); after a take that found
+         * nothing it is 0: the next poll waits for the queue's marker first (`ready`), then takes
+         * one. A queue that trickles costs one take per poll, while a backlog is drained in growing
+         * batches, each served as soon as it comes. It never blocks, so it stays uninterruptible as
+         * a whole.
          */
         let batch = 1
         const fetch = (max: number) =>
           Effect.tryPromise(async () => {
-            const size = Math.min(batch, max)
+            const size = Math.min(Math.max(batch, 1), max)
             const fetched = await Promise.all(Array.from({ length: size }, async () => {
               const jobToken = `${worker.workerId}:${++tokenCounter}`
               queue.holdings.begin(jobToken)
@@ -729,8 +729,7 @@ const build = (config: Resolved): Transport["Type"] => {
               }
             }))
             const taken = fetched.filter((delivery) => delivery !== undefined)
-            maybeMore = taken.length === size
-            batch = maybeMore ? Math.min(batch * 2, MAX_BATCH) : 1
+            batch = taken.length === size ? Math.min(size * 2, MAX_BATCH) : 0
             return taken
           }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
 
@@ -739,7 +738,7 @@ const build = (config: Resolved): Transport["Type"] => {
           pool: protocol.pools.step,
           backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
           ready: Effect.suspend(() =>
-            maybeMore ? Effect.void : Effect.tryPromise(async () => (await bull.waitUntilReady()).bzpopmin(marker, blockSeconds)).pipe(
+            batch > 0 ? Effect.void : Effect.tryPromise(async () => (await bull.waitUntilReady()).bzpopmin(marker, blockSeconds)).pipe(
               Effect.asVoid,
               Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
             )
