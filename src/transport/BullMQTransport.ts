@@ -738,7 +738,11 @@ const build = (config: Resolved): Transport["Type"] => {
           pool: protocol.pools.step,
           backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
           ready: Effect.suspend(() =>
-            batch > 0 ? Effect.void : Effect.tryPromise(async () => (await bull.waitUntilReady()).bzpopmin(marker, blockSeconds)).pipe(
+            batch > 0 ? Effect.void : Effect.tryPromise(async () => {
+              // the worker's blocking connection, once it is ready
+              const blocking = await bull.waitUntilReady()
+              return blocking.bzpopmin(marker, blockSeconds)
+            }).pipe(
               Effect.asVoid,
               Effect.mapError(transportError(`waiting for jobs on ${queueName}`))
             )

@@ -258,8 +258,8 @@ return {added, finished}
  * or, with none, the next delayed time returned or `drained` emitted. One write is left out: the
  * attempt counter of the job being deleted in the same script. The reply's stored options
  * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
- * answer applied leaves the same record as {@link answerLua}'s ({@link answerRecordKey}), which that script
- * reads when the answer comes again (this one steps aside then: the job's lock is gone).
+ * answer applied leaves the same record as {@link answerLua}'s ({@link answerRecordKey}), which
+ * that script reads when the answer comes again (this one steps aside then: the job's lock is gone).
  *
  * KEYS: the task job. ARGV: token, task job id, timestamp, reply queue key prefix, task queue key
  * prefix, reply name, reply data, reply options, lock duration, fetch next (1 or 0), how long the
