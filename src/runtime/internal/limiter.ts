@@ -1,6 +1,4 @@
 import * as Effect from "effect/Effect"
-import * as STM from "effect/STM"
-import * as TRef from "effect/TRef"
 
 /**
  * A resizable pool of concurrency permits from which a poller takes "up to n" at once.
@@ -16,23 +14,48 @@ export interface Limiter {
   readonly inUse: Effect.Effect<number>
 }
 
-/** @internal */
+/**
+ * Two counters, read and changed only inside single effects (so no two fibers ever interleave on
+ * them), and a latch that a poller finding no free permit closes and waits on; whatever frees a
+ * permit (a release, a larger limit) opens it. A task's release is one counter update, not a
+ * transaction: it is on the path of every task.
+ *
+ * @internal
+ */
 export const makeLimiter = (initial: number): Effect.Effect<Limiter> =>
-  Effect.gen(function*() {
-    const limit = yield* TRef.make(initial)
-    const inUse = yield* TRef.make(0)
+  Effect.map(Effect.makeLatch(true), (freed) => {
+    let limit = initial
+    let inUse = 0
+    // the waiters are woken at once, not on a later tick: a poller that frees its permit and then
+    // yields (having found nothing) must find a waiting poller ahead of it, not take the permit back
+    const reopen = () => {
+      if (limit - inUse > 0) freed.unsafeOpen()
+    }
+    const takeUpTo = (max: number): Effect.Effect<number> =>
+      Effect.suspend(() => {
+        const free = limit - inUse
+        if (free <= 0) {
+          freed.unsafeClose()
+          // woken by the next release or resize; another poller may have taken the permit by then
+          return Effect.zipRight(freed.await, takeUpTo(max))
+        }
+        const n = Math.max(1, Math.min(max, free))
+        inUse += n
+        return Effect.succeed(n)
+      })
     return {
-      takeUpTo: (max) =>
-        STM.gen(function*() {
-          const free = (yield* TRef.get(limit)) - (yield* TRef.get(inUse))
-          if (free <= 0) return yield* STM.retry
-          const n = Math.max(1, Math.min(max, free))
-          yield* TRef.update(inUse, (used) => used + n)
-          return n
-        }).pipe(STM.commit),
-      release: (n) => n <= 0 ? Effect.void : STM.commit(TRef.update(inUse, (used) => used - n)),
-      resize: (n) => STM.commit(TRef.set(limit, n)),
-      limit: STM.commit(TRef.get(limit)),
-      inUse: STM.commit(TRef.get(inUse))
+      takeUpTo,
+      release: (n) =>
+        n <= 0 ? Effect.void : Effect.sync(() => {
+          inUse -= n
+          reopen()
+        }),
+      resize: (n) =>
+        Effect.sync(() => {
+          limit = n
+          reopen()
+        }),
+      limit: Effect.sync(() => limit),
+      inUse: Effect.sync(() => inUse)
     }
   })
