@@ -38,7 +38,7 @@ import { Redis, type RedisOptions } from "ioredis"
 import { messageOf } from "../core/internal/errors.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
-import { waitFor } from "./internal/startup.js"
+import { forEachAtOnce, waitFor } from "./internal/startup.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
@@ -781,7 +781,7 @@ const build = (config: Resolved): Transport["Type"] => {
               catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
             }),
             subscribeCancellations(client, Naming.controlChannel(prefix), cancellations),
-            Effect.forEach(tokens, (token) => openTaskQueue(client, token), { concurrency: "unbounded" })
+            forEachAtOnce(tokens, (token) => openTaskQueue(client, token))
           ], { concurrency: "unbounded" })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(
@@ -815,10 +815,9 @@ const build = (config: Resolved): Transport["Type"] => {
           const subscriptions = yield* Effect.forEach(taskQueues, (opened) => subscribe(broker, opened))
           return { broker, subscriptions }
         })
-      const opened = yield* Effect.forEach(
+      const opened = yield* forEachAtOnce(
         [[config.brokerId, config.target] as const, ...config.brokers],
-        ([id, target]) => openBroker(id, target),
-        { concurrency: "unbounded" }
+        ([id, target]) => openBroker(id, target)
       )
       const brokers = opened.map(({ broker }) => broker)
       for (const broker of brokers) brokerById.set(broker.id, broker)
