@@ -7,6 +7,8 @@
  *    `/promise` entries for information;
  * 2. from just before `run()` (or a plain BullMQ worker's `new Worker`) to the first result on a
  *    pre-filled queue, in a fresh process each time, each process's imports done before the clock starts;
+ *    beside them, for reference, the plain worker acquired and answering in a bare Effect program:
+ *    what the Effect runtime's own start adds before any worker built on it does anything;
  * 3. install size and package count of a Redis-only and a Postgres-only project.
  *
  * Variants alternate within each round (their order rotating). Absolute figures are medians over the
@@ -47,7 +49,7 @@ const cpu = process.cpuUsage(cpu0)
 console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
 `
 
-// Both first-task scripts watch the results queue's event stream on a connection opened before the
+// Every first-task script watches the results queue's event stream on a connection opened before the
 // clock starts, and stop the clock at the first job added to it.
 const WATCH = `
 import { Redis } from "ioredis"
@@ -94,6 +96,31 @@ new Worker(env.tasksQueue, async (job) => {
   const task = job.data
   await results.add(env.resultJobName, { runId: task.runId, seq: task.seq, stepId: task.stepId, status: "completed", startedAt: Date.now() }, env.resultJobOptions)
 }, { connection, concurrency: 10 })
+await done(t0)
+`
+
+// The least an Effect worker does on top of plain BullMQ: the same worker, acquired in a scope of an
+// Effect program, each job handled by an effect. Not a competitor: the floor the Effect runtime's
+// own start sets under any worker built on it.
+const FIRST_EFFECT_FLOOR = `
+import { Queue, Worker } from "bullmq"
+import { Effect } from "effect"
+${WATCH}
+const t0 = performance.now()
+const connection = { host: env.host, port: env.port, maxRetriesPerRequest: null }
+Effect.runFork(Effect.scoped(Effect.gen(function*() {
+  const results = yield* Effect.acquireRelease(
+    Effect.sync(() => new Queue(env.resultsQueue, { connection })),
+    (queue) => Effect.promise(() => queue.close())
+  )
+  const answer = (task) => Effect.tryPromise(() =>
+    results.add(env.resultJobName, { runId: task.runId, seq: task.seq, stepId: task.stepId, status: "completed", startedAt: Date.now() }, env.resultJobOptions))
+  yield* Effect.acquireRelease(
+    Effect.sync(() => new Worker(env.tasksQueue, (job) => Effect.runPromise(answer(job.data)), { connection, concurrency: 10 })),
+    (worker) => Effect.promise(() => worker.close())
+  )
+  return yield* Effect.never
+})))
 await done(t0)
 `
 
@@ -144,6 +171,7 @@ const main = async () => {
     await writeFile(path.join(redisDir, "import.mjs"), IMPORT_SCRIPT)
     await writeFile(path.join(redisDir, "first-ours.mjs"), FIRST_OURS)
     await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
+    await writeFile(path.join(redisDir, "first-effect-floor.mjs"), FIRST_EFFECT_FLOOR)
 
     // 1. cold imports
     const imports = {
@@ -164,7 +192,12 @@ const main = async () => {
     // 2. first task on a pre-filled queue
     const connection = benchConnection()
     console.error(`first task after run(): ${ROUNDS} rounds, ${PREFILL} tasks waiting ...`)
-    const firstSamples = await alternate(["plain bullmq", "effect-durable-worker"] as const, async (variant) => {
+    const FIRST_SCRIPTS = {
+      "plain bullmq": "first-plain.mjs",
+      "bullmq in an Effect program": "first-effect-floor.mjs",
+      "effect-durable-worker": "first-ours.mjs"
+    } as const
+    const firstSamples = await alternate(Object.keys(FIRST_SCRIPTS) as Array<keyof typeof FIRST_SCRIPTS>, async (variant) => {
       const prefix = `edw-bench-startup-${Math.random().toString(16).slice(2, 10)}`
       try {
         await enqueueTasks({ prefix, stepName: STEP, n: PREFILL, connection })
@@ -179,8 +212,7 @@ const main = async () => {
           resultJobName: JobName.result,
           resultJobOptions
         }
-        const script = variant === "plain bullmq" ? "first-plain.mjs" : "first-ours.mjs"
-        return (await nodeJson<{ ms: number }>(redisDir, [script], { EDW_BENCH: JSON.stringify(env) })).ms
+        return (await nodeJson<{ ms: number }>(redisDir, [FIRST_SCRIPTS[variant]], { EDW_BENCH: JSON.stringify(env) })).ms
       } finally {
         await deletePrefixKeys(prefix, connection)
       }
@@ -188,6 +220,8 @@ const main = async () => {
     const firstPlain = median(firstSamples["plain bullmq"])
     const firstOurs = median(firstSamples["effect-durable-worker"])
     const firstRatio = roundRatio(firstSamples["effect-durable-worker"], firstSamples["plain bullmq"])
+    const firstFloor = median(firstSamples["bullmq in an Effect program"])
+    const floorRatio = roundRatio(firstSamples["bullmq in an Effect program"], firstSamples["plain bullmq"])
 
     // 3. install size
     const installs = []
@@ -223,6 +257,7 @@ const main = async () => {
     lines.push(`| first task on a queue of ${PREFILL} (fresh process, from \`run()\` / \`new Worker\`) | ms | ratio |`)
     lines.push("| --- | ---: | ---: |")
     lines.push(`| plain bullmq Worker | ${firstPlain.toFixed(0)} | 1.00x |`)
+    lines.push(`| the same Worker acquired and answering in an Effect program (the Effect runtime's floor, for reference) | ${firstFloor.toFixed(0)} | ${x(floorRatio)} |`)
     lines.push(`| effect-durable-worker (promise facade, \`redis\` of \`/bullmq\`) | ${firstOurs.toFixed(0)} | ${x(firstRatio)} |`)
     lines.push("", `Budget: first task ${x(firstRatio)} (${verdict(firstRatio, 1.3)}).`, "")
     lines.push("| install | packages installed | packages | node_modules, MB | of which effect-durable-worker, MB |")
