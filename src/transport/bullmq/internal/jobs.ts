@@ -23,8 +23,8 @@
  *   same answer sent again, by the client after a lost connection or by a retry, is recognised as
  *   applied and returns what the first run did instead of failing as a job no longer held;
  * - in the common case (a plain job, neither queue paused, limited or holding prioritised or due
- *   delayed jobs) that script call is a fast path instead ({@link FAST_ANSWER_LUA}): the same writes
- *   in the same order, written out for that case. BullMQ's general scripts spend about as much Redis
+ *   delayed jobs) that script call is a fast path instead ({@link FAST_ANSWER_LUA}): the same writes,
+ *   written out for that case. BullMQ's general scripts spend about as much Redis
  *   time on what the case does not need (flows, deduplication, rate limits, metrics, decoding their
  *   packed arguments) as on the writes, and Redis is what bounds a busy worker. It first reads
  *   whether the case holds and, where it does not, steps aside having written nothing, and the
@@ -239,8 +239,8 @@ return {added, finished}
 `
 
 /**
- * The answer's fast path: the same Redis writes as {@link answerLua}, in the same order, for the
- * common case only, written out rather than run through BullMQ's general scripts, whose flow,
+ * The answer's fast path: the same Redis writes as {@link answerLua}, for the common case only,
+ * written out rather than run through BullMQ's general scripts, whose flow,
  * deduplication, rate-limit and metrics handling (and the decoding of their packed arguments) cost
  * Redis about as much again as the writes themselves. It first reads whether the case is the common
  * one:
@@ -252,11 +252,14 @@ return {added, finished}
  * If any of that does not hold it returns nil having written nothing, and the caller runs BullMQ's
  * own scripts instead. Otherwise, as those scripts would: the reply is added (`addStandardJob`:
  * counter, job hash, `added`, the wait list and its marker, `waiting`), the task job is acknowledged
- * and removed (`moveToFinished`: lock released, out of the stalled set and the active list, events
- * trimmed, job keys deleted, `completed`) and, when asked, the next job moved to active under the
+ * and removed (`moveToFinished`: out of the stalled set and the active list, its lock and keys
+ * deleted, `completed` with the events trimmed) and, when asked, the next job moved to active under the
  * same token (`fetchNextJob`: to the active list, locked, `active`, `processedOn`, `ats`, marker),
  * or, with none, the next delayed time returned or `drained` emitted. One write is left out: the
- * attempt counter of the job being deleted in the same script. The reply's stored options
+ * attempt counter of the job being deleted in the same script. Where BullMQ makes several commands
+ * that one can make (the checks for children, failed children and prioritised jobs; the lock and the
+ * job's keys deleted; the events trimmed and `completed` added), this makes one: every command a
+ * script makes costs Redis as much again as a small command itself. The reply's stored options
  * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
  * answer applied leaves the same record as {@link answerLua}'s ({@link answerRecordKey}), which
  * that script reads when the answer comes again (this one steps aside then: the job's lock is gone).
@@ -287,14 +290,18 @@ end
 -- is this the common case? (reads only)
 local job = rcall("HMGET", jobKey, "name", "parentKey", "parent", "deid")
 if not job[1] or job[2] or job[3] or job[4] then return false end
-if rcall("SCARD", jobKey .. ":dependencies") ~= 0 or rcall("ZCARD", jobKey .. ":unsuccessful") ~= 0 then return false end
 if rcall("GET", lockKey) ~= token then return false end
 local rQueue = rcall("HMGET", rMeta, "paused", "concurrency", "opts.maxLenEvents")
 if rQueue[1] or rQueue[2] then return false end
 local queue = rcall("HMGET", meta, "paused", "concurrency", "max", "opts.maxLenEvents")
 if queue[1] or queue[2] or queue[3] then return false end
+-- a set or sorted set exists only while it has members: one EXISTS for the job's children, its
+-- failed children and, when the next job is to be fetched, the prioritised jobs
+local dependencies, unsuccessful = jobKey .. ":dependencies", jobKey .. ":unsuccessful"
+if (fetchNext and rcall("EXISTS", dependencies, unsuccessful, prioritized) or rcall("EXISTS", dependencies, unsuccessful)) ~= 0 then
+  return false
+end
 if fetchNext then
-  if rcall("ZCARD", prioritized) ~= 0 then return false end
   if #rcall("ZRANGEBYSCORE", delayed, 0, (timestamp + 1) * 0x1000 - 1, "LIMIT", 0, 1) ~= 0 then return false end
 end
 -- the reply
@@ -310,19 +317,21 @@ rcall("XADD", rEvents, "*", "event", "added", "jobId", replyId, "name", ARGV[6])
 rcall("LPUSH", rWait, replyId)
 rcall("ZADD", rMarker, 0, "0")
 rcall("XADD", rEvents, "MAXLEN", "~", rMaxEvents, "*", "event", "waiting", "jobId", replyId)
--- the acknowledgement
-rcall("DEL", lockKey)
+-- the acknowledgement; the lock goes with the job's keys (one DEL), or alone when the job is not active
 rcall("SREM", stalled, jobId)
-if rcall("LREM", active, -1, jobId) < 1 then return {replyId, -3} end
+if rcall("LREM", active, -1, jobId) < 1 then
+  rcall("DEL", lockKey)
+  return {replyId, -3}
+end
 local maxEvents = queue[4]
 if not maxEvents then
   maxEvents = 10000
   rcall("HSET", meta, "opts.maxLenEvents", maxEvents)
 end
-rcall("XTRIM", events, "MAXLEN", "~", maxEvents)
-rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":dependencies", jobKey .. ":processed", jobKey .. ":failed",
-  jobKey .. ":unsuccessful")
-rcall("XADD", events, "*", "event", "completed", "jobId", jobId, "returnvalue", "null", "prev", "active")
+rcall("DEL", lockKey, jobKey, jobKey .. ":logs", dependencies, jobKey .. ":processed", jobKey .. ":failed",
+  unsuccessful)
+-- trimmed as it is added to, where BullMQ trims it just before
+rcall("XADD", events, "MAXLEN", "~", maxEvents, "*", "event", "completed", "jobId", jobId, "returnvalue", "null", "prev", "active")
 -- the next job
 if fetchNext then
   local nextId = rcall("RPOPLPUSH", wait, active)
