@@ -76,7 +76,7 @@ const freePort = () =>
 /** A `redis-server` under callgrind, on `port`, keeping nothing on disk; its dumps go to `dir`. */
 class CountedRedis {
   private dumps = 0
-  private constructor(readonly process: ChildProcess, readonly dir: string, readonly connection: BenchConnection) {}
+  private constructor(readonly child: ChildProcess, readonly dir: string, readonly connection: BenchConnection) {}
 
   static async start(dir: string): Promise<CountedRedis> {
     const port = await freePort()
@@ -118,12 +118,12 @@ class CountedRedis {
 
   /** Starts counting from zero. */
   async zero(): Promise<void> {
-    await exec("callgrind_control", ["-z", String(this.process.pid)])
+    await exec("callgrind_control", ["-z", String(this.child.pid)])
   }
 
   /** The instructions the server ran since the last `zero` or `instructions`. */
   async instructions(): Promise<number> {
-    await exec("callgrind_control", ["-d", String(this.process.pid)])
+    await exec("callgrind_control", ["-d", String(this.child.pid)])
     this.dumps++
     const name = `redis.callgrind.${this.dumps}`
     const files = await readdir(this.dir)
@@ -136,10 +136,10 @@ class CountedRedis {
 
   /** Stops the server (by the PID this process started) and waits for it to exit. */
   async stop(): Promise<void> {
-    if (this.process.exitCode !== null || this.process.signalCode !== null) return
-    const exited = new Promise<void>((resolve) => this.process.once("exit", () => resolve()))
-    this.process.kill("SIGTERM")
-    const timer = setTimeout(() => this.process.kill("SIGKILL"), 30_000)
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()))
+    this.child.kill("SIGTERM")
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 30_000)
     await exited
     clearTimeout(timer)
   }
@@ -196,7 +196,7 @@ const main = async () => {
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), "edw-redis-work-"))
   const redis = await CountedRedis.start(dir)
-  console.error(`redis-server under callgrind on 127.0.0.1:${redis.connection.port} (pid ${redis.process.pid})`)
+  console.error(`redis-server under callgrind on 127.0.0.1:${redis.connection.port} (pid ${redis.child.pid})`)
   try {
     console.log(`Redis instructions per task, thousands: ${n} tasks per run, ${rounds} rounds at each concurrency\n`)
     console.log(`| concurrency | round | producer | ${peers.map((p) => p.name).join(" | ")} | plain ÷ this worker, producer included | plain ÷ client ceiling, producer included |`)
