@@ -22,14 +22,13 @@
  * "1,16,64"), `REDIS_WORK_ROUNDS` (default 2: the second shows the count repeats).
  */
 import { Queue } from "bullmq"
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, execFile } from "node:child_process"
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
-import { Redis } from "ioredis"
 import { resultsQueue } from "../src/transport/bullmq/internal/naming.js"
+import { freePort, startRedisServer } from "../test/support/local.js"
 import * as ceiling from "./peers/clientCeiling.js"
 import * as ours from "./peers/ours.js"
 import type { BenchConnection, PeerOptions, RunningPeer } from "./peers/peer.js"
@@ -63,57 +62,17 @@ const missing = async (): Promise<string | undefined> => {
   return undefined
 }
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-
-/** A `redis-server` under callgrind, on `port`, keeping nothing on disk; its dumps go to `dir`. */
+/** A `redis-server` under callgrind, on a free loopback port, keeping nothing on disk; its dumps go to `dir`. */
 class CountedRedis {
   private dumps = 0
   private constructor(readonly child: ChildProcess, readonly dir: string, readonly connection: BenchConnection) {}
 
   static async start(dir: string): Promise<CountedRedis> {
     const port = await freePort()
-    const child = spawn("valgrind", [
-      "--tool=callgrind",
-      `--callgrind-out-file=${path.join(dir, "redis.callgrind")}`,
-      "redis-server",
-      "--port", String(port),
-      "--bind", "127.0.0.1",
-      "--save", "",
-      "--appendonly", "no",
-      "--dir", dir
-    ], { stdio: "ignore" })
-    const server = new CountedRedis(child, dir, { host: "127.0.0.1", port })
-    const answers = async () => {
-      const probe = new Redis({ host: "127.0.0.1", port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
-      probe.on("error", () => {})
-      try {
-        await probe.connect()
-        return (await probe.ping()) === "PONG"
-      } catch {
-        return false
-      } finally {
-        probe.disconnect()
-      }
-    }
-    try {
-      for (let i = 0; !(await answers()); i++) {
-        if (child.exitCode !== null) throw new Error(`valgrind redis-server exited with ${child.exitCode}`)
-        if (i > 150) throw new Error("valgrind redis-server did not answer within 30 s")
-        await sleep(200)
-      }
-    } catch (error) {
-      await server.stop()
-      throw error
-    }
-    return server
+    const child = await startRedisServer(port, {
+      under: ["valgrind", "--tool=callgrind", `--callgrind-out-file=${path.join(dir, "redis.callgrind")}`]
+    })
+    return new CountedRedis(child, dir, { host: "127.0.0.1", port })
   }
 
   /** Starts counting from zero. */

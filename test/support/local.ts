@@ -20,18 +20,31 @@ export const freePort = (): Promise<number> =>
 
 /**
  * Starts a throw-away redis-server on `port` (loopback, nothing persisted; with `password`, it asks
- * for it) and waits until it answers.
+ * for it; with `under`, run by that command, e.g. valgrind) and waits until it answers. Rejects if
+ * the server exits first.
  */
-export const startRedisServer = async (port: number, options: { readonly password?: string } = {}): Promise<ChildProcess> => {
+export const startRedisServer = async (
+  port: number,
+  options: { readonly password?: string; readonly under?: ReadonlyArray<string> } = {}
+): Promise<ChildProcess> => {
   const auth = options.password === undefined ? [] : ["--requirepass", options.password]
-  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...auth], {
+  const [command, ...args] = [...(options.under ?? []), "redis-server"]
+  const server = spawn(command!, [...args, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...auth], {
     stdio: "ignore"
+  })
+  let onExit: (() => void) | undefined
+  const exited = new Promise<never>((_, reject) => {
+    onExit = () => reject(new Error(`${command} exited before redis-server answered on port ${port}`))
+    server.once("exit", onExit)
   })
   const probe = new Redis({ port, password: options.password, lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null })
   probe.on("error", () => {})
-  await probe.connect().catch(() => undefined)
-  await probe.ping()
-  probe.disconnect()
+  try {
+    await Promise.race([probe.connect().catch(() => undefined).then(() => probe.ping()), exited])
+  } finally {
+    server.off("exit", onExit!)
+    probe.disconnect()
+  }
   return server
 }
 
