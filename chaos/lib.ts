@@ -113,6 +113,8 @@ export class Ledger {
   /** When each step execution was last reported started and done. */
   readonly startedAt = new Map<string, number>()
   readonly doneAt = new Map<string, number>()
+  /** Every end of each step execution: its attempt, the worker process, when. */
+  readonly ends = new Map<string, Array<{ readonly attempt: number; readonly pid: number; readonly at: number }>>()
   readonly listeners: Array<(report: Report) => void> = []
 
   record(report: Report): void {
@@ -121,6 +123,11 @@ export class Ledger {
     map.set(report.key, (map.get(report.key) ?? 0) + 1)
     if (report.kind === "started") this.startedBy.set(report.key, report.pid)
     ;(report.kind === "started" ? this.startedAt : this.doneAt).set(report.key, Date.now())
+    if (report.kind === "done") {
+      const ends = this.ends.get(report.key) ?? []
+      ends.push({ attempt: report.attempt, pid: report.pid, at: Date.now() })
+      this.ends.set(report.key, ends)
+    }
     for (const listener of this.listeners) listener(report)
   }
 
@@ -130,6 +137,12 @@ export class Ledger {
     return Array.from(this.startedAt.keys()).filter((key) => key.startsWith(`${runId}:`)).map((key) =>
       `seq ${key.slice(runId.length + 1)} started ${at(this.startedAt.get(key))} done ${at(this.doneAt.get(key))}`
     ).join("; ")
+  }
+
+  /** The ends of step execution `key`: which attempt, in which worker, seconds after the first. */
+  describeEnds(key: string): string {
+    const ends = this.ends.get(key) ?? []
+    return ends.map(({ at, attempt, pid }) => `attempt ${attempt} in worker ${pid} at +${((at - ends[0]!.at) / 1000).toFixed(2)} s`).join(", ")
   }
 
   /** Step executions that ran to their end more than once. */

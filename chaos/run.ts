@@ -52,7 +52,9 @@ const judge = (
   if (notCompleted.length > 0) fail(`${notCompleted.length} runs did not complete: ${notCompleted.slice(0, 3).map((id) => `${id} ${watch.status.get(id)}`).join(", ")}`)
   const duplicates = ledger.duplicates()
   say(`step executions run to their end: ${Array.from(ledger.done.values()).reduce((a, b) => a + b, 0)}, twice or more: ${duplicates.length}`)
-  if (duplicates.length > 0) fail(`${duplicates.length} steps ran to their end more than once: ${duplicates.slice(0, 3).join(", ")}`)
+  if (duplicates.length > 0) {
+    fail(`${duplicates.length} steps ran to their end more than once: ${duplicates.slice(0, 3).map((key) => `${key} (${ledger.describeEnds(key)})`).join("; ")}`)
+  }
   if (late !== undefined) {
     const after = runs.filter((id) => (watch.endedAt.get(id) ?? Infinity) > late.since)
     const delays = after.map((id) => (watch.endedAt.get(id) ?? Infinity) - late.since)
