@@ -266,9 +266,12 @@ return {added, finished}
  *
  * KEYS: the task job. ARGV: token, task job id, timestamp, reply queue key prefix, task queue key
  * prefix, reply name, reply data, reply options, lock duration, fetch next (1 or 0), how long the
- * record is kept (ms). The queues' keys are their prefix and BullMQ's key names, built here rather
- * than sent with every call: one command per task carries 12 arguments instead of 28 (ioredis
- * encodes every argument of every command, and Redis parses them). Returns `{reply id, what
+ * record is kept (ms), the highest delayed-set score that is due (BullMQ scores a delayed job
+ * `timestamp * 0x1000 + counter`). Redis (7.0) formats every number a script passes to a command
+ * with `%.17g`, a few thousand instructions each; so the script passes strings, and the one score
+ * it would compute comes computed. The queues' keys are their prefix and BullMQ's key names, built
+ * here rather than sent with every call: one command per task carries 13 arguments instead of 29
+ * (ioredis encodes every argument of every command, and Redis parses them). Returns `{reply id, what
  * moveToFinished returns}` or nil.
  *
  * @internal
@@ -302,34 +305,34 @@ if (fetchNext and rcall("EXISTS", dependencies, unsuccessful, prioritized) or rc
   return false
 end
 if fetchNext then
-  if #rcall("ZRANGEBYSCORE", delayed, 0, (timestamp + 1) * 0x1000 - 1, "LIMIT", 0, 1) ~= 0 then return false end
+  if #rcall("ZRANGEBYSCORE", delayed, "0", ARGV[12], "LIMIT", "0", "1") ~= 0 then return false end
 end
 -- the reply
 replyId = rcall("INCR", rId) .. ""
 local rMaxEvents = rQueue[3]
 if not rMaxEvents then
-  rMaxEvents = 10000
+  rMaxEvents = "10000"
   rcall("HSET", rMeta, "opts.maxLenEvents", rMaxEvents)
 end
 rcall("HMSET", ARGV[4] .. replyId, "name", ARGV[6], "data", ARGV[7], "opts", ARGV[8], "timestamp", timestamp,
-  "delay", 0, "priority", 0)
+  "delay", "0", "priority", "0")
 rcall("XADD", rEvents, "*", "event", "added", "jobId", replyId, "name", ARGV[6])
 rcall("LPUSH", rWait, replyId)
-rcall("ZADD", rMarker, 0, "0")
+rcall("ZADD", rMarker, "0", "0")
 rcall("XADD", rEvents, "MAXLEN", "~", rMaxEvents, "*", "event", "waiting", "jobId", replyId)
 -- the acknowledgement; the lock goes with the job's keys (one DEL), or alone when the job is not active
 rcall("SREM", stalled, jobId)
-if rcall("LREM", active, -1, jobId) < 1 then
+if rcall("LREM", active, "-1", jobId) < 1 then
   rcall("DEL", lockKey)
   return {replyId, -3}
 end
 local maxEvents = queue[4]
 if not maxEvents then
-  maxEvents = 10000
+  maxEvents = "10000"
   rcall("HSET", meta, "opts.maxLenEvents", maxEvents)
 end
-rcall("DEL", lockKey, jobKey, jobKey .. ":logs", dependencies, jobKey .. ":processed", jobKey .. ":failed",
-  unsuccessful)
+-- (its children and failed children, found absent above, are not deleted again)
+rcall("DEL", lockKey, jobKey, jobKey .. ":logs", jobKey .. ":processed", jobKey .. ":failed")
 -- trimmed as it is added to, where BullMQ trims it just before
 rcall("XADD", events, "MAXLEN", "~", maxEvents, "*", "event", "completed", "jobId", jobId, "returnvalue", "null", "prev", "active")
 -- the next job
@@ -337,7 +340,7 @@ if fetchNext then
   local nextId = rcall("RPOPLPUSH", wait, active)
   if nextId and string.sub(nextId, 1, 2) == "0:" then
     -- a wait-list marker of BullMQ before 5 (none is written since): dropped, as BullMQ drops it
-    rcall("LREM", active, 1, nextId)
+    rcall("LREM", active, "1", nextId)
     nextId = nil
   elseif not nextId then
     -- no prioritised job either (checked above)
@@ -348,11 +351,11 @@ if fetchNext then
     rcall("SET", nextKey .. ":lock", token, "PX", ARGV[9])
     rcall("XADD", events, "*", "event", "active", "jobId", nextId, "prev", "waiting")
     rcall("HMSET", nextKey, "processedOn", timestamp)
-    rcall("HINCRBY", nextKey, "ats", 1)
-    rcall("ZADD", marker, 0, "0")
+    rcall("HINCRBY", nextKey, "ats", "1")
+    rcall("ZADD", marker, "0", "0")
     return answered(nextId, {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}})
   end
-  local nextDelayed = tonumber(rcall("ZRANGE", delayed, 0, 0, "WITHSCORES")[2])
+  local nextDelayed = tonumber(rcall("ZRANGE", delayed, "0", "0", "WITHSCORES")[2])
   if nextDelayed ~= nil then return answered("", {replyId, {0, 0, 0, nextDelayed / 0x1000}}) end
 end
 if rcall("LLEN", wait) == 0 and rcall("LLEN", active) == 0 and rcall("ZCARD", prioritized) == 0 then
@@ -468,11 +471,12 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
     if (!fastPathHolds || stored === undefined || job.options.removeOnComplete !== true || !plainWorker(tasks) || token === "0") {
       return viaBullMQ(replies, reply, tasks, job, token, fetchNext)
     }
+    const now = Date.now()
     return sendFast.call(client, [
       tasks.toKey(job.id),
       token,
       job.id,
-      Date.now(),
+      now,
       replies.queue.keys[""],
       tasks.keys[""],
       replies.name,
@@ -480,7 +484,8 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
       stored,
       tasks.opts.lockDuration,
       fetchNext && !tasks.closing ? 1 : 0,
-      answerRecordMillis(tasks)
+      answerRecordMillis(tasks),
+      (now + 1) * 0x1000 - 1
     ]).then((answered) =>
       answered === null
         ? viaBullMQ(replies, reply, tasks, job, token, fetchNext)
