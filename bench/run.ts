@@ -9,7 +9,8 @@
  * same for every peer) and Redis (its server's own count, `INFO cpu`).
  *
  * Before the rounds of each concurrency, every peer serves an uncounted warm-up run, so no peer's
- * first round pays for compiling code the others already warmed (they share the process).
+ * first round pays for compiling code the others already warmed (they share the process). The
+ * order rotates from round to round, so that no peer runs twice in a row.
  *
  * BENCH_N (default 10000) tasks per run, BENCH_ROUNDS (default 5) rounds, BENCH_WARMUP (default
  * 2000; 0 for none) tasks per warm-up run, BENCH_CONCURRENCY (default "1,16,64"), REDIS_HOST /
@@ -84,7 +85,7 @@ const once = async (peer: Peer, concurrency: number, tasks: number, redis: Redis
 
 export const main = async () => {
   console.log(
-    `no-op steps over BullMQ: ${n} tasks per run, ${rounds} alternating rounds after a ${warmup}-task warm-up; median steps/s, and ratios as the median of each round's ratio\n`
+    `no-op steps over BullMQ: ${n} tasks per run, ${rounds} rounds (the order rotating) after a ${warmup}-task warm-up; median steps/s, and ratios as the median of each round's ratio\n`
   )
   const rows: Array<string> = []
   const cpuRows: Array<string> = []
@@ -93,8 +94,10 @@ export const main = async () => {
     const samples = new Map<string, Array<Sample>>(peers.map((p) => [p.name, []]))
     if (warmup > 0) for (const peer of peers) await once(peer, concurrency, warmup, redis)
     for (let round = 0; round < rounds; round++) {
-      // alternate the order so no peer always runs on a warmer Redis
-      const order = round % 2 === 0 ? peers : [...peers].reverse()
+      // rotate the order: each peer takes each place in turn, and none runs twice in a row (the
+      // peers share this process, and a peer run right after itself finds the shared code, BullMQ's
+      // and ioredis's, compiled for its own calls: some 10% faster at 64 than after another peer)
+      const order = peers.map((_, i) => peers[(round + i) % peers.length]!)
       for (const peer of order) {
         const sample = await once(peer, concurrency, n, redis)
         samples.get(peer.name)!.push(sample)
