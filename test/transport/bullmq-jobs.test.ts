@@ -355,6 +355,7 @@ describe("the answer's fast path", () => {
     ["the task queue held to a global concurrency", { before: ({ producer }) => producer.setGlobalConcurrency(5) }, "stepped aside"],
     ["the task queue rate-limited", { before: ({ producer }) => producer.setGlobalRateLimit(100, 1000) }, "stepped aside"],
     ["a prioritised job waiting", { more: [{ priority: 3 }] }, "stepped aside"],
+    ["a prioritised job waiting beside a delayed one not due", { more: [{ delay: 60_000 }, { priority: 3 }] }, "stepped aside"],
     ["a delayed job due", {
       more: [],
       after: async ({ producer }) => {

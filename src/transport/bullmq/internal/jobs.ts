@@ -257,9 +257,9 @@ return {added, finished}
  * same token (`fetchNextJob`: to the active list, locked, `active`, `processedOn`, `ats`, marker),
  * or, with none, the next delayed time returned or `drained` emitted. One write is left out: the
  * attempt counter of the job being deleted in the same script. Where BullMQ makes several commands
- * that one can make (the checks for children, failed children and prioritised jobs; the lock and the
- * job's keys deleted; the events trimmed and `completed` added), this makes one: every command a
- * script makes costs Redis as much again as a small command itself. The reply's stored options
+ * that one can make (the checks for children, failed children, prioritised and delayed jobs; the
+ * lock and the job's keys deleted; the events trimmed and `completed` added), this makes one: every
+ * command a script makes costs Redis as much again as a small command itself. The reply's stored options
  * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
  * answer applied leaves the same record as {@link answerLua}'s ({@link answerRecordKey}), which
  * that script reads when the answer comes again (this one steps aside then: the job's lock is gone).
@@ -299,13 +299,19 @@ if rQueue[1] or rQueue[2] then return false end
 local queue = rcall("HMGET", meta, "paused", "concurrency", "max", "opts.maxLenEvents")
 if queue[1] or queue[2] or queue[3] then return false end
 -- a set or sorted set exists only while it has members: one EXISTS for the job's children, its
--- failed children and, when the next job is to be fetched, the prioritised jobs
+-- failed children and, when the next job is to be fetched, the prioritised and the delayed jobs
 local dependencies, unsuccessful = jobKey .. ":dependencies", jobKey .. ":unsuccessful"
-if (fetchNext and rcall("EXISTS", dependencies, unsuccessful, prioritized) or rcall("EXISTS", dependencies, unsuccessful)) ~= 0 then
-  return false
-end
+local hasDelayed = false
 if fetchNext then
-  if #rcall("ZRANGEBYSCORE", delayed, "0", ARGV[12], "LIMIT", "0", "1") ~= 0 then return false end
+  local found = rcall("EXISTS", dependencies, unsuccessful, prioritized, delayed)
+  if found ~= 0 then
+    -- of these, only delayed jobs leave the common case as it is, as long as none is due
+    hasDelayed = rcall("EXISTS", delayed) == 1
+    if found > (hasDelayed and 1 or 0) then return false end
+    if #rcall("ZRANGEBYSCORE", delayed, "0", ARGV[12], "LIMIT", "0", "1") ~= 0 then return false end
+  end
+elseif rcall("EXISTS", dependencies, unsuccessful) ~= 0 then
+  return false
 end
 -- the reply
 replyId = rcall("INCR", rId) .. ""
@@ -355,8 +361,10 @@ if fetchNext then
     rcall("ZADD", marker, "0", "0")
     return answered(nextId, {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}})
   end
-  local nextDelayed = tonumber(rcall("ZRANGE", delayed, "0", "0", "WITHSCORES")[2])
-  if nextDelayed ~= nil then return answered("", {replyId, {0, 0, 0, nextDelayed / 0x1000}}) end
+  if hasDelayed then
+    local nextDelayed = tonumber(rcall("ZRANGE", delayed, "0", "0", "WITHSCORES")[2])
+    return answered("", {replyId, {0, 0, 0, nextDelayed / 0x1000}})
+  end
 end
 if rcall("LLEN", wait) == 0 and rcall("LLEN", active) == 0 and rcall("ZCARD", prioritized) == 0 then
   rcall("XADD", events, "*", "event", "drained")
