@@ -282,7 +282,7 @@ local lockKey, recordKey = jobKey .. ":lock", jobKey .. ":answered"
 local r, q = ARGV[4], ARGV[5]
 local rWait, rMeta, rId, rEvents, rMarker = r .. "wait", r .. "meta", r .. "id", r .. "events", r .. "marker"
 local wait, active, prioritized, events, stalled = q .. "wait", q .. "active", q .. "prioritized", q .. "events", q .. "stalled"
-local delayed, meta, marker, pc = q .. "delayed", q .. "meta", q .. "marker", q .. "pc"
+local delayed, meta, marker = q .. "delayed", q .. "meta", q .. "marker"
 local token, jobId, timestamp = ARGV[1], ARGV[2], ARGV[3]
 local fetchNext = ARGV[10] == "1"
 local replyId
@@ -320,7 +320,7 @@ if not rMaxEvents then
   rMaxEvents = "10000"
   rcall("HSET", rMeta, "opts.maxLenEvents", rMaxEvents)
 end
-rcall("HMSET", ARGV[4] .. replyId, "name", ARGV[6], "data", ARGV[7], "opts", ARGV[8], "timestamp", timestamp,
+rcall("HSET", ARGV[4] .. replyId, "name", ARGV[6], "data", ARGV[7], "opts", ARGV[8], "timestamp", timestamp,
   "delay", "0", "priority", "0")
 rcall("XADD", rEvents, "*", "event", "added", "jobId", replyId, "name", ARGV[6])
 rcall("LPUSH", rWait, replyId)
@@ -350,13 +350,13 @@ if fetchNext then
     nextId = nil
   elseif not nextId then
     -- no prioritised job either (checked above)
-    rcall("DEL", pc)
+    rcall("DEL", q .. "pc")
   end
   if nextId then
     local nextKey = ARGV[5] .. nextId
     rcall("SET", nextKey .. ":lock", token, "PX", ARGV[9])
     rcall("XADD", events, "*", "event", "active", "jobId", nextId, "prev", "waiting")
-    rcall("HMSET", nextKey, "processedOn", timestamp)
+    rcall("HSET", nextKey, "processedOn", timestamp)
     rcall("HINCRBY", nextKey, "ats", "1")
     rcall("ZADD", marker, "0", "0")
     return answered(nextId, {replyId, {rcall("HGETALL", nextKey), nextId, 0, 0}})
