@@ -113,8 +113,8 @@ export class Ledger {
   /** When each step execution was last reported started and done. */
   readonly startedAt = new Map<string, number>()
   readonly doneAt = new Map<string, number>()
-  /** Every end of each step execution: its attempt, the worker process, when. */
-  readonly ends = new Map<string, Array<{ readonly attempt: number; readonly pid: number; readonly at: number }>>()
+  /** Every start and end reported of each step execution, in order. */
+  readonly executions = new Map<string, Array<{ readonly kind: "started" | "done"; readonly attempt: number; readonly pid: number; readonly at: number }>>()
   readonly listeners: Array<(report: Report) => void> = []
 
   record(report: Report): void {
@@ -123,11 +123,9 @@ export class Ledger {
     map.set(report.key, (map.get(report.key) ?? 0) + 1)
     if (report.kind === "started") this.startedBy.set(report.key, report.pid)
     ;(report.kind === "started" ? this.startedAt : this.doneAt).set(report.key, Date.now())
-    if (report.kind === "done") {
-      const ends = this.ends.get(report.key) ?? []
-      ends.push({ attempt: report.attempt, pid: report.pid, at: Date.now() })
-      this.ends.set(report.key, ends)
-    }
+    const executions = this.executions.get(report.key) ?? []
+    executions.push({ kind: report.kind, attempt: report.attempt, pid: report.pid, at: Date.now() })
+    this.executions.set(report.key, executions)
     for (const listener of this.listeners) listener(report)
   }
 
@@ -139,10 +137,16 @@ export class Ledger {
     ).join("; ")
   }
 
-  /** The ends of step execution `key`: which attempt, in which worker, seconds after the first. */
-  describeEnds(key: string): string {
-    const ends = this.ends.get(key) ?? []
-    return ends.map(({ at, attempt, pid }) => `attempt ${attempt} in worker ${pid} at +${((at - ends[0]!.at) / 1000).toFixed(2)} s`).join(", ")
+  /**
+   * The starts and ends of step execution `key`: which attempt, in which worker, and when, in seconds
+   * from `since` (`what`), or from the first report.
+   */
+  describeExecutions(key: string, since?: { readonly at: number; readonly what: string }): string {
+    const executions = this.executions.get(key) ?? []
+    const from = since?.at ?? executions[0]?.at ?? 0
+    const when = (at: number) => `${at >= from ? "+" : ""}${((at - from) / 1000).toFixed(2)} s`
+    return executions.map(({ at, attempt, kind, pid }) => `${kind === "done" ? "ended" : "started"} attempt ${attempt} in worker ${pid} at ${when(at)}`)
+      .join(", ") + (since === undefined ? "" : ` (from ${since.what})`)
   }
 
   /** Step executions that ran to their end more than once. */
