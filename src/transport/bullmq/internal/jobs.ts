@@ -259,8 +259,8 @@ return {added, finished}
  * attempt counter of the job being deleted in the same script. Where BullMQ makes several commands
  * that one can make (the checks for children, failed children, prioritised and delayed jobs; the
  * lock and the job's keys deleted; the events trimmed and `completed` added), this makes one: every
- * command a script makes costs Redis as much again as a small command itself. The reply's stored options
- * (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
+ * command a script makes costs Redis as much again as a small command itself. The reply's stored
+ * options (`ARGV[8]`) are what BullMQ's add script would store for them (`JobWriter.storedOptions`). An
  * answer applied leaves the same record as {@link answerLua}'s ({@link answerRecordKey}), which
  * that script reads when the answer comes again (this one steps aside then: the job's lock is gone).
  *
@@ -271,8 +271,8 @@ return {added, finished}
  * with `%.17g`, a few thousand instructions each; so the script passes strings, and the one score
  * it would compute comes computed. The queues' keys are their prefix and BullMQ's key names, built
  * here rather than sent with every call: one command per task carries 13 arguments instead of 29
- * (ioredis encodes every argument of every command, and Redis parses them). Returns `{reply id, what
- * moveToFinished returns}` or nil.
+ * (ioredis encodes every argument of every command, and Redis parses them). Returns `{reply id,
+ * what moveToFinished returns}` or nil.
  *
  * @internal
  */
