@@ -151,7 +151,9 @@ interface TaskJobCount {
  * Counts the task jobs added to step `step`'s queue (the `added` entries of its events stream) and
  * the steps the engine dispatched (its `step.started` events): the engine's BullMQ client sends a
  * command again when Redis went away before replying, so an add applied before the outage adds a
- * second job for the same step.
+ * second job for the same step. The dispatches are those of every step of the watched runs (the
+ * events do not name the step): meant for runs whose only step is `step`; other steps would only
+ * leave fewer extra jobs, never more.
  */
 const countTaskJobs = async (port: number, prefix: string, step: string, watch: RunWatch): Promise<TaskJobCount> => {
   const client = new Redis({ host: "127.0.0.1", port, maxRetriesPerRequest: 3 })
