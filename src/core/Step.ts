@@ -5,7 +5,9 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import { Clock as ClockTag } from "effect/Clock"
 import type * as Clock from "effect/Clock"
+import * as EffectContext from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
@@ -18,7 +20,7 @@ import * as Schema from "effect/Schema"
 import { unencodable, unserializableError } from "../wire/internal/json.js"
 import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
-import { withTaskSpan } from "./internal/fiberRefs.js"
+import { taskSpanWanted } from "./internal/fiberRefs.js"
 import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
@@ -311,36 +313,18 @@ const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEv
  * @category processing
  */
 export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.Effect<StepResult, never, R> =>
-  Effect.clockWith((clock) => {
+  // one look at the fiber gives the clock, the tracer and what the handler's context holds
+  Effect.withFiberRuntime((fiber, status) => {
+    const clock = EffectContext.get(fiber.currentDefaultServices, ClockTag)
     const annotations = () => ({ runId: task.runId, stepId: task.stepId, step: task.name, attempt: task.attempt })
     const step = steps.get(task.name)
     const events: Array<StepEvent> = []
     const startedAt = clock.unsafeCurrentTimeMillis()
     const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
-    // the handler runs with the task's log annotations and its event sink set (one update of the
-    // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
-    const handled: Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> = step === undefined
-      ? Effect.succeed(undefined)
-      : Effect.withFiberRuntime((fiber, status) => {
-        const ctx = new Context(task, events, clock, fiber, status.runtimeFlags)
-        const running = step.run(task.input, ctx)
-        return Effect.exit(
-          step.effectful === false ? running : Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort()))
-        )
-      })
-    const run = handled.pipe(
-      (run) => step?.effectful === false ? run : captureTaskLogs(annotations(), events)(run),
-      // the span sees the handler's failure (a FatalError included), so it ends with status error
-      Effect.flatMap((exit) => exit !== undefined && Exit.isFailure(exit) ? Effect.failCause(exit.cause) : Effect.succeed(exit)),
-      withTaskSpan(() => [`durable.step ${task.name}`, {
-        kind: "consumer",
-        captureStackTrace: false,
-        attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
-        ...externalParent(task.traceparent)
-      }], task.traceparent !== undefined),
-      Effect.catchAllCause((cause) => Effect.succeed(Exit.failCause(cause)))
-    )
-    return Effect.flatMap(run, (exit): Effect.Effect<StepResult> => {
+    let ctx: Context | undefined
+    const traced = taskSpanWanted(fiber.currentTracer, task.traceparent !== undefined)
+    /** The result of the handler's exit (`undefined`: there is no handler). */
+    const settle = (exit: Exit.Exit<unknown, unknown> | undefined): Effect.Effect<StepResult> => {
       if (exit === undefined) {
         return Effect.as(
           Effect.annotateLogs(Effect.logWarning(`no handler for step "${task.name}"`), annotations()),
@@ -364,5 +348,41 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         Effect.annotateLogs(annotations()),
         Effect.as(failed(base, error, events))
       )
-    })
+    }
+    let running: Effect.Effect<unknown, unknown, R> | undefined
+    if (step !== undefined) {
+      try {
+        running = step.run(task.input, ctx = new Context(task, events, clock, fiber, status.runtimeFlags))
+      } catch (defect) {
+        // a handler that throws instead of returning an effect
+        running = Effect.die(defect)
+      }
+      // no user Effect code inside and no span: the handler's exit is settled in one step
+      if (step.effectful === false && !traced) {
+        return Effect.matchCauseEffect(running, {
+          onFailure: (cause) => settle(Exit.failCause(cause)),
+          onSuccess: (value) => settle(Exit.succeed(value))
+        })
+      }
+    }
+    // the handler runs with the task's log annotations and its event sink set (one update of the
+    // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
+    const handled: Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> = running === undefined
+      ? captureTaskLogs(annotations(), events)(Effect.succeed(undefined))
+      : step!.effectful === false
+      ? Effect.exit(running)
+      : captureTaskLogs(annotations(), events)(Effect.exit(Effect.onInterrupt(running, () => Effect.sync(() => ctx!.abort()))))
+    if (!traced) return Effect.flatMap(handled, settle)
+    // the span sees the handler's failure (a FatalError included), so it ends with status error
+    return handled.pipe(
+      Effect.flatMap((exit) => exit !== undefined && Exit.isFailure(exit) ? Effect.failCause(exit.cause) : Effect.succeed(exit)),
+      Effect.withSpan(`durable.step ${task.name}`, {
+        kind: "consumer",
+        captureStackTrace: false,
+        attributes: { "durable.run_id": task.runId, "durable.step_id": task.stepId, "durable.attempt": task.attempt },
+        ...externalParent(task.traceparent)
+      }),
+      Effect.catchAllCause((cause) => Effect.succeed(Exit.failCause(cause))),
+      Effect.flatMap(settle)
+    )
   })

@@ -35,7 +35,7 @@ const decisionReply = (decision: WorkflowDecision): Outcome<NestReply> => Protoc
 
 const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
   Either.match(decodeStepTask(payload), {
-    onRight: (task) => Effect.map(processStep(handlers.steps, task), stepReply),
+    onRight: (task) => Effect.flatMap(processStep(handlers.steps, task), (result) => Effect.succeed(stepReply(result))),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
       Effect.as(
         Effect.logError("malformed step task", error.detail),

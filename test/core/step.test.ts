@@ -150,6 +150,28 @@ describe("processStep", () => {
       assert.isUndefined(result.error?.retryable)
     }))
 
+  it.effect("a handler that throws instead of returning an effect fails the step, traced or not", () =>
+    Effect.gen(function*() {
+      const step = Step.make("pay", (): Effect.Effect<never> => {
+        throw new Error("built no effect")
+      })
+      const asStep = yield* run([step], task("pay"))
+      assert.strictEqual(asStep.status, "failed")
+      assert.strictEqual(asStep.error?.message, "built no effect")
+      assert.isUndefined(asStep.error?.retryable)
+      const traced = yield* run([step], task("pay", undefined, { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" }))
+      assert.strictEqual(traced.error?.message, "built no effect")
+      // a step with an input schema that throws as it decodes (a filter's own bug) fails likewise
+      const decoding = Step.fromPromise("decode", (input: number) => input, {
+        input: Schema.Number.pipe(Schema.filter(() => {
+          throw new Error("filter bug")
+        }))
+      })
+      const decoded = yield* run([decoding], task("decode", 1))
+      assert.strictEqual(decoded.status, "failed")
+      assert.include(decoded.error?.message, "filter bug")
+    }))
+
   it.effect("startedAt is the pickup time, not the finish time", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(5_000)

@@ -52,23 +52,9 @@ export const annotationsWith = (
 let nativeTracer: Tracer.Tracer | undefined
 
 /**
- * Runs `self` in a span, unless there is nothing to gain from one: with Effect's built-in tracer
- * (nothing exports its spans) and no trace context from the orchestrator (`traced` false), a span
- * would be made and dropped for every task, so it is skipped (and its name and options never built).
- *
- * @internal
- */
-export const withTaskSpan = (span: () => readonly [name: string, options: Tracer.SpanOptions], traced: boolean) =>
-<A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.tracerWith((tracer) => {
-    if (!taskSpanWanted(tracer, traced)) return self
-    const [name, options] = span()
-    return Effect.withSpan(self, name, options)
-  })
-
-/**
- * Whether a task's span is worth making under `tracer`: the rule of {@link withTaskSpan}, for a
- * caller that builds more than the span itself only when one is made (a workflow turn).
+ * Whether a task's span is worth making under `tracer`: with Effect's built-in tracer (nothing
+ * exports its spans) and no trace context from the orchestrator (`traced` false), a span would be
+ * made and dropped for every task, so the task paths skip it (and never build its name and options).
  *
  * @internal
  */

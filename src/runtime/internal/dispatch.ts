@@ -2,6 +2,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
@@ -94,22 +95,27 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     again: () => Effect.Effect<unknown, TransportError>,
     otherwise: A
   ): Effect.Effect<A> =>
-    // the second handler wraps the retries only, so a first attempt that succeeds passes one handler
-    Effect.catchAll(first, (error) =>
-      Effect.logWarning("could not deliver the reply; retrying", error).pipe(
-        Effect.zipRight(series.replyRetried),
-        Effect.zipRight(Effect.retry(again(), replyRetry)),
-        Effect.as(otherwise),
-        Effect.catchAll((error) =>
-          Effect.as(
-            Effect.zipRight(
-              series.replyLost,
-              Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
-            ),
-            otherwise
-          )
-        )
-      ))
+    // a handler of failures only, which a first attempt that succeeds passes without a step (where
+    // `catchAll` adds one); the second handler wraps the retries only
+    Effect.catchAllCause(first, (cause) =>
+      Either.match(Cause.failureOrCause(cause), {
+        onLeft: (error) =>
+          Effect.logWarning("could not deliver the reply; retrying", error).pipe(
+            Effect.zipRight(series.replyRetried),
+            Effect.zipRight(Effect.retry(again(), replyRetry)),
+            Effect.as(otherwise),
+            Effect.catchAll((error) =>
+              Effect.as(
+                Effect.zipRight(
+                  series.replyLost,
+                  Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+                ),
+                otherwise
+              )
+            )
+          ),
+        onRight: Effect.failCause
+      }))
 
   /**
    * Answers a task and, unless the worker is stopping, lets the transport hand over the next task
@@ -149,9 +155,16 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     }
     // nothing to wait for: counted around the processing, with no interruption handler of its own
     const done = controller.count(name, label.kind)
-    return Effect.map(interruptibleExit(process), (exit) => {
-      done(ok(exit))
-      return exit
+    return Effect.matchCause(Effect.interruptible(process), {
+      onFailure: (cause) => {
+        done(false)
+        return Exit.failCause(cause)
+      },
+      onSuccess: (outcome) => {
+        const exit = Exit.succeed(outcome)
+        done(ok(exit))
+        return exit
+      }
     })
   }
 
