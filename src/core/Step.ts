@@ -321,7 +321,6 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
     const events: Array<StepEvent> = []
     const startedAt = clock.unsafeCurrentTimeMillis()
     const base: ResultBase = { runId: task.runId, seq: task.seq, stepId: task.stepId, startedAt }
-    let ctx: Context | undefined
     const traced = taskSpanWanted(fiber.currentTracer, task.traceparent !== undefined)
     /** The result of the handler's exit (`undefined`: there is no handler). */
     const settle = (exit: Exit.Exit<unknown, unknown> | undefined): Effect.Effect<StepResult> => {
@@ -349,29 +348,36 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         Effect.as(failed(base, error, events))
       )
     }
-    let running: Effect.Effect<unknown, unknown, R> | undefined
-    if (step !== undefined) {
+    // the handler runs with the task's log annotations and its event sink set (one update of the
+    // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
+    let handled: Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R>
+    if (step === undefined) {
+      handled = captureTaskLogs(annotations(), events)(Effect.succeed(undefined))
+    } else {
+      const ctx = new Context(task, events, clock, fiber, status.runtimeFlags)
+      let running: Effect.Effect<unknown, unknown, R>
       try {
-        running = step.run(task.input, ctx = new Context(task, events, clock, fiber, status.runtimeFlags))
+        running = step.run(task.input, ctx)
       } catch (defect) {
         // a handler that throws instead of returning an effect
         running = Effect.die(defect)
       }
-      // no user Effect code inside and no span: the handler's exit is settled in one step
-      if (step.effectful === false && !traced) {
-        return Effect.matchCauseEffect(running, {
-          onFailure: (cause) => settle(Exit.failCause(cause)),
-          onSuccess: (value) => settle(Exit.succeed(value))
-        })
+      if (step.effectful === false) {
+        // no Effect code of the user's inside: no log context to set; with no span either, the
+        // handler's exit is settled in one step
+        if (!traced) {
+          return Effect.matchCauseEffect(running, {
+            onFailure: (cause) => settle(Exit.failCause(cause)),
+            onSuccess: (value) => settle(Exit.succeed(value))
+          })
+        }
+        handled = Effect.exit(running)
+      } else {
+        handled = captureTaskLogs(annotations(), events)(
+          Effect.exit(Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort())))
+        )
       }
     }
-    // the handler runs with the task's log annotations and its event sink set (one update of the
-    // fiber's refs); the worker's own logs about the outcome come after, annotated on their own
-    const handled: Effect.Effect<Exit.Exit<unknown, unknown> | undefined, never, R> = running === undefined
-      ? captureTaskLogs(annotations(), events)(Effect.succeed(undefined))
-      : step!.effectful === false
-      ? Effect.exit(running)
-      : captureTaskLogs(annotations(), events)(Effect.exit(Effect.onInterrupt(running, () => Effect.sync(() => ctx!.abort()))))
     if (!traced) return Effect.flatMap(handled, settle)
     // the span sees the handler's failure (a FatalError included), so it ends with status error
     return handled.pipe(
