@@ -105,35 +105,50 @@ export const startRedis = async (): Promise<OwnRedis> => {
   }
 }
 
+/** One start or end of a step execution, as a worker process reported it. */
+interface Execution {
+  readonly kind: "started" | "done"
+  readonly attempt: number
+  readonly pid: number
+  readonly at: number
+}
+
 /** Which handler ran, where and how often, as the worker processes report it. */
 export class Ledger {
-  readonly started = new Map<string, number>()
-  readonly done = new Map<string, number>()
-  readonly startedBy = new Map<string, number>()
-  /** When each step execution was last reported started and done. */
-  readonly startedAt = new Map<string, number>()
-  readonly doneAt = new Map<string, number>()
-  /** Every start and end reported of each step execution, in order. */
-  readonly executions = new Map<string, Array<{ readonly kind: "started" | "done"; readonly attempt: number; readonly pid: number; readonly at: number }>>()
+  /** Every start and end reported of each step execution, in order: the counts and times derive from it. */
+  readonly executions = new Map<string, Array<Execution>>()
   readonly listeners: Array<(report: Report) => void> = []
 
   record(report: Report): void {
     if (report.kind === "ready") return
-    const map = report.kind === "started" ? this.started : this.done
-    map.set(report.key, (map.get(report.key) ?? 0) + 1)
-    if (report.kind === "started") this.startedBy.set(report.key, report.pid)
-    ;(report.kind === "started" ? this.startedAt : this.doneAt).set(report.key, Date.now())
     const executions = this.executions.get(report.key) ?? []
     executions.push({ kind: report.kind, attempt: report.attempt, pid: report.pid, at: Date.now() })
     this.executions.set(report.key, executions)
     for (const listener of this.listeners) listener(report)
   }
 
+  /** How often step execution `key` was reported run to its end. */
+  ends(key: string): number {
+    return (this.executions.get(key) ?? []).filter((e) => e.kind === "done").length
+  }
+
+  /** The step executions run to their end at least once. */
+  ended(): Array<string> {
+    return Array.from(this.executions.keys()).filter((key) => this.ends(key) > 0)
+  }
+
+  /** When step execution `key` was last reported `kind`. */
+  lastAt(key: string, kind: Execution["kind"]): number | undefined {
+    const executions = this.executions.get(key) ?? []
+    for (let i = executions.length - 1; i >= 0; i--) if (executions[i]!.kind === kind) return executions[i]!.at
+    return undefined
+  }
+
   /** The steps of `runId` as `seq: started +Xs, done +Ys` relative to `since`. */
   describe(runId: string, since: number): string {
     const at = (t: number | undefined) => t === undefined ? "never" : `${((t - since) / 1000).toFixed(2)} s`
-    return Array.from(this.startedAt.keys()).filter((key) => key.startsWith(`${runId}:`)).map((key) =>
-      `seq ${key.slice(runId.length + 1)} started ${at(this.startedAt.get(key))} done ${at(this.doneAt.get(key))}`
+    return Array.from(this.executions.keys()).filter((key) => key.startsWith(`${runId}:`)).map((key) =>
+      `seq ${key.slice(runId.length + 1)} started ${at(this.lastAt(key, "started"))} done ${at(this.lastAt(key, "done"))}`
     ).join("; ")
   }
 
@@ -151,7 +166,7 @@ export class Ledger {
 
   /** Step executions that ran to their end more than once. */
   duplicates(): Array<string> {
-    return Array.from(this.done).filter(([, n]) => n > 1).map(([key]) => key)
+    return Array.from(this.executions.keys()).filter((key) => this.ends(key) > 1)
   }
 
   /** Resolves with the first report `predicate` accepts. */

@@ -54,10 +54,10 @@ const judge = (
   if (open.length > 0) fail(`${open.length} runs lost (not terminal): ${open.slice(0, 3).join(", ")}`)
   if (notCompleted.length > 0) fail(`${notCompleted.length} runs did not complete: ${notCompleted.slice(0, 3).map((id) => `${id} ${watch.status.get(id)}`).join(", ")}`)
   const duplicates = ledger.duplicates()
-  say(`step executions run to their end: ${Array.from(ledger.done.values()).reduce((a, b) => a + b, 0)}, twice or more: ${duplicates.length}`)
+  say(`step executions run to their end: ${ledger.ended().reduce((sum, key) => sum + ledger.ends(key), 0)}, twice or more: ${duplicates.length}`)
   if (duplicates.length > 0) {
     // each task job is run once: a step with two jobs (an add the engine's client sent again) runs twice
-    const extraRuns = duplicates.reduce((sum, key) => sum + ledger.done.get(key)! - 1, 0)
+    const extraRuns = duplicates.reduce((sum, key) => sum + ledger.ends(key) - 1, 0)
     const extraJobs = tasks === undefined ? 0 : Math.max(0, tasks.added - tasks.dispatched)
     const verdict = extraRuns <= extraJobs
       ? (why: string) => {
@@ -87,7 +87,7 @@ const judge = (
     // was taken by a worker
     const pickup = (id: string) =>
       Math.max(0, ...(watch.events.get(id) ?? []).filter((e) => e.type === "step.started").map((e) => {
-        const taken = ledger.startedAt.get(`${id}:${String(e.seq)}`)
+        const taken = ledger.lastAt(`${id}:${String(e.seq)}`, "started")
         return taken === undefined ? Infinity : taken - Math.max(e.at, late.since)
       }))
     say(`the workers took every step of those runs within ${(Math.max(0, ...after.map(pickup)) / 1000).toFixed(2)} s of its dispatch (or of ${late.what})`)
@@ -99,7 +99,7 @@ const judge = (
       // the rest: every step taken in time; the engine took its results late
       const lags = tooLate.flatMap((id) =>
         (watch.events.get(id) ?? []).filter((e) => e.type === "step.completed").map((e) => {
-          const done = ledger.doneAt.get(`${id}:${String(e.seq)}`)
+          const done = ledger.lastAt(`${id}:${String(e.seq)}`, "done")
           return done === undefined ? 0 : e.at - done
         })
       )
@@ -203,7 +203,7 @@ const redisRestart = () =>
       const runs = 200
       await startRuns(engine, watch, "load", runs, (i) => ({ i }))
       // restart once about a third of the steps have run
-      while (Array.from(ledger.done.values()).length < runs) await sleep(10)
+      while (ledger.ended().length < runs) await sleep(10)
       const before = watch.endedAt.size
       const answering = await redis.restart(1_000)
       say(`Redis SIGKILLed (PID) with ${before} runs ended; answering again after a 1 s outage`)
@@ -415,7 +415,7 @@ const postgresKill = () =>
       const worker = await startWorker({ transport: "postgres", prefix: engine.prefix, databaseUrl: url.toString(), concurrency: 8 }, ledger)
       const runs = scaled(100, 60)
       await startRuns(engine, watch, "load", runs, (i) => ({ i }))
-      while (Array.from(ledger.done.values()).length < runs) await sleep(10)
+      while (ledger.ended().length < runs) await sleep(10)
       const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [application])
       const killedAt = Date.now()
       if (killed.rowCount === 0) fail("no backend of the worker was found to kill")
@@ -542,7 +542,7 @@ const sqsRestart = () =>
       const runs = scaled(60, 30)
       await startRuns(engine, watch, "load", runs, (i) => ({ i }))
       const loaded = Date.now()
-      while (Array.from(ledger.done.values()).length < runs / 2) await sleep(10)
+      while (ledger.ended().length < runs / 2) await sleep(10)
       say(`half the first steps ran ${((Date.now() - loaded) / 1000).toFixed(2)} s after the runs were started`)
       await endpoint.down()
       await sleep(2_000)
