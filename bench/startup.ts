@@ -7,8 +7,9 @@
  *    `/promise` entries for information;
  * 2. from just before `run()` (or a plain BullMQ worker's `new Worker`) to the first result on a
  *    pre-filled queue, in a fresh process each time, each process's imports done before the clock starts;
- *    beside them, for reference, the plain worker acquired and answering in a bare Effect program:
- *    what the Effect runtime's own start adds before any worker built on it does anything;
+ *    beside them the upstream worker (`@dudousxd/durable-worker`'s `runRedisWorker`, installed in a
+ *    project of its own), and, for reference, the plain worker acquired and answering in a bare Effect
+ *    program: what the Effect runtime's own start adds before any worker built on it does anything;
  * 3. install size and package count of a Redis-only and a Postgres-only project.
  *
  * Variants alternate within each round (their order rotating). Absolute figures are medians over the
@@ -36,6 +37,8 @@ const STEP = "bench.startup"
 
 const REDIS_ONLY = ["effect", "@effect/platform", "bullmq", "ioredis"]
 const POSTGRES_ONLY = ["effect", "@effect/platform", "@effect/sql", "@effect/sql-pg", "@effect/experimental", "pg"]
+/** The upstream worker's project (its required peer, the engine's core, comes with it). */
+const UPSTREAM = ["bullmq", "ioredis", "@dudousxd/durable-worker"]
 
 // --- the scripts run in the installed project -------------------------------------------------
 
@@ -96,6 +99,18 @@ new Worker(env.tasksQueue, async (job) => {
   const task = job.data
   await results.add(env.resultJobName, { runId: task.runId, seq: task.seq, stepId: task.stepId, status: "completed", startedAt: Date.now() }, env.resultJobOptions)
 }, { connection, concurrency: 10 })
+await done(t0)
+`
+
+// The upstream worker imports bullmq inside runRedisWorker: imported here first, so that its module
+// is loaded before the clock starts, as every other variant's is.
+const FIRST_UPSTREAM = `
+import "bullmq"
+import { DurableWorkerRuntime, runRedisWorker } from "@dudousxd/durable-worker"
+${WATCH}
+const runtime = new DurableWorkerRuntime().registerStep(env.step, async () => undefined)
+const t0 = performance.now()
+runRedisWorker({ runtime, connection: { host: env.host, port: env.port, maxRetriesPerRequest: null }, prefix: env.prefix, concurrency: 10 })
 await done(t0)
 `
 
@@ -166,12 +181,15 @@ const main = async () => {
     const tarball = await packProject(root)
     const redisDir = path.join(root, "redis-only")
     const postgresDir = path.join(root, "postgres-only")
+    const upstreamDir = path.join(root, "upstream")
     await installProject(redisDir, { tarball, packages: REDIS_ONLY, manifest: { type: "module" } })
     await installProject(postgresDir, { tarball, packages: POSTGRES_ONLY, manifest: { type: "module" } })
+    await installProject(upstreamDir, { packages: UPSTREAM, manifest: { type: "module" } })
     await writeFile(path.join(redisDir, "import.mjs"), IMPORT_SCRIPT)
     await writeFile(path.join(redisDir, "first-ours.mjs"), FIRST_OURS)
     await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
     await writeFile(path.join(redisDir, "first-effect-floor.mjs"), FIRST_EFFECT_FLOOR)
+    await writeFile(path.join(upstreamDir, "first-upstream.mjs"), FIRST_UPSTREAM)
 
     // 1. cold imports
     const imports = {
@@ -193,9 +211,10 @@ const main = async () => {
     const connection = benchConnection()
     console.error(`first task after run(): ${ROUNDS} rounds, ${PREFILL} tasks waiting ...`)
     const FIRST_SCRIPTS = {
-      "plain bullmq": "first-plain.mjs",
-      "bullmq in an Effect program": "first-effect-floor.mjs",
-      "effect-durable-worker": "first-ours.mjs"
+      "plain bullmq": [redisDir, "first-plain.mjs"],
+      "bullmq in an Effect program": [redisDir, "first-effect-floor.mjs"],
+      "upstream durable-worker": [upstreamDir, "first-upstream.mjs"],
+      "effect-durable-worker": [redisDir, "first-ours.mjs"]
     } as const
     const firstSamples = await alternate(Object.keys(FIRST_SCRIPTS) as Array<keyof typeof FIRST_SCRIPTS>, async (variant) => {
       const prefix = `edw-bench-startup-${Math.random().toString(16).slice(2, 10)}`
@@ -212,7 +231,8 @@ const main = async () => {
           resultJobName: JobName.result,
           resultJobOptions
         }
-        return (await nodeJson<{ ms: number }>(redisDir, [FIRST_SCRIPTS[variant]], { EDW_BENCH: JSON.stringify(env) })).ms
+        const [dir, script] = FIRST_SCRIPTS[variant]
+        return (await nodeJson<{ ms: number }>(dir, [script], { EDW_BENCH: JSON.stringify(env) })).ms
       } finally {
         await deletePrefixKeys(prefix, connection)
       }
@@ -222,6 +242,9 @@ const main = async () => {
     const firstRatio = roundRatio(firstSamples["effect-durable-worker"], firstSamples["plain bullmq"])
     const firstFloor = median(firstSamples["bullmq in an Effect program"])
     const floorRatio = roundRatio(firstSamples["bullmq in an Effect program"], firstSamples["plain bullmq"])
+    const firstUpstream = median(firstSamples["upstream durable-worker"])
+    const upstreamRatio = roundRatio(firstSamples["upstream durable-worker"], firstSamples["plain bullmq"])
+    const oursVsUpstream = roundRatio(firstSamples["effect-durable-worker"], firstSamples["upstream durable-worker"])
 
     // 3. install size
     const installs = []
@@ -258,8 +281,9 @@ const main = async () => {
     lines.push("| --- | ---: | ---: |")
     lines.push(`| plain bullmq Worker | ${firstPlain.toFixed(0)} | 1.00x |`)
     lines.push(`| the same Worker acquired and answering in an Effect program (the Effect runtime's floor, for reference) | ${firstFloor.toFixed(0)} | ${x(floorRatio)} |`)
+    lines.push(`| upstream durable-worker (\`runRedisWorker\`) | ${firstUpstream.toFixed(0)} | ${x(upstreamRatio)} |`)
     lines.push(`| effect-durable-worker (promise facade, \`redis\` of \`/bullmq\`) | ${firstOurs.toFixed(0)} | ${x(firstRatio)} |`)
-    lines.push("", `Budget: first task ${x(firstRatio)} (${verdict(firstRatio, 1.3)}).`, "")
+    lines.push("", `Budget: first task ${x(firstRatio)} (${verdict(firstRatio, 1.3)}); against the upstream worker ${x(oursVsUpstream)}.`, "")
     lines.push("| install | packages installed | packages | node_modules, MB | of which effect-durable-worker, MB |")
     lines.push("| --- | --- | ---: | ---: | ---: |")
     for (const install of installs) {
