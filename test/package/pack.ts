@@ -14,7 +14,7 @@ import { promisify } from "node:util"
 const execFileAsync = promisify(execFile)
 
 /** `execFile`, failing with everything the command printed (tsc reports its errors on stdout). */
-const run = async (file: string, args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv; maxBuffer?: number } = {}) => {
+export const run = async (file: string, args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv; maxBuffer?: number } = {}) => {
   try {
     return await execFileAsync(file, args, options)
   } catch (error) {
