@@ -14,14 +14,16 @@
  *
  * Variants alternate within each round (their order rotating). Absolute figures are medians over the
  * rounds; a ratio is the median over the rounds of that round's ratio (the shared machine's speed
- * drifts far more between rounds, seconds apart, than within one). Budgets: import time ≤ 1.15x,
- * import RSS ≤ 1.1x, first task ≤ 1.3x.
+ * drifts far more between rounds, seconds apart, than within one). Each round runs in one of
+ * several copies of the projects, at paths of different lengths, the copy rotating with the round:
+ * the same install runs consistently faster or slower in one directory than in another (see
+ * `LAYOUTS`). Budgets: import time ≤ 1.15x, import RSS ≤ 1.1x, first task ≤ 1.3x.
  *
- * `ROUNDS` (default 15) and `FIRST_TASK_PREFILL` (default 100) tune it; `REDIS_HOST`/`REDIS_PORT` as
- * the other benchmarks.
+ * `ROUNDS` (default 15), `LAYOUTS` (default 5) and `FIRST_TASK_PREFILL` (default 100) tune it;
+ * `REDIS_HOST`/`REDIS_PORT` as the other benchmarks.
  */
 import { execFile } from "node:child_process"
-import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
@@ -33,6 +35,14 @@ import { benchConnection } from "./peers/peer.js"
 const exec = promisify(execFile)
 const ROUNDS = Number(process.env.ROUNDS ?? 15)
 const PREFILL = Number(process.env.FIRST_TASK_PREFILL ?? 100)
+/**
+ * How many copies of each project the rounds rotate over. Where a project lies moves its timings:
+ * the same install copied to other directories (nothing but the path differing) gave the Effect
+ * programs' first task up to a quarter faster or slower, consistently so in that directory, round
+ * after round, where the plain BullMQ worker's moved far less (no collection fell in the window
+ * under `--trace-gc`; the cause is not pinned down). One directory would lend every figure its bias.
+ */
+const LAYOUTS = Number(process.env.LAYOUTS ?? 5)
 const STEP = "bench.startup"
 
 const REDIS_ONLY = ["effect", "@effect/platform", "bullmq", "ioredis"]
@@ -152,19 +162,29 @@ const nodeJson = async <A>(cwd: string, args: ReadonlyArray<string>, env: Record
   return JSON.parse(stdout.trim().split("\n").at(-1)!) as A
 }
 
-/** Each variant once per round, the order rotating, so drift of the machine hits all alike. */
+/**
+ * Each variant once per round, the order rotating, so drift of the machine hits all alike; `once`
+ * gets the round's copy of the projects (see `LAYOUTS`).
+ */
 const alternate = async <K extends string, A>(
   variants: ReadonlyArray<K>,
-  once: (variant: K) => Promise<A>
+  once: (variant: K, layout: number) => Promise<A>
 ): Promise<Record<K, Array<A>>> => {
   const samples = Object.fromEntries(variants.map((v) => [v, [] as Array<A>])) as Record<K, Array<A>>
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < variants.length; i++) {
       const variant = variants[(round + i) % variants.length]!
-      samples[variant].push(await once(variant))
+      samples[variant].push(await once(variant, round % LAYOUTS))
     }
   }
   return samples
+}
+
+/** `dir` and its `LAYOUTS - 1` copies beside it, each path a few characters longer than the last. */
+const layoutsOf = async (dir: string): Promise<ReadonlyArray<string>> => {
+  const copies = Array.from({ length: LAYOUTS - 1 }, (_, i) => `${dir}-${"l".repeat(3 * (i + 1))}`)
+  for (const copy of copies) await cp(dir, copy, { recursive: true, verbatimSymlinks: true })
+  return [dir, ...copies]
 }
 
 /** The median over the rounds of each round's `a / b`. */
@@ -190,6 +210,8 @@ const main = async () => {
     await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
     await writeFile(path.join(redisDir, "first-effect-floor.mjs"), FIRST_EFFECT_FLOOR)
     await writeFile(path.join(upstreamDir, "first-upstream.mjs"), FIRST_UPSTREAM)
+    const redisLayouts = await layoutsOf(redisDir)
+    const upstreamLayouts = await layoutsOf(upstreamDir)
 
     // 1. cold imports
     const imports = {
@@ -202,8 +224,8 @@ const main = async () => {
     } as const
     type ImportVariant = keyof typeof imports
     console.error(`cold imports: ${ROUNDS} rounds ...`)
-    const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant) =>
-      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisDir, ["import.mjs", ...imports[variant]]))
+    const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant, layout) =>
+      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisLayouts[layout]!, ["import.mjs", ...imports[variant]]))
     const field = (variant: ImportVariant, key: "ms" | "cpuMs" | "rss") => importSamples[variant].map((s) => s[key])
     const BASE = "bullmq + effect" as const
 
@@ -211,12 +233,12 @@ const main = async () => {
     const connection = benchConnection()
     console.error(`first task after run(): ${ROUNDS} rounds, ${PREFILL} tasks waiting ...`)
     const FIRST_SCRIPTS = {
-      "plain bullmq": [redisDir, "first-plain.mjs"],
-      "bullmq in an Effect program": [redisDir, "first-effect-floor.mjs"],
-      "upstream durable-worker": [upstreamDir, "first-upstream.mjs"],
-      "effect-durable-worker": [redisDir, "first-ours.mjs"]
+      "plain bullmq": [redisLayouts, "first-plain.mjs"],
+      "bullmq in an Effect program": [redisLayouts, "first-effect-floor.mjs"],
+      "upstream durable-worker": [upstreamLayouts, "first-upstream.mjs"],
+      "effect-durable-worker": [redisLayouts, "first-ours.mjs"]
     } as const
-    const firstSamples = await alternate(Object.keys(FIRST_SCRIPTS) as Array<keyof typeof FIRST_SCRIPTS>, async (variant) => {
+    const firstSamples = await alternate(Object.keys(FIRST_SCRIPTS) as Array<keyof typeof FIRST_SCRIPTS>, async (variant, layout) => {
       const prefix = `edw-bench-startup-${Math.random().toString(16).slice(2, 10)}`
       try {
         await enqueueTasks({ prefix, stepName: STEP, n: PREFILL, connection })
@@ -231,8 +253,8 @@ const main = async () => {
           resultJobName: JobName.result,
           resultJobOptions
         }
-        const [dir, script] = FIRST_SCRIPTS[variant]
-        return (await nodeJson<{ ms: number }>(dir, [script], { EDW_BENCH: JSON.stringify(env) })).ms
+        const [dirs, script] = FIRST_SCRIPTS[variant]
+        return (await nodeJson<{ ms: number }>(dirs[layout]!, [script], { EDW_BENCH: JSON.stringify(env) })).ms
       } finally {
         await deletePrefixKeys(prefix, connection)
       }
@@ -262,7 +284,7 @@ const main = async () => {
     }
 
     const lines: Array<string> = []
-    lines.push(`Node ${process.version}, ${os.cpus().length} CPUs, ${ROUNDS} alternating rounds (medians), the packed package installed from the npm cache.`, "")
+    lines.push(`Node ${process.version}, ${os.cpus().length} CPUs, ${ROUNDS} alternating rounds (medians) over ${LAYOUTS} copies of the projects, the packed package installed from the npm cache.`, "")
     lines.push("| cold import (fresh `node`) | time, ms | ratio | CPU, ms | ratio | RSS, MB | ratio |")
     lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const variant of Object.keys(imports) as Array<ImportVariant>) {
