@@ -15,9 +15,8 @@
  * Variants alternate within each round (their order rotating). Absolute figures are medians over the
  * rounds; a ratio is the median over the rounds of that round's ratio (the shared machine's speed
  * drifts far more between rounds, seconds apart, than within one). Each round runs in one of
- * several copies of the projects, at paths of different lengths, the copy rotating with the round:
- * the same install runs consistently faster or slower in one directory than in another (see
- * `LAYOUTS`). Budgets: import time ≤ 1.15x, import RSS ≤ 1.1x, first task ≤ 1.3x.
+ * several copies of the projects, the copy rotating with the round (see `LAYOUTS` for why).
+ * Budgets: import time ≤ 1.15x, import RSS ≤ 1.1x, first task ≤ 1.3x.
  *
  * `ROUNDS` (default 15), `LAYOUTS` (default 5) and `FIRST_TASK_PREFILL` (default 100) tune it;
  * `REDIS_HOST`/`REDIS_PORT` as the other benchmarks.
