@@ -55,6 +55,22 @@ console.log(JSON.stringify([...new Set([...esm, ...cjs])]))
   "loads.cjs": `
 for (const specifier of process.argv.slice(2)) require(specifier)
 console.log(JSON.stringify(Object.keys(require.cache)))
+`,
+  // the definitions the package's \`verify\` executable replays recorded histories against (the
+  // histories are the repository's fixtures, copied beside it by the test)
+  "workflows.mjs": `
+import { DurableWorkflow, Workflow } from "effect-durable-worker"
+import * as Effect from "effect/Effect"
+
+export const greet = DurableWorkflow.make("orders.greet", (ctx, name) =>
+  Effect.map(ctx.activity("greeting.compose", [name]), (greeting) => greeting + "!"))
+
+export const order = Workflow.make("order", (id, ctx) =>
+  Effect.gen(function*() {
+    const item = yield* ctx.step("fetch", { id })
+    yield* ctx.sleep("1 minute")
+    return yield* ctx.step("store", { item })
+  }))
 `
 }
 

@@ -6,9 +6,10 @@
  * answer; Redis is the only path between them.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
+import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { type EngineHarness, redisConnection, startEngine, uniquePrefix } from "../support/engine.js"
@@ -19,6 +20,8 @@ const exec = promisify(execFile)
 
 const EFFECT = ["effect", "@effect/platform"]
 const BULLMQ = ["bullmq", "ioredis"]
+/** Recorded histories and their expected verdicts, as the command line's own test uses them. */
+const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "replay-cases")
 /** The drivers neither the core nor the facade may load. */
 const DRIVERS = /\/node_modules\/(bullmq|ioredis|@aws-sdk\/[^/]+|pg|mysql2|undici)\//
 
@@ -160,6 +163,22 @@ describe("the packed package, installed into user projects", () => {
       assert.include(outcome.message, "npm install bullmq ioredis", script)
       if (script.endsWith(".mjs")) assert.isTrue(outcome.isRootMissingDriverError, "the error is the root's MissingDriverError")
     }
+  }, 60_000)
+
+  it("the package's executable replays recorded histories: `effect-durable-worker verify` exits 0 with the report", async () => {
+    const histories = path.join(projects.bullmqPeers, "histories")
+    await cp(path.join(FIXTURES, "passing"), histories, { recursive: true })
+    const bin = path.join(projects.bullmqPeers, "node_modules", ".bin", "effect-durable-worker")
+    const { stdout } = await exec(bin, ["verify", "--workflows", "./workflows.mjs", "histories"], {
+      cwd: projects.bullmqPeers,
+      env: cleanEnv()
+    })
+    const report = JSON.parse(stdout) as { status: string; cases: Array<{ id: string; status: string }> }
+    assert.strictEqual(report.status, "replayed", stdout)
+    assert.deepStrictEqual(report.cases.map((c) => [c.id, c.status]), [
+      ["durable-workflow.run-dw-1", "replayed"],
+      ["nestjs-durable.run-1", "replayed"]
+    ])
   }, 60_000)
 
   it("an ES-module Effect app (NodeNext, declarations checked) runs Worker.layer on BullMQTransport.layer", async () => {
