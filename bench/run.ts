@@ -3,7 +3,8 @@
  * plain `bullmq` Worker that adds one result job per task, and against the upstream TS worker
  * `@dudousxd/durable-worker@0.8.0` — on the same Redis, in alternating runs, each on a fresh prefix.
  * A fourth run, the client ceiling (this worker's BullMQ calls in a bare loop), shows how much of the
- * ratio the BullMQ client itself allows. Prints steps/s (median of the rounds) and the ratios (the
+ * ratio the BullMQ client itself allows. A fifth is this worker again from its CommonJS build (as a
+ * NestJS application requires it), against the ES module build. Prints steps/s (median of the rounds) and the ratios (the
  * median over the rounds of each round's ratio) as a markdown table, then a second table of the CPU
  * time each peer cost per task (medians): this process (the peer and the load producer, which is the
  * same for every peer) and Redis (its server's own count, `INFO cpu`).
@@ -34,7 +35,8 @@ const peers: ReadonlyArray<Peer> = [
   { name: "effect-durable-worker", start: ours.start },
   { name: "plain bullmq", start: plain.start },
   { name: "upstream durable-worker", start: upstream.start },
-  { name: "bullmq client ceiling", start: ceiling.start }
+  { name: "bullmq client ceiling", start: ceiling.start },
+  { name: "effect-durable-worker (CommonJS)", start: ours.startCommonJs }
 ]
 
 const n = Number(process.env.BENCH_N ?? 10_000)
@@ -108,7 +110,7 @@ export const main = async () => {
         )
       }
     }
-    const [mine, bull, up, best] = peers.map((p) => samples.get(p.name)!.map((s) => s.stepsPerSec))
+    const [mine, bull, up, best, commonJs] = peers.map((p) => samples.get(p.name)!.map((s) => s.stepsPerSec))
     // a ratio compares the runs of one round (seconds apart), then takes the median over the rounds:
     // the host's speed drifts between rounds far more than within one
     const ratio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
@@ -117,16 +119,16 @@ export const main = async () => {
     rows.push(
       `| ${concurrency} | ${steps(mine!)} | ${steps(bull!)} | ${steps(up!)} | ${steps(best!)} | ${ratio(mine!, bull!)} | ${
         ratio(mine!, up!)
-      } | ${ratio(best!, up!)} | ${ratio(mine!, best!)} |`
+      } | ${ratio(best!, up!)} | ${ratio(mine!, best!)} | ${steps(commonJs!)} | ${ratio(commonJs!, mine!)} |`
     )
     const cpu = (name: string, field: "nodeMicros" | "redisMicros") => Math.round(median(samples.get(name)!.map((s) => s[field])))
     cpuRows.push(`| ${concurrency} | ${peers.map((p) => `${cpu(p.name, "nodeMicros")} / ${cpu(p.name, "redisMicros")}`).join(" | ")} |`)
   }
   redis.disconnect()
   console.log(
-    "\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | client ceiling | vs plain | vs upstream | ceiling vs upstream | share of ceiling |"
+    "\n| concurrency | effect-durable-worker | plain bullmq | upstream durable-worker | client ceiling | vs plain | vs upstream | ceiling vs upstream | share of ceiling | effect-durable-worker, CommonJS | CommonJS vs ES module |"
   )
-  console.log("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+  console.log("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for (const row of rows) console.log(row)
   console.log(`\nCPU per task, µs (median): this process (peer and producer) / Redis\n`)
   console.log(`| concurrency | ${peers.map((p) => p.name).join(" | ")} |`)

@@ -4,7 +4,8 @@
  *
  * 1. cold import, in a fresh `node` each time: `effect-durable-worker/bullmq` against `bullmq` plus
  *    `effect` (its root barrel, as an Effect application imports it), time and RSS; the root and
- *    `/promise` entries for information;
+ *    `/promise` entries for information, and the CommonJS build `require`d (as a NestJS application
+ *    loads it) against `require` of `bullmq` + `effect`;
  * 2. from just before `run()` (or a plain BullMQ worker's `new Worker`) to the first result on a
  *    pre-filled queue, in a fresh process each time, each process's imports done before the clock starts,
  *    once as a user's process meets that window and once with the imports' garbage collected before the
@@ -60,6 +61,17 @@ const specifiers = process.argv.slice(2)
 const cpu0 = process.cpuUsage()
 const t0 = performance.now()
 for (const specifier of specifiers) await import(specifier)
+const ms = performance.now() - t0
+const cpu = process.cpuUsage(cpu0)
+console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
+`
+
+// The same for CommonJS, as a NestJS application (its default tsconfig) loads the package.
+const REQUIRE_SCRIPT = `
+const specifiers = process.argv.slice(2)
+const cpu0 = process.cpuUsage()
+const t0 = performance.now()
+for (const specifier of specifiers) require(specifier)
 const ms = performance.now() - t0
 const cpu = process.cpuUsage(cpu0)
 console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
@@ -215,6 +227,7 @@ const main = async () => {
     await installProject(postgresDir, { tarball, packages: POSTGRES_ONLY, manifest: { type: "module" } })
     await installProject(upstreamDir, { packages: UPSTREAM, manifest: { type: "module" } })
     await writeFile(path.join(redisDir, "import.mjs"), IMPORT_SCRIPT)
+    await writeFile(path.join(redisDir, "require.cjs"), REQUIRE_SCRIPT)
     await writeFile(path.join(redisDir, "first-ours.mjs"), FIRST_OURS)
     await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
     await writeFile(path.join(redisDir, "first-effect-floor.mjs"), FIRST_EFFECT_FLOOR)
@@ -223,20 +236,28 @@ const main = async () => {
     const upstreamLayouts = await layoutsOf(upstreamDir)
 
     // 1. cold imports
+    // the `require` rows are CommonJS (dist/cjs, Effect's CommonJS build), against `require` of
+    // `bullmq` + `effect`
     const imports = {
       "bullmq + effect": ["bullmq", "effect"],
       "effect-durable-worker/bullmq": ["effect-durable-worker/bullmq"],
       "effect + effect-durable-worker/bullmq": ["effect", "effect-durable-worker/bullmq"],
       "effect-durable-worker": ["effect-durable-worker"],
       "effect-durable-worker/promise": ["effect-durable-worker/promise"],
-      "effect": ["effect"]
+      "effect": ["effect"],
+      "require: bullmq + effect": ["bullmq", "effect"],
+      "require: effect-durable-worker/bullmq": ["effect-durable-worker/bullmq"],
+      "require: effect-durable-worker/promise + /bullmq": ["effect-durable-worker/promise", "effect-durable-worker/bullmq"]
     } as const
     type ImportVariant = keyof typeof imports
+    const REQUIRE = "require: "
+    const scriptOf = (variant: ImportVariant) => (variant.startsWith(REQUIRE) ? "require.cjs" : "import.mjs")
     console.error(`cold imports: ${ROUNDS} rounds ...`)
     const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant, layout) =>
-      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisLayouts[layout]!, ["import.mjs", ...imports[variant]]))
+      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisLayouts[layout]!, [scriptOf(variant), ...imports[variant]]))
     const field = (variant: ImportVariant, key: "ms" | "cpuMs" | "rss") => importSamples[variant].map((s) => s[key])
     const BASE = "bullmq + effect" as const
+    const baseOf = (variant: ImportVariant): ImportVariant => (variant.startsWith(REQUIRE) ? "require: bullmq + effect" : BASE)
 
     // 2. first task on a pre-filled queue
     const connection = benchConnection()
@@ -310,16 +331,18 @@ const main = async () => {
     lines.push("| cold import (fresh `node`) | time, ms | ratio | CPU, ms | ratio | RSS, MB | ratio |")
     lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const variant of Object.keys(imports) as Array<ImportVariant>) {
+      const base = baseOf(variant)
       const cells = (["ms", "cpuMs"] as const).map((key) =>
-        `${median(field(variant, key)).toFixed(0)} | ${x(roundRatio(field(variant, key), field(BASE, key)))}`
+        `${median(field(variant, key)).toFixed(0)} | ${x(roundRatio(field(variant, key), field(base, key)))}`
       )
-      const rss = `${mb(median(field(variant, "rss")))} | ${x(roundRatio(field(variant, "rss"), field(BASE, "rss")))}`
-      lines.push(`| \`${imports[variant].join("` + `")}\` | ${cells.join(" | ")} | ${rss} |`)
+      const rss = `${mb(median(field(variant, "rss")))} | ${x(roundRatio(field(variant, "rss"), field(base, "rss")))}`
+      const label = `\`${imports[variant].join("` + `")}\``
+      lines.push(`| ${variant.startsWith(REQUIRE) ? `\`require\`: ${label}` : label} | ${cells.join(" | ")} | ${rss} |`)
     }
     const ENTRY = "effect-durable-worker/bullmq" as const
     const timeRatio = roundRatio(field(ENTRY, "ms"), field(BASE, "ms"))
     const rssRatio = roundRatio(field(ENTRY, "rss"), field(BASE, "rss"))
-    lines.push("", "Ratios against `bullmq` + `effect`.", "")
+    lines.push("", "Ratios against `bullmq` + `effect`, imported; the `require` rows (CommonJS) against `require` of them.", "")
     lines.push(`Budgets: import time ${x(timeRatio)} (${verdict(timeRatio, 1.15)}), RSS ${x(rssRatio)} (${verdict(rssRatio, 1.1)}).`, "")
     const FIRST_LABELS: Record<FirstVariant, string> = {
       "plain bullmq": "plain bullmq Worker",
