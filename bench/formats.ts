@@ -19,6 +19,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { median, roundRatio } from "./support/stats.js"
 
 const exec = promisify(execFile)
 const ROUNDS = Number(process.env.ROUNDS ?? 10)
@@ -53,12 +54,6 @@ if (what === "load") {
 ${format === "esm" ? "" : "})()"}`
 }
 
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-
 const main = async () => {
   const dir = await mkdtemp(path.join(ROOT, ".bench-formats-"))
   try {
@@ -85,7 +80,7 @@ const main = async () => {
           esm.push(await sample("esm", what))
         }
       }
-      const ratio = median(cjs.map((c, i) => c / esm[i]!))
+      const ratio = roundRatio(cjs, esm)
       console.log(`| ${label} | ${median(esm).toFixed(1)} | ${median(cjs).toFixed(1)} | ${ratio.toFixed(2)}x |`)
     }
   } finally {

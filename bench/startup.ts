@@ -32,6 +32,7 @@ import { promisify } from "node:util"
 import { JobName, resultJobOptions, resultsQueue, routingToken, tasksQueue } from "../src/transport/bullmq/internal/naming.js"
 import { cleanEnv, installProject, packageCount, packProject, treeBytes } from "../test/package/pack.js"
 import { deletePrefixKeys, enqueueTasks } from "./support/load.js"
+import { median, roundRatio } from "./support/stats.js"
 import { benchConnection } from "./peers/peer.js"
 
 const exec = promisify(execFile)
@@ -56,22 +57,21 @@ const UPSTREAM = ["bullmq", "ioredis", "@dudousxd/durable-worker"]
 
 // --- the scripts run in the installed project -------------------------------------------------
 
-const IMPORT_SCRIPT = `
+/**
+ * How a cold-import sample loads its specifiers: `import` (an ES module application) or `require`
+ * (CommonJS, as a NestJS application with its default tsconfig loads the package), and the script
+ * that does it.
+ */
+type Load = "import" | "require"
+const LOAD_SCRIPTS: Record<Load, { readonly file: string; readonly load: string }> = {
+  import: { file: "import.mjs", load: "await import(specifier)" },
+  require: { file: "require.cjs", load: "require(specifier)" }
+}
+const loadScript = (load: Load) => `
 const specifiers = process.argv.slice(2)
 const cpu0 = process.cpuUsage()
 const t0 = performance.now()
-for (const specifier of specifiers) await import(specifier)
-const ms = performance.now() - t0
-const cpu = process.cpuUsage(cpu0)
-console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
-`
-
-// The same for CommonJS, as a NestJS application (its default tsconfig) loads the package.
-const REQUIRE_SCRIPT = `
-const specifiers = process.argv.slice(2)
-const cpu0 = process.cpuUsage()
-const t0 = performance.now()
-for (const specifier of specifiers) require(specifier)
+for (const specifier of specifiers) ${LOAD_SCRIPTS[load].load}
 const ms = performance.now() - t0
 const cpu = process.cpuUsage(cpu0)
 console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000, rss: process.memoryUsage().rss }))
@@ -172,12 +172,6 @@ await done(t0)
 
 // --- measuring ----------------------------------------------------------------------------------
 
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-
 const nodeJson = async <A>(cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<A> => {
   const { stdout } = await exec(process.execPath, args, { cwd, env: cleanEnv(env), maxBuffer: 16 * 1024 * 1024 })
   return JSON.parse(stdout.trim().split("\n").at(-1)!) as A
@@ -208,8 +202,6 @@ const layoutsOf = async (dir: string): Promise<ReadonlyArray<string>> => {
   return [dir, ...copies]
 }
 
-/** The median over the rounds of each round's `a / b`. */
-const roundRatio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => median(a.map((x, i) => x / b[i]!))
 
 const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
 const x = (value: number) => `${value.toFixed(2)}x`
@@ -226,8 +218,7 @@ const main = async () => {
     await installProject(redisDir, { tarball, packages: REDIS_ONLY, manifest: { type: "module" } })
     await installProject(postgresDir, { tarball, packages: POSTGRES_ONLY, manifest: { type: "module" } })
     await installProject(upstreamDir, { packages: UPSTREAM, manifest: { type: "module" } })
-    await writeFile(path.join(redisDir, "import.mjs"), IMPORT_SCRIPT)
-    await writeFile(path.join(redisDir, "require.cjs"), REQUIRE_SCRIPT)
+    for (const load of ["import", "require"] as const) await writeFile(path.join(redisDir, LOAD_SCRIPTS[load].file), loadScript(load))
     await writeFile(path.join(redisDir, "first-ours.mjs"), FIRST_OURS)
     await writeFile(path.join(redisDir, "first-plain.mjs"), FIRST_PLAIN)
     await writeFile(path.join(redisDir, "first-effect-floor.mjs"), FIRST_EFFECT_FLOOR)
@@ -239,25 +230,28 @@ const main = async () => {
     // the `require` rows are CommonJS (dist/cjs, Effect's CommonJS build), against `require` of
     // `bullmq` + `effect`
     const imports = {
-      "bullmq + effect": ["bullmq", "effect"],
-      "effect-durable-worker/bullmq": ["effect-durable-worker/bullmq"],
-      "effect + effect-durable-worker/bullmq": ["effect", "effect-durable-worker/bullmq"],
-      "effect-durable-worker": ["effect-durable-worker"],
-      "effect-durable-worker/promise": ["effect-durable-worker/promise"],
-      "effect": ["effect"],
-      "require: bullmq + effect": ["bullmq", "effect"],
-      "require: effect-durable-worker/bullmq": ["effect-durable-worker/bullmq"],
-      "require: effect-durable-worker/promise + /bullmq": ["effect-durable-worker/promise", "effect-durable-worker/bullmq"]
+      "bullmq + effect": { load: "import", specifiers: ["bullmq", "effect"] },
+      "effect-durable-worker/bullmq": { load: "import", specifiers: ["effect-durable-worker/bullmq"] },
+      "effect + effect-durable-worker/bullmq": { load: "import", specifiers: ["effect", "effect-durable-worker/bullmq"] },
+      "effect-durable-worker": { load: "import", specifiers: ["effect-durable-worker"] },
+      "effect-durable-worker/promise": { load: "import", specifiers: ["effect-durable-worker/promise"] },
+      "effect": { load: "import", specifiers: ["effect"] },
+      "require: bullmq + effect": { load: "require", specifiers: ["bullmq", "effect"] },
+      "require: effect-durable-worker/bullmq": { load: "require", specifiers: ["effect-durable-worker/bullmq"] },
+      "require: effect-durable-worker/promise + /bullmq": {
+        load: "require",
+        specifiers: ["effect-durable-worker/promise", "effect-durable-worker/bullmq"]
+      }
     } as const
     type ImportVariant = keyof typeof imports
-    const REQUIRE = "require: "
-    const scriptOf = (variant: ImportVariant) => (variant.startsWith(REQUIRE) ? "require.cjs" : "import.mjs")
+    const BASES: Record<Load, ImportVariant> = { import: "bullmq + effect", require: "require: bullmq + effect" }
+    const BASE = BASES.import
     console.error(`cold imports: ${ROUNDS} rounds ...`)
-    const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant, layout) =>
-      nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisLayouts[layout]!, [scriptOf(variant), ...imports[variant]]))
+    const importSamples = await alternate(Object.keys(imports) as Array<ImportVariant>, (variant, layout) => {
+      const { load, specifiers } = imports[variant]
+      return nodeJson<{ ms: number; cpuMs: number; rss: number }>(redisLayouts[layout]!, [LOAD_SCRIPTS[load].file, ...specifiers])
+    })
     const field = (variant: ImportVariant, key: "ms" | "cpuMs" | "rss") => importSamples[variant].map((s) => s[key])
-    const BASE = "bullmq + effect" as const
-    const baseOf = (variant: ImportVariant): ImportVariant => (variant.startsWith(REQUIRE) ? "require: bullmq + effect" : BASE)
 
     // 2. first task on a pre-filled queue
     const connection = benchConnection()
@@ -331,13 +325,14 @@ const main = async () => {
     lines.push("| cold import (fresh `node`) | time, ms | ratio | CPU, ms | ratio | RSS, MB | ratio |")
     lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const variant of Object.keys(imports) as Array<ImportVariant>) {
-      const base = baseOf(variant)
+      const { load, specifiers } = imports[variant]
+      const base = BASES[load]
       const cells = (["ms", "cpuMs"] as const).map((key) =>
         `${median(field(variant, key)).toFixed(0)} | ${x(roundRatio(field(variant, key), field(base, key)))}`
       )
       const rss = `${mb(median(field(variant, "rss")))} | ${x(roundRatio(field(variant, "rss"), field(base, "rss")))}`
-      const label = `\`${imports[variant].join("` + `")}\``
-      lines.push(`| ${variant.startsWith(REQUIRE) ? `\`require\`: ${label}` : label} | ${cells.join(" | ")} | ${rss} |`)
+      const label = `\`${specifiers.join("` + `")}\``
+      lines.push(`| ${load === "require" ? `\`require\`: ${label}` : label} | ${cells.join(" | ")} | ${rss} |`)
     }
     const ENTRY = "effect-durable-worker/bullmq" as const
     const timeRatio = roundRatio(field(ENTRY, "ms"), field(BASE, "ms"))
