@@ -37,6 +37,7 @@ import { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } from
 import type * as FacadeDurableWorkflow from "./facade/durableWorkflow.js"
 import type { MysqlOptions, PostgresOptions, RedisOptions, SqsOptions } from "./facade/internal/transportOptions.js"
 import { lazyHandle } from "./facade/internal/lazy.js"
+import { withSignals } from "./facade/internal/signals.js"
 import type { CaptureHistoriesOption } from "./facade/verify.js"
 import * as WorkerLogger from "./runtime/WorkerLogger.js"
 import {
@@ -133,7 +134,10 @@ export interface WorkerOptions {
   readonly interruptTimeoutMs?: number
   /**
    * Stop gracefully on SIGTERM/SIGINT while running (a second signal forces the stop: running work
-   * is interrupted at once). Default true.
+   * is interrupted at once), then end the process (exit code 0, or 1 when a run failed) once every
+   * worker of the process has drained. A signal the application listens for itself (NestJS's
+   * `enableShutdownHooks()`, its own `process.on`) is left to it: call `worker.stop()` from that
+   * handler. Default true.
    */
   readonly handleSignals?: boolean
   /** Minimum level of the worker's own logs. Default "Info". */
@@ -438,12 +442,12 @@ export class Worker {
   /** Runs one task payload without a broker: a step result for a step task, a decision for a turn. */
   processTask(task: unknown): Promise<StepResult | WorkflowDecision> {
     const worker = this.#build()
-    return settle(
+    return settle(this.#observed(
       Effect.flatMap(NestDurableProtocol.processPayload(worker.handlers, task), (outcome) =>
         outcome._tag === "Reject"
           ? Effect.fail(new TaskRejected({ reason: outcome.reason }))
           : Effect.succeed(outcome.reply._tag === "StepResult" ? outcome.reply.result : outcome.reply.decision))
-    )
+    ))
   }
 
   #build(): EffectWorker.Worker {
@@ -462,40 +466,32 @@ export class Worker {
     let claimed!: () => void
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
     // the layer is built first (connections); the run claims the worker right after, in the same step
-    const { logger, telemetry } = this.#options
-    return Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
+    const { telemetry } = this.#options
+    return this.#observed(Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
       Effect.provide(transport.layer),
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
-      Effect.ensuring(Effect.sync(() => claimed())),
+      Effect.ensuring(Effect.sync(() => claimed()))
+    ))
+  }
+
+  /** `effect` logging through the `logger` and `logLevel` options. */
+  #observed<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    const { logger } = this.#options
+    return effect.pipe(
       logger === undefined ? identity : Effect.provide(WorkerLogger.layer(logger)),
       Logger.withMinimumLogLevel(LogLevel.fromLiteral(this.#options.logLevel ?? "Info"))
     )
   }
 
-  async #withSignals(effect: Effect.Effect<void, unknown>): Promise<void> {
+  #withSignals(effect: Effect.Effect<void, unknown>): Promise<void> {
     if (this.#options.handleSignals === false) return settle(effect)
-    let received = 0
-    const onSignal = (signal: NodeJS.Signals) => {
-      received++
-      const stopping = received === 1 ? this.stop() : this.forceStop()
-      console.error(
-        received === 1
-          ? `[effect-durable-worker] ${signal}: stopping gracefully (send it again to interrupt running work)`
-          : `[effect-durable-worker] ${signal} again: interrupting running work`
-      )
-      stopping.catch(() => {
-        // the same outcome is reported by run()
-      })
-    }
-    process.on("SIGTERM", onSignal)
-    process.on("SIGINT", onSignal)
-    try {
-      return await settle(effect)
-    } finally {
-      process.off("SIGTERM", onSignal)
-      process.off("SIGINT", onSignal)
-    }
+    return withSignals({
+      stop: () => this.stop(),
+      forceStop: () => this.forceStop(),
+      log: (level, message) =>
+        Effect.runSync(this.#observed(level === "Info" ? Effect.logInfo(message) : Effect.logWarning(message)))
+    }, () => settle(effect))
   }
 }
 

@@ -206,8 +206,10 @@ describe("promise facade", () => {
     assert.isTrue(Cause.isInterruptedException(error))
   })
 
-  it("SIGTERM stops gracefully; a second signal interrupts running work", async () => {
-    const worker = new Worker({ logLevel: "None", shutdownTimeoutMs: 60_000 })
+  it("SIGTERM stops gracefully; a second signal interrupts running work; the process then exits", async () => {
+    const logged: Array<string> = []
+    const logger = { info: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), error: () => {}, debug: () => {} }
+    const worker = new Worker({ logger, shutdownTimeoutMs: 60_000 })
     let aborted = false
     let started!: () => void
     const running = new Promise<void>((resolve) => (started = resolve))
@@ -220,21 +222,96 @@ describe("promise facade", () => {
         })
       }))
     const broker = inMemory()
-    const run = worker.run(broker)
-    await broker.enqueue(task("r1", "long"))
-    await running
-    const silence = console.error
-    console.error = () => {}
+    const exits: Array<number | undefined> = []
+    const exit = process.exit
+    // the exit is the process's own; here it is recorded instead (the child-process tests let it happen)
+    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
     try {
+      const run = worker.run(broker)
+      await broker.enqueue(task("r1", "long"))
+      await running
       process.emit("SIGTERM", "SIGTERM")
       await new Promise((resolve) => setImmediate(resolve))
       assert.isFalse(aborted)
+      assert.deepStrictEqual(exits, [], "no exit while the worker drains")
       process.emit("SIGTERM", "SIGTERM")
       await run
+      assert.deepStrictEqual(exits, [], "the caller sees run() settle before the process exits")
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.deepStrictEqual(exits, [0])
     } finally {
-      console.error = silence
+      process.exit = exit
     }
     assert.isTrue(aborted)
+    assert.strictEqual(process.listenerCount("SIGTERM"), 0)
+    assert.deepStrictEqual(logged.filter((m) => m.startsWith("SIGTERM")), [
+      "SIGTERM: stopping gracefully (send it again to interrupt running work)",
+      "SIGTERM again: interrupting running work"
+    ], "the signal's messages go through the worker's logger")
+  })
+
+  it("a signal the application listens for itself is left to it: the worker stops only when told", async () => {
+    const logged: Array<string> = []
+    const logger = { info: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), error: () => {}, debug: () => {} }
+    const worker = new Worker({ logger })
+    const app = () => {}
+    process.on("SIGTERM", app)
+    const exits: Array<number | undefined> = []
+    const exit = process.exit
+    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
+    try {
+      const run = worker.run(inMemory())
+      await worker.status() // the run has started
+      process.emit("SIGTERM", "SIGTERM")
+      process.emit("SIGTERM", "SIGTERM")
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.strictEqual((await worker.status()).state, "running", "the application's signal did not stop the worker")
+      await worker.stop()
+      await run
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.deepStrictEqual(exits, [], "a stop the application asked for does not end the process")
+    } finally {
+      process.exit = exit
+      process.off("SIGTERM", app)
+    }
+    assert.strictEqual(process.listenerCount("SIGTERM"), 0)
+    assert.include(logged, "SIGTERM: left to the application's own SIGTERM handler, which stops the worker (worker.stop())")
+  })
+
+  it("two workers in one process are one shutdown: one signal drains both, and the process exits after the last", async () => {
+    const quietLogs = { logLevel: "None" } as const
+    const first = new Worker(quietLogs)
+    const second = new Worker(quietLogs)
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let began!: () => void
+    const beganP = new Promise<void>((resolve) => (began = resolve))
+    second.step("held", async () => {
+      began()
+      await held
+      return "done"
+    })
+    const exits: Array<number | undefined> = []
+    const exit = process.exit
+    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
+    try {
+      const broker = inMemory()
+      const runs = [first.run(inMemory()), second.run(broker)]
+      await broker.enqueue(task("r1", "held"))
+      await beganP
+      process.emit("SIGTERM", "SIGTERM")
+      await runs[0]
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.deepStrictEqual(exits, [], "the second worker is still draining")
+      release()
+      await runs[1]
+      const reply = await broker.takeReply()
+      assert.strictEqual(reply._tag === "StepResult" && reply.result.status, "completed", "the held step finished")
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.deepStrictEqual(exits, [0])
+    } finally {
+      process.exit = exit
+    }
     assert.strictEqual(process.listenerCount("SIGTERM"), 0)
   })
 })
