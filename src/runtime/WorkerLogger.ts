@@ -2,7 +2,8 @@
  * Effect's logs into any logger with `info` (or NestJS's `log`), `warn`, `error` and `debug` methods
  * (pino, winston, the NestJS `Logger`, `console`): each log line becomes one call, its message first
  * and its annotations (`workerId`, `runId`, `stepId`, ...) and cause in an object after it — or that
- * object first for pino-style loggers (those with `bindings()` and `child()`), as pino takes them.
+ * object first for pino-style loggers (those with `bindings()` and `child()`), as pino takes them,
+ * or, for NestJS's `Logger` (`log` and no `info`), folded into the message as JSON.
  *
  * @since 0.3.0
  */
@@ -31,6 +32,27 @@ const fieldsFirst = (target: LoggerLike): boolean =>
   typeof (target as { bindings?: unknown }).bindings === "function" &&
   typeof (target as { child?: unknown }).child === "function"
 
+/**
+ * NestJS's `Logger` (a `log`, no `info`) prints every argument after the message as a message of its
+ * own, and takes a trailing string for its context: it gets one string, the fields folded into it.
+ */
+const messageOnly = (target: LoggerLike): boolean => target.info === undefined && typeof target.log === "function"
+
+const json = (value: unknown): string => {
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+/** The message, then the annotations as JSON, then the cause on the lines below. */
+const folded = (line: string, fields: Record<string, unknown>): string => {
+  const { cause, ...annotations } = fields
+  const withFields = Object.keys(annotations).length === 0 ? line : `${line} ${json(annotations)}`
+  return cause === undefined ? withFields : `${withFields}\n${String(cause)}`
+}
+
 const text = (message: unknown): string =>
   Array.isArray(message) ? message.map(text).join(" ") : typeof message === "string" ? message : String(message)
 
@@ -44,6 +66,7 @@ const text = (message: unknown): string =>
  */
 export const make = (target: LoggerLike): Logger.Logger<unknown, void> => {
   const first = fieldsFirst(target)
+  const single = messageOnly(target)
   const info = target.info ?? target.log ?? target.warn
   const debug = target.debug ?? info
   return Logger.make(({ annotations, cause, logLevel, message }) => {
@@ -61,7 +84,13 @@ export const make = (target: LoggerLike): Logger.Logger<unknown, void> => {
     for (const [key, value] of HashMap.toEntries(annotations)) fields[key] = value
     if (!Cause.isEmpty(cause)) fields["cause"] = Cause.pretty(cause)
     const line = text(message)
-    const args = Object.keys(fields).length === 0 ? [line] : first ? [fields, line] : [line, fields]
+    const args = Object.keys(fields).length === 0
+      ? [line]
+      : single
+      ? [folded(line, fields)]
+      : first
+      ? [fields, line]
+      : [line, fields]
     try {
       write.apply(target, args)
     } catch {
