@@ -4,14 +4,15 @@
  * repository's own typecheck (whose settings are not a CommonJS NestJS app's) never sees them.
  *
  * Every worker serves the step `package.echo` on the prefix `EDW_PREFIX` of the Redis at `REDIS_URL`
- * and answers `{ via, pid, doubled }`, so the test can tell which process answered, and stops
- * gracefully on SIGTERM.
+ * and answers `{ via, pid, doubled }`, so the test can tell which process answered. Given a `sleepMs`,
+ * the step prints `began` and sleeps that long first, so the test can send SIGTERM while it runs: every
+ * project drains it before its process ends.
  */
 
 /** The step every project serves. */
 export const STEP = "package.echo"
 
-/** What a project's step answers for the input `{ n }`. */
+/** What a project's step answers for the input `{ n, sleepMs? }`. */
 export interface EchoOutput {
   readonly via: string
   readonly pid: number
@@ -24,7 +25,14 @@ export const bullmqPeers = {
 import { Worker, redis } from "effect-durable-worker/promise"
 
 const worker = new Worker({ concurrency: 2, logLevel: "Warning" })
-worker.step("${STEP}", async (input) => ({ via: "bullmq-peers", pid: process.pid, doubled: input.n * 2 }))
+worker.step("${STEP}", async (input) => {
+  if (input.sleepMs) {
+    console.log("began")
+    await new Promise((resolve) => setTimeout(resolve, input.sleepMs))
+  }
+  return { via: "bullmq-peers", pid: process.pid, doubled: input.n * 2 }
+})
+// SIGTERM: the worker drains, deregisters, and the process exits
 await worker.run(redis({ url: process.env.REDIS_URL, prefix: process.env.EDW_PREFIX }))
 `,
   // records every module the ES loader loads, synchronously, so the list is complete when the
@@ -132,10 +140,15 @@ import { Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { FatalError, Step, Worker } from "effect-durable-worker"
 import { BullMQTransport } from "effect-durable-worker/bullmq"
 
-const echo = Step.make("${STEP}", (input: { readonly n: number }) =>
-  input.n < 0
-    ? Effect.fail(new FatalError("n must not be negative", "negative"))
-    : Effect.succeed({ via: "esm-effect", pid: process.pid, doubled: input.n * 2 }))
+const echo = Step.make("${STEP}", (input: { readonly n: number; readonly sleepMs?: number }) =>
+  Effect.gen(function*() {
+    if (input.n < 0) return yield* Effect.fail(new FatalError("n must not be negative", "negative"))
+    if (input.sleepMs !== undefined) {
+      yield* Effect.sync(() => console.log("began"))
+      yield* Effect.sleep(input.sleepMs)
+    }
+    return { via: "esm-effect", pid: process.pid, doubled: input.n * 2 }
+  }))
 
 const TransportLive = BullMQTransport.layer({
   url: Redacted.make(process.env.REDIS_URL ?? "redis://127.0.0.1:6379"),
@@ -157,8 +170,12 @@ main.addObserver((exit) => {
 }
 
 /**
- * (c) a CommonJS NestJS-style application: NestJS's default compiler options (`skipLibCheck: true`
- * among them; `tsconfig.libs.json` turns it off), decorators, the promise facade.
+ * (c) a CommonJS NestJS application: NestJS's default compiler options (`skipLibCheck: true` among
+ * them; `tsconfig.libs.json` turns it off), `@nestjs/core`'s container and lifecycle hooks, the
+ * promise facade logging through NestJS's `Logger`. The worker stops in `onModuleDestroy`, the first
+ * of NestJS's shutdown hooks, so it drains before what the steps use is closed. With `EDW_NEST_HOOKS=off`
+ * the app does not call `enableShutdownHooks()`: the worker's own signal handling then stops it, and
+ * ends the process that the app's server would keep alive.
  */
 export const nestCjs = {
   "tsconfig.json": JSON.stringify(
@@ -187,88 +204,71 @@ export const nestCjs = {
   ),
   // the declarations of every package the app reaches, checked too
   "tsconfig.libs.json": JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { skipLibCheck: false, noEmit: true } }, null, 2),
-  "src/durable.ts": `
-import "reflect-metadata"
-import { FatalError, type StepContext, Worker } from "effect-durable-worker/promise"
-import { redis } from "effect-durable-worker/bullmq"
-
-type Handler = (input: any, ctx: StepContext) => Promise<unknown>
-const STEPS = Symbol("durable:steps")
-
-/** What @nestjs/common's @Injectable() is to the container: a marker here. */
-export function Injectable(): ClassDecorator {
-  return () => undefined
-}
-
-/** Marks a method as the handler of a durable step. */
-export function DurableStep(name: string): MethodDecorator {
-  return (target, key) => {
-    const steps: Array<[string, string | symbol]> = Reflect.getMetadata(STEPS, target) ?? []
-    Reflect.defineMetadata(STEPS, [...steps, [name, key]], target)
-  }
-}
-
-@Injectable()
-export class DurableWorkerService {
-  private readonly worker = new Worker({ concurrency: 2, logLevel: "Warning", handleSignals: false })
-  private running: Promise<void> | undefined
-
-  register(provider: object): void {
-    const steps: Array<[string, string | symbol]> = Reflect.getMetadata(STEPS, Object.getPrototypeOf(provider)) ?? []
-    for (const [name, key] of steps) {
-      const handler = (provider as Record<string | symbol, Handler>)[key]!.bind(provider)
-      this.worker.step(name, handler)
-    }
-  }
-
-  onApplicationBootstrap(): void {
-    this.running = this.worker.run(redis({ url: process.env.REDIS_URL, prefix: process.env.EDW_PREFIX }))
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    await this.worker.stop()
-    await this.running
-  }
-}
-
-export { FatalError }
-`,
   "src/payments.service.ts": `
-import type { StepContext } from "effect-durable-worker/promise"
-import { DurableStep, FatalError, Injectable } from "./durable"
+import { Injectable } from "@nestjs/common"
+import { FatalError, type StepContext } from "effect-durable-worker/promise"
 
 export interface EchoInput {
   readonly n: number
+  readonly sleepMs?: number
 }
 
 @Injectable()
 export class PaymentsService {
-  @DurableStep("${STEP}")
   async echo(input: EchoInput, ctx: StepContext): Promise<{ via: string; pid: number; doubled: number }> {
     if (input.n < 0) throw new FatalError("n must not be negative", "negative")
     if (ctx.attempt < 1) throw new Error("attempts count from 1")
+    if (input.sleepMs !== undefined) {
+      console.log("began")
+      await new Promise((resolve) => setTimeout(resolve, input.sleepMs))
+    }
     return { via: "nest-cjs", pid: process.pid, doubled: input.n * 2 }
   }
 }
 `,
-  "src/main.ts": `
-import { DurableWorkerService } from "./durable"
+  "src/durable-worker.service.ts": `
+import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from "@nestjs/common"
+import { Worker } from "effect-durable-worker/promise"
+import { redis } from "effect-durable-worker/bullmq"
+import { type EchoInput, PaymentsService } from "./payments.service"
+
+@Injectable()
+export class DurableWorkerService implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly worker = new Worker({ concurrency: 2, logger: new Logger("DurableWorker") })
+  private running: Promise<void> | undefined
+
+  constructor(private readonly payments: PaymentsService) {}
+
+  onApplicationBootstrap(): void {
+    this.worker.step("${STEP}", (input: EchoInput, ctx) => this.payments.echo(input, ctx))
+    this.running = this.worker.run(redis({ url: process.env.REDIS_URL, prefix: process.env.EDW_PREFIX }))
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.worker.stop()
+    await this.running
+  }
+}
+`,
+  "src/app.module.ts": `
+import { Module } from "@nestjs/common"
+import { DurableWorkerService } from "./durable-worker.service"
 import { PaymentsService } from "./payments.service"
 
+@Module({ providers: [PaymentsService, DurableWorkerService] })
+export class AppModule {}
+`,
+  "src/main.ts": `
+import "reflect-metadata"
+import { createServer } from "node:http"
+import { NestFactory } from "@nestjs/core"
+import { AppModule } from "./app.module"
+
 async function bootstrap(): Promise<void> {
-  const durable = new DurableWorkerService()
-  durable.register(new PaymentsService())
-  durable.onApplicationBootstrap()
-  // what app.enableShutdownHooks() does: the hooks run on SIGTERM, the process then exits
-  process.once("SIGTERM", () => {
-    durable.onApplicationShutdown().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        console.error("shutdown failed:", error)
-        process.exit(1)
-      }
-    )
-  })
+  const app = await NestFactory.createApplicationContext(AppModule)
+  if (process.env.EDW_NEST_HOOKS !== "off") app.enableShutdownHooks()
+  // the app's own HTTP side, which keeps the process alive beside the worker
+  createServer((_, res) => res.end("ok")).listen(0, "127.0.0.1")
 }
 
 void bootstrap()

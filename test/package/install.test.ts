@@ -20,6 +20,7 @@ const exec = promisify(execFile)
 
 const EFFECT = ["effect", "@effect/platform"]
 const BULLMQ = ["bullmq", "ioredis"]
+const NEST = ["@nestjs/common", "@nestjs/core", "reflect-metadata", "rxjs"]
 /** Recorded histories and their expected verdicts, as the command line's own test uses them. */
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "replay-cases")
 /** The drivers neither the core nor the facade may load. */
@@ -51,7 +52,7 @@ beforeAll(async () => {
       .then(() => writeFiles(projects.noDriver, noDriver)),
     installProject(projects.esmEffect, { tarball, packages: [...EFFECT, ...BULLMQ, "@types/node"], manifest: { type: "module" } })
       .then(() => writeFiles(projects.esmEffect, esmEffect)),
-    installProject(projects.nestCjs, { tarball, packages: [...EFFECT, ...BULLMQ, "@types/node", "reflect-metadata"] })
+    installProject(projects.nestCjs, { tarball, packages: [...EFFECT, ...BULLMQ, ...NEST, "@types/node"] })
       .then(() => writeFiles(projects.nestCjs, nestCjs))
   ])
 }, 300_000)
@@ -84,10 +85,12 @@ interface Served {
 }
 
 /**
- * Start a real engine on a fresh prefix, start `node args` in `cwd` as the worker, run one workflow
- * whose step the worker must answer, then SIGTERM the worker and wait for it to exit.
+ * Start a real engine on a fresh prefix, start `node args` in `cwd` as the worker, and run one
+ * workflow whose step the worker must answer. The step sleeps a while (`sleepMs`); once the worker
+ * prints that it began, SIGTERM goes to the worker, which must drain the step (the workflow completes
+ * with its output) and then exit.
  */
-const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>): Promise<Served> => {
+const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Served> => {
   const engine: EngineHarness = await startEngine({ prefix: uniquePrefix(`edw-pkg-${label}`) })
   let child: ChildProcess | undefined
   try {
@@ -95,28 +98,38 @@ const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>)
     const { host, port } = redisConnection()
     child = spawn(process.execPath, args, {
       cwd,
-      env: cleanEnv({ EDW_PREFIX: engine.prefix, REDIS_URL: `redis://${host}:${port}` }),
+      env: cleanEnv({ ...env, EDW_PREFIX: engine.prefix, REDIS_URL: `redis://${host}:${port}` }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let log = ""
     child.stdout!.on("data", (chunk) => (log += chunk))
     child.stderr!.on("data", (chunk) => (log += chunk))
     const exited = new Promise<Served["exit"]>((resolve) => child!.once("exit", (code, signal) => resolve({ code, signal })))
-    const result = await Promise.race([
-      engine.run("package-check", { n: 21 }, { timeoutMs: 60_000 }),
-      exited.then((exit) => {
-        throw new Error(`the ${label} worker exited early (${JSON.stringify(exit)}):\n${log}`)
-      })
-    ])
-    assert.strictEqual(result.status, "completed", `${label}: ${JSON.stringify(result)}\n${log}`)
+    const within = <A>(promise: Promise<A>, ms: number, what: string) =>
+      Promise.race([
+        promise,
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${label}: ${what} within ${ms / 1000} s:\n${log}`)), ms).unref())
+      ])
+    const result = engine.run("package-check", { n: 21, sleepMs: 1_500 }, { timeoutMs: 60_000 })
+    await within(
+      Promise.race([
+        new Promise<void>((resolve) => {
+          const began = () => log.includes("began\n") ? resolve() : setTimeout(began, 20)
+          began()
+        }),
+        exited.then((exit) => {
+          throw new Error(`the ${label} worker exited early (${JSON.stringify(exit)}):\n${log}`)
+        })
+      ]),
+      60_000,
+      "the step did not begin"
+    )
     child.kill("SIGTERM")
-    const exit = await Promise.race([
-      exited,
-      new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error(`the ${label} worker did not exit within 20s of SIGTERM:\n${log}`)), 20_000).unref()
-      )
-    ])
-    return { output: result.output as EchoOutput, pid: child.pid!, exit, log }
+    const completed = await within(result, 30_000, "the workflow did not complete after SIGTERM")
+    assert.strictEqual(completed.status, "completed", `${label}: ${JSON.stringify(completed)}\n${log}`)
+    const exit = await within(exited, 20_000, "the worker did not exit after SIGTERM")
+    assert.notMatch(log, /interrupting/, `${label}: the step was drained, not interrupted:\n${log}`)
+    return { output: completed.output as EchoOutput, pid: child.pid!, exit, log }
   } finally {
     if (child !== undefined && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
     await engine.close()
@@ -188,11 +201,24 @@ describe("the packed package, installed into user projects", () => {
     assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
   }, 120_000)
 
-  it("a CommonJS NestJS-style app (module commonjs, moduleResolution node) compiles and runs the facade", async () => {
+  it("a CommonJS NestJS app (module commonjs, moduleResolution node) compiles and runs the facade; its shutdown hooks drain the worker", async () => {
     await compile(projects.nestCjs)
-    const served = await serveOne("c", projects.nestCjs, ["dist/main.js"])
+    const served = await serveOne("c", projects.nestCjs, ["dist/main.js"], { NO_COLOR: "1" })
+    assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
+    // NestJS ends the process as the signal would, by sending it again once its hooks are done
+    assert.deepStrictEqual(served.exit, { code: null, signal: "SIGTERM" }, served.log)
+    assert.include(served.log, "left to the application's own SIGTERM handler", served.log)
+    // NestJS's Logger gets one line per log, its fields folded in (not a separate "Object" message)
+    assert.match(served.log, /LOG \[DurableWorker\] .*\{"workerId":"ts-/, served.log)
+    assert.notMatch(served.log, /\bObject\b/, served.log)
+  }, 120_000)
+
+  it("the NestJS app without enableShutdownHooks(): the worker's own SIGTERM handling drains it and ends the process its server keeps alive", async () => {
+    await compile(projects.nestCjs)
+    const served = await serveOne("c2", projects.nestCjs, ["dist/main.js"], { EDW_NEST_HOOKS: "off" })
     assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
     assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+    assert.include(served.log, "SIGTERM: stopping gracefully", served.log)
   }, 120_000)
 
   it("the CommonJS app's declarations check too (skipLibCheck: false), with only the BullMQ drivers installed", async () => {
