@@ -4,7 +4,7 @@
  *
  *   npx tsx --conditions=source examples/durable-workflow.ts
  *
- * (in an application: `npm install effect-durable-worker effect @effect/platform`; no other driver)
+ * (in an application: `npm install effect-durable-worker effect@3 @effect/platform@0.97`; no other driver)
  *
  * With `DURABLE_WORKFLOW_SERVER_URL` set it serves a real server (also reads
  * `DURABLE_WORKFLOW_NAMESPACE`, `DURABLE_WORKFLOW_AUTH_TOKEN`, `DURABLE_WORKFLOW_TASK_QUEUE` and

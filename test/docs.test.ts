@@ -15,3 +15,45 @@ describe("API reference", () => {
     expect(`${stdout}${stderr}`).not.toMatch(/\[warning\]|\[error\]/)
   }, 180_000)
 })
+
+// npm's `latest` of `effect` and of several `@effect/*` packages is Effect 4, so an install line that
+// names one of them bare installs a version outside this package's peer ranges (a peer conflict, or
+// a second Effect). Every install line the README and the examples show names each `effect` and
+// `@effect/*` package with a version inside the range package.json declares for it.
+describe("install lines", () => {
+  it("name every Effect package at a version inside its peer range", async () => {
+    const { readFile, readdir } = await import("node:fs/promises")
+    const manifest = JSON.parse(await readFile(path.join(repoRoot, "package.json"), "utf8")) as {
+      peerDependencies: Record<string, string>
+    }
+    const examples = (await readdir(path.join(repoRoot, "examples"), { recursive: true }))
+      .filter((file) => file.endsWith(".ts"))
+      .map((file) => path.join("examples", file))
+    const lines: Array<[string, string]> = []
+    for (const file of ["README.md", ...examples]) {
+      // a command continued with a backslash is one line
+      const text = (await readFile(path.join(repoRoot, file), "utf8")).replace(/\\\n[\s*]*/g, " ")
+      for (const match of text.matchAll(/npm install ([^`\n#]*)/g)) lines.push([file, match[1]!])
+    }
+    expect(lines.length).toBeGreaterThanOrEqual(6)
+    const problems: Array<string> = []
+    for (const [file, line] of lines) {
+      for (const spec of line.trim().split(/\s+/)) {
+        const at = spec.lastIndexOf("@")
+        const name = at > 0 ? spec.slice(0, at) : spec
+        if (name !== "effect" && !name.startsWith("@effect/")) continue
+        const range = manifest.peerDependencies[name]
+        if (range === undefined) {
+          problems.push(`${file}: ${spec} is not a peer dependency`)
+          continue
+        }
+        // "^3.22.0" admits "3", "3.x"; "^0.108.0" admits "0.108"
+        const [major, minor] = range.replace(/^\^/, "").split(".")
+        const line = major === "0" ? `${major}.${minor}` : major!
+        const version = at > 0 ? spec.slice(at + 1) : ""
+        if (version !== line && !version.startsWith(`${line}.`)) problems.push(`${file}: ${spec} (peer range ${range})`)
+      }
+    }
+    expect(problems).toEqual([])
+  })
+})

@@ -2,8 +2,8 @@
  * A worker on the nestjs-durable engine's database transport on MySQL 8 / MariaDB, through the
  * promise facade.
  *
- *   npm install effect-durable-worker effect @effect/platform @effect/sql @effect/sql-mysql2 \
- *     @effect/experimental mysql2
+ *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @effect/sql@0.52 @effect/sql-mysql2@0.53 \
+ *     @effect/experimental@0.61 mysql2
  *   DATABASE_URL=mysql://root@127.0.0.1:3306/test npx tsx examples/transports/mysql.ts
  */
 import { Worker } from "effect-durable-worker/promise"

@@ -2,8 +2,8 @@
  * A worker on the nestjs-durable engine's database transport on PostgreSQL, as an Effect
  * application: the engine's own task and result tables, `LISTEN/NOTIFY` wake-ups.
  *
- *   npm install effect-durable-worker effect @effect/platform @effect/platform-node \
- *     @effect/sql @effect/sql-pg @effect/experimental pg
+ *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @effect/platform-node@0.108 \
+ *     @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx tsx examples/transports/postgres.ts
  */
 import { NodeRuntime } from "@effect/platform-node"

@@ -1,7 +1,7 @@
 /**
  * A worker on the nestjs-durable engine's Redis/BullMQ transport, as an Effect application.
  *
- *   npm install effect-durable-worker effect @effect/platform @effect/platform-node bullmq ioredis
+ *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @effect/platform-node@0.108 bullmq ioredis
  *   REDIS_URL=redis://127.0.0.1:6379 npx tsx examples/transports/redis.ts
  *
  * `BullMQTransport.layerConfig` reads `REDIS_URL` (and `DURABLE_PREFIX`); the worker's options come

@@ -1,7 +1,7 @@
 /**
  * A worker on the nestjs-durable engine's SQS transport, through the promise facade.
  *
- *   npm install effect-durable-worker effect @effect/platform @aws-sdk/client-sqs
+ *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @aws-sdk/client-sqs
  *   SQS_ENDPOINT=http://127.0.0.1:4566 npx tsx examples/transports/sqs.ts
  *
  * Queue names and the results queue are the engine's (`prefix` as the engine's SQS transport has
