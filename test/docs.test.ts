@@ -20,6 +20,12 @@ describe("API reference", () => {
 // names one of them bare installs a version outside this package's peer ranges (a peer conflict, or
 // a second Effect). Every install line the README and the examples show names each `effect` and
 // `@effect/*` package with a version inside the range package.json declares for it.
+/** The version an install names for a peer range: "^3.22.0" → "3", "^0.108.0" → "0.108". */
+const peerLine = (range: string): string => {
+  const [major, minor] = range.replace(/^\^/, "").split(".")
+  return major === "0" ? `${major}.${minor}` : major!
+}
+
 describe("install lines", () => {
   it("name every Effect package at a version inside its peer range", async () => {
     const { readFile, readdir } = await import("node:fs/promises")
@@ -47,13 +53,28 @@ describe("install lines", () => {
           problems.push(`${file}: ${spec} is not a peer dependency`)
           continue
         }
-        // "^3.22.0" admits "3", "3.x"; "^0.108.0" admits "0.108"
-        const [major, minor] = range.replace(/^\^/, "").split(".")
-        const line = major === "0" ? `${major}.${minor}` : major!
+        const line = peerLine(range)
         const version = at > 0 ? spec.slice(at + 1) : ""
         if (version !== line && !version.startsWith(`${line}.`)) problems.push(`${file}: ${spec} (peer range ${range})`)
       }
     }
     expect(problems).toEqual([])
+  })
+
+  it("the install commands the errors give (a missing driver, the probe server's package) name versions inside the peer ranges", async () => {
+    const { readFile } = await import("node:fs/promises")
+    const { INSTALL_SPECS } = await import("../src/core/internal/packages.js")
+    const { peerDependencies } = JSON.parse(await readFile(path.join(repoRoot, "package.json"), "utf8")) as {
+      peerDependencies: Record<string, string>
+    }
+    for (const name of Object.keys(peerDependencies).filter((name) => name.startsWith("@effect/"))) {
+      // the packages a message can name: the drivers and the probe server's
+      if (!(name in INSTALL_SPECS)) continue
+      expect(INSTALL_SPECS[name], name).toBe(`${name}@${peerLine(peerDependencies[name]!)}`)
+    }
+    const { BULLMQ_PACKAGES, MYSQL_PACKAGES, POSTGRES_PACKAGES, SQS_PACKAGES } = await import("../src/transport/internal/drivers.js")
+    for (const name of [...BULLMQ_PACKAGES, ...MYSQL_PACKAGES, ...POSTGRES_PACKAGES, ...SQS_PACKAGES, "@effect/platform-node"]) {
+      if (name.startsWith("@effect/")) expect(INSTALL_SPECS, name).toHaveProperty([name])
+    }
   })
 })

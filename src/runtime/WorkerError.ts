@@ -5,6 +5,7 @@
  */
 import * as Schema from "effect/Schema"
 import { messageOf } from "../core/internal/errors.js"
+import { installCommand, isNotFound } from "../core/internal/packages.js"
 import type { DeregistrationError, RegistrationError } from "../seam/TransportError.js"
 
 /**
@@ -105,6 +106,10 @@ export class HealthServerError extends Schema.TaggedError<HealthServerError>()("
   cause: Schema.Defect
 }) {
   override get message(): string {
+    if (isNotFound(this.cause)) {
+      return `the health probe server needs @effect/platform-node (an optional peer dependency of effect-durable-worker); ` +
+        `install it: ${installCommand(["@effect/platform-node"])} (${messageOf(this.cause)})`
+    }
     return `the health probe server could not listen on ${this.host}:${this.port}: ${messageOf(this.cause)}; ` +
       "check that the port is free (another worker of this pod?) and that the host is an address of this machine"
   }

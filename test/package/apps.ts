@@ -103,6 +103,27 @@ try {
   }))
 }
 `,
+  // the probe server without @effect/platform-node, and the PostgreSQL transport without its drivers:
+  // each message's install command must work as given (inside the peer ranges)
+  "others.mjs": `
+import { Worker, inMemory, postgres } from "effect-durable-worker/promise"
+
+const outcome = async (run) => {
+  try {
+    await run()
+    return { outcome: "resolved" }
+  } catch (error) {
+    return { outcome: "rejected", tag: error?._tag, message: String(error?.message) }
+  }
+}
+const health = await outcome(() => new Worker({ handleSignals: false, logLevel: "None", health: { port: 0 } }).run(inMemory()))
+const pg = await outcome(() => {
+  const worker = new Worker({ handleSignals: false, logLevel: "None" })
+  worker.step("${STEP}", () => 1)
+  return worker.run(postgres({ url: "postgres://127.0.0.1:5432/never-used" }))
+})
+console.log(JSON.stringify({ health, pg }))
+`,
   "missing.cjs": `
 const { Worker, redis } = require("effect-durable-worker/promise")
 const worker = new Worker({ handleSignals: false, logLevel: "None" })

@@ -178,6 +178,15 @@ describe("the packed package, installed into user projects", () => {
     }
   }, 60_000)
 
+  it("without @effect/platform-node or the PostgreSQL drivers: the messages give install commands inside the peer ranges", async () => {
+    type Outcome = { outcome: string; tag?: string; message?: string }
+    const { health, pg } = await nodeJson<{ health: Outcome; pg: Outcome }>(projects.noDriver, ["others.mjs"])
+    assert.strictEqual(health.tag, "HealthServerError", JSON.stringify(health))
+    assert.include(health.message, "install it: npm install @effect/platform-node@0.108")
+    assert.strictEqual(pg.tag, "MissingDriverError", JSON.stringify(pg))
+    assert.include(pg.message, "install them: npm install @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg")
+  }, 60_000)
+
   it("the package's executable replays recorded histories: `effect-durable-worker verify` exits 0 with the report", async () => {
     const histories = path.join(projects.bullmqPeers, "histories")
     await cp(path.join(FIXTURES, "passing"), histories, { recursive: true })

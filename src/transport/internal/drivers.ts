@@ -4,6 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 import { messageOf } from "../../core/internal/errors.js"
+import { installCommand, isNotFound } from "../../core/internal/packages.js"
 
 /** @internal */
 export const BULLMQ_PACKAGES = ["bullmq", "ioredis"] as const
@@ -26,17 +27,11 @@ export class MissingDriverError extends Schema.TaggedError<MissingDriverError>()
   message: Schema.String
 }) {}
 
-/** Whether an import failed because a package could not be found (ESM and CommonJS alike). */
-const isNotFound = (cause: unknown): boolean => {
-  const code = (cause as { code?: unknown } | null)?.code
-  return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND"
-}
-
 /** The message of a driver that failed to load: what to install, or why it failed when it is installed. */
 const missingDriver = (packages: ReadonlyArray<string>, transport: string, cause: unknown): string =>
   isNotFound(cause)
-    ? `the ${transport} transport needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: npm install ${
-      packages.join(" ")
+    ? `the ${transport} transport needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: ${
+      installCommand(packages)
     } (${messageOf(cause)})`
     : `the ${transport} transport's driver failed to load: ${messageOf(cause)}`
 
