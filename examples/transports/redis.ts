@@ -9,12 +9,13 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
-import { Worker } from "effect-durable-worker"
+import { Worker, WorkerConfig } from "effect-durable-worker"
 import { BullMQTransport } from "effect-durable-worker/bullmq"
 import { steps } from "./steps.js"
 
-const WorkerLive = Worker.layer({ steps, concurrency: 16, shutdownTimeout: "30 seconds" }).pipe(
-  Layer.provide(BullMQTransport.layerConfig())
+// no options here: an option given to Worker.layer would win over its DURABLE_* variable
+const WorkerLive = Worker.layer({ steps }).pipe(
+  Layer.provide(Layer.merge(BullMQTransport.layerConfig(), WorkerConfig.layerConfig()))
 )
 
 NodeRuntime.runMain(Layer.launch(WorkerLive))
