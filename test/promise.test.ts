@@ -23,6 +23,28 @@ import { stepTask as task } from "./support/local.js"
 
 const quiet = { handleSignals: false, logLevel: "None" } as const
 
+/** A logger that keeps the messages of `info` and `warn`. */
+const recordingLogger = () => {
+  const logged: Array<string> = []
+  const logger = { info: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), error: () => {}, debug: () => {} }
+  return { logged, logger }
+}
+
+/**
+ * Runs `body` with `process.exit` recording its codes instead of exiting (the child-process tests
+ * in promiseSignals.test.ts let it happen).
+ */
+const withExitsRecorded = async (body: (exits: ReadonlyArray<number | undefined>) => Promise<void>): Promise<void> => {
+  const exits: Array<number | undefined> = []
+  const exit = process.exit
+  process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
+  try {
+    await body(exits)
+  } finally {
+    process.exit = exit
+  }
+}
+
 describe("promise facade", () => {
   it("runs steps on a transport, stops single-flight and drains before resolving run()", async () => {
     const worker = new Worker({ ...quiet, concurrency: 4, shutdownTimeoutMs: 30_000 })
@@ -207,8 +229,7 @@ describe("promise facade", () => {
   })
 
   it("SIGTERM stops gracefully; a second signal interrupts running work; the process then exits", async () => {
-    const logged: Array<string> = []
-    const logger = { info: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), error: () => {}, debug: () => {} }
+    const { logged, logger } = recordingLogger()
     const worker = new Worker({ logger, shutdownTimeoutMs: 60_000 })
     let aborted = false
     let started!: () => void
@@ -222,11 +243,7 @@ describe("promise facade", () => {
         })
       }))
     const broker = inMemory()
-    const exits: Array<number | undefined> = []
-    const exit = process.exit
-    // the exit is the process's own; here it is recorded instead (the child-process tests let it happen)
-    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
-    try {
+    await withExitsRecorded(async (exits) => {
       const run = worker.run(broker)
       await broker.enqueue(task("r1", "long"))
       await running
@@ -239,9 +256,7 @@ describe("promise facade", () => {
       assert.deepStrictEqual(exits, [], "the caller sees run() settle before the process exits")
       await new Promise((resolve) => setImmediate(resolve))
       assert.deepStrictEqual(exits, [0])
-    } finally {
-      process.exit = exit
-    }
+    })
     assert.isTrue(aborted)
     assert.strictEqual(process.listenerCount("SIGTERM"), 0)
     assert.deepStrictEqual(logged.filter((m) => m.startsWith("SIGTERM")), [
@@ -251,15 +266,11 @@ describe("promise facade", () => {
   })
 
   it("a signal the application listens for itself is left to it: the worker stops only when told", async () => {
-    const logged: Array<string> = []
-    const logger = { info: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), error: () => {}, debug: () => {} }
+    const { logged, logger } = recordingLogger()
     const worker = new Worker({ logger })
     const app = () => {}
     process.on("SIGTERM", app)
-    const exits: Array<number | undefined> = []
-    const exit = process.exit
-    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
-    try {
+    await withExitsRecorded(async (exits) => {
       const run = worker.run(inMemory())
       await worker.status() // the run has started
       process.emit("SIGTERM", "SIGTERM")
@@ -270,10 +281,7 @@ describe("promise facade", () => {
       await run
       await new Promise((resolve) => setImmediate(resolve))
       assert.deepStrictEqual(exits, [], "a stop the application asked for does not end the process")
-    } finally {
-      process.exit = exit
-      process.off("SIGTERM", app)
-    }
+    }).finally(() => process.off("SIGTERM", app))
     assert.strictEqual(process.listenerCount("SIGTERM"), 0)
     assert.include(logged, "SIGTERM: left to the application's own SIGTERM handler, which stops the worker (worker.stop())")
   })
@@ -291,10 +299,7 @@ describe("promise facade", () => {
       await held
       return "done"
     })
-    const exits: Array<number | undefined> = []
-    const exit = process.exit
-    process.exit = ((code?: number) => void exits.push(code)) as typeof process.exit
-    try {
+    await withExitsRecorded(async (exits) => {
       const broker = inMemory()
       const runs = [first.run(inMemory()), second.run(broker)]
       await broker.enqueue(task("r1", "held"))
@@ -309,9 +314,7 @@ describe("promise facade", () => {
       assert.strictEqual(reply._tag === "StepResult" && reply.result.status, "completed", "the held step finished")
       await new Promise((resolve) => setImmediate(resolve))
       assert.deepStrictEqual(exits, [0])
-    } finally {
-      process.exit = exit
-    }
+    })
     assert.strictEqual(process.listenerCount("SIGTERM"), 0)
   })
 })

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "vitest"
+import { waitFor } from "./support/local.js"
 
 const WORKER = fileURLToPath(new URL("./support/signalWorker.ts", import.meta.url))
 
@@ -21,11 +22,12 @@ const signalledRun = async (mode: "alone" | "app-handler") => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   )
   try {
-    const deadline = Date.now() + 30_000
-    while (!output.includes("began\n")) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the step did not begin:\n${output}`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    await waitFor("the step to begin", () => {
+      if (child.exitCode !== null) throw new Error(`the worker exited before its step began:\n${output}`)
+      return output.includes("began\n")
+    }, 30_000).catch((error: Error) => {
+      throw new Error(`${error.message}:\n${output}`)
+    })
     child.kill("SIGTERM")
     const exit = await Promise.race([
       exited,

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
-import { freePort } from "../support/local.js"
+import { freePort, waitFor } from "../support/local.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
@@ -30,14 +30,6 @@ const startEngine = async (dialect: DialectName, options: { readonly namespace?:
 afterAll(async () => {
   await Promise.all(engines.map((engine) => engine.close()))
 })
-
-const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
 
 const taskRows = (engine: SqlEngine) =>
   engine.db.query<{ step_id: string; claimed_by: string | null; claimed_at: string | number | null }>(

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { type EngineHarness, redisConnection, startEngine, uniquePrefix } from "../support/engine.js"
+import { waitFor } from "../support/local.js"
 import { bullmqPeers, type EchoOutput, esmEffect, nestCjs, noDriver, STEP } from "./apps.js"
 import { cleanEnv, installProject, packProject, tscBin } from "./pack.js"
 
@@ -77,6 +78,10 @@ const compile = async (cwd: string, project = "tsconfig.json") => {
   }
 }
 
+/** The NestJS app, compiled once for the tests that run it. */
+let nestCompiled: Promise<void> | undefined
+const compileNest = () => (nestCompiled ??= compile(projects.nestCjs))
+
 interface Served {
   readonly output: EchoOutput
   readonly pid: number
@@ -111,19 +116,12 @@ const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>,
         new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${label}: ${what} within ${ms / 1000} s:\n${log}`)), ms).unref())
       ])
     const result = engine.run("package-check", { n: 21, sleepMs: 1_500 }, { timeoutMs: 60_000 })
-    await within(
-      Promise.race([
-        new Promise<void>((resolve) => {
-          const began = () => log.includes("began\n") ? resolve() : setTimeout(began, 20)
-          began()
-        }),
-        exited.then((exit) => {
-          throw new Error(`the ${label} worker exited early (${JSON.stringify(exit)}):\n${log}`)
-        })
-      ]),
-      60_000,
-      "the step did not begin"
-    )
+    await waitFor(`the ${label} worker's step to begin`, () => {
+      if (child!.exitCode !== null || child!.signalCode !== null) throw new Error(`the ${label} worker exited early (${child!.exitCode ?? child!.signalCode})`)
+      return log.includes("began\n")
+    }, 60_000).catch((error: Error) => {
+      throw new Error(`${error.message}:\n${log}`)
+    })
     child.kill("SIGTERM")
     const completed = await within(result, 30_000, "the workflow did not complete after SIGTERM")
     assert.strictEqual(completed.status, "completed", `${label}: ${JSON.stringify(completed)}\n${log}`)
@@ -211,7 +209,7 @@ describe("the packed package, installed into user projects", () => {
   }, 120_000)
 
   it("a CommonJS NestJS app (module commonjs, moduleResolution node) compiles and runs the facade; its shutdown hooks drain the worker", async () => {
-    await compile(projects.nestCjs)
+    await compileNest()
     const served = await serveOne("c", projects.nestCjs, ["dist/main.js"], { NO_COLOR: "1" })
     assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
     // NestJS ends the process as the signal would, by sending it again once its hooks are done
@@ -223,7 +221,7 @@ describe("the packed package, installed into user projects", () => {
   }, 120_000)
 
   it("the NestJS app without enableShutdownHooks(): the worker's own SIGTERM handling drains it and ends the process its server keeps alive", async () => {
-    await compile(projects.nestCjs)
+    await compileNest()
     const served = await serveOne("c2", projects.nestCjs, ["dist/main.js"], { EDW_NEST_HOOKS: "off" })
     assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
     assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)

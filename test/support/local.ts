@@ -1,6 +1,6 @@
 /**
- * Small helpers shared by the tests: a free loopback port, a private redis-server, and a step task
- * as the engine dispatches it.
+ * Small helpers shared by the tests: a free loopback port, a private redis-server, a step task as
+ * the engine dispatches it, and a wait for a condition.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
@@ -59,3 +59,12 @@ export const stepTask = (runId: string, name: string, input?: unknown) => ({
   transport: "default",
   ...(input === undefined ? {} : { input })
 })
+
+/** Polls `check` every 20 ms until it holds; fails naming `what` after `timeoutMs`. A `check` that throws ends the wait with its error. */
+export const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
