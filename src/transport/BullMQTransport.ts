@@ -163,7 +163,7 @@ const transportError = (operation: string) => (cause: unknown) =>
  * command as an `AuthenticationError` / `PermissionError` cause, anything else as a connection that
  * could not be made; the server's own answer is in the message either way.
  */
-const connectError = (options: Target, connectTimeout: Duration.Duration, cause: unknown) => {
+const connectError = (options: Target, cause: unknown, timedOut: Duration.Duration | undefined) => {
   const secrets = secretsOf(options)
   const safe = safeCause(cause, secrets)
   const where = describeTarget(options)
@@ -178,9 +178,11 @@ const connectError = (options: Target, connectTimeout: Duration.Duration, cause:
   }
   return new RegistrationError({
     transport: NAME,
-    message: `could not connect to Redis at ${where} within ${Duration.format(connectTimeout)} (${
-      safe.message
-    }); check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
+    message: `${
+      timedOut === undefined
+        ? `could not connect to Redis at ${where} (${safe.message})`
+        : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`
+    }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
     cause: safe
   })
 }
@@ -190,35 +192,48 @@ const isRefusal = (error: RegistrationError) =>
   typeof error.cause === "object" && error.cause !== null &&
   ["AuthenticationError", "PermissionError"].includes((error.cause as { _tag?: unknown })._tag as string)
 
-/** One attempt at the first connection. */
+/**
+ * One attempt at the first connection. The client is acquired on its own and connected after, so
+ * that `connectTimeout` can interrupt a connect that never ends (a server that accepts and never
+ * answers): an acquire is uninterruptible, and a timeout inside it would wait for the connect.
+ */
 const connectOnce = (options: Target, connectTimeout: Duration.Duration, commandsPerWrite: number) =>
-  Effect.acquireRelease(
-    Effect.gen(function*() {
-      const settings = { maxRetriesPerRequest: null, lazyConnect: true } as const
-      const client = options.connection === undefined
-        ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
-        : new Redis({ ...options.connection, ...settings })
-      // ioredis rejects a failed connect with "Connection is closed."; the server's answer (WRONGPASS,
-      // NOAUTH, ECONNREFUSED) comes only as an error event, so the last one is kept for the message
-      let lastError: unknown
-      client.on("error", (error) => {
-        // later connection errors surface through the commands that fail; ioredis reconnects by itself
-        lastError = error
-      })
-      countLostConnections(client)
-      coalesceWrites(client, commandsPerWrite)
-      yield* Effect.tryPromise({ try: () => client.connect(), catch: (cause) => lastError ?? cause }).pipe(
-        Effect.timeoutFail({
-          duration: connectTimeout,
-          onTimeout: () => lastError ?? new Error("timed out")
-        }),
-        Effect.mapError((cause) => connectError(options, connectTimeout, cause)),
-        Effect.tapError(() => Effect.sync(() => client.disconnect()))
-      )
-      return client
-    }),
-    (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
-  )
+  Effect.gen(function*() {
+    // ioredis rejects a failed connect with "Connection is closed."; the server's answer (WRONGPASS,
+    // NOAUTH, ECONNREFUSED) comes only as an error event, so the last one is kept for the message
+    let lastError: unknown
+    const client = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const settings = { maxRetriesPerRequest: null, lazyConnect: true } as const
+        const client = options.connection === undefined
+          ? new Redis(options.url ?? "redis://127.0.0.1:6379", settings)
+          : new Redis({ ...options.connection, ...settings })
+        client.on("error", (error) => {
+          // later connection errors surface through the commands that fail; ioredis reconnects by itself
+          lastError = error
+        })
+        countLostConnections(client)
+        coalesceWrites(client, commandsPerWrite)
+        return client
+      }),
+      // QUIT only on a connection that is up: on one still connecting it would wait in the offline queue
+      (client) =>
+        client.status === "ready"
+          ? Effect.promise(() => client.quit().catch(() => client.disconnect()))
+          : Effect.sync(() => client.disconnect())
+    )
+    yield* Effect.tryPromise({ try: () => client.connect(), catch: (cause) => lastError ?? cause }).pipe(
+      Effect.mapError((cause) => connectError(options, cause, undefined)),
+      Effect.timeoutFail({
+        duration: connectTimeout,
+        // the last error the driver saw, if any, is why it is still trying
+        onTimeout: () => connectError(options, lastError ?? new Error("no answer"), connectTimeout)
+      }),
+      // at once, not with the scope: ioredis would go on reconnecting a client given up on
+      Effect.onError(() => Effect.sync(() => client.disconnect()))
+    )
+    return client
+  })
 
 /**
  * The first connection to a broker: one attempt, or with `waitForBroker` as many as it takes while

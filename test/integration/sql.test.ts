@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
-import { freePort, waitFor } from "../support/local.js"
+import { freePort, silentServer, waitFor } from "../support/local.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
@@ -216,6 +216,34 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
     assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
     assert.match(error.message, new RegExp(`could not connect to (PostgreSQL|MySQL/MariaDB) at \\w+://root@127.0.0.1:${port}|could not connect to (PostgreSQL|MySQL/MariaDB) at \\w+://postgres@127.0.0.1:${port}`))
     assert.match(error.message, /DATABASE_URL/)
+  })
+
+  it("a database that accepts connections and never answers fails run after connectTimeout, by URL or by host", async () => {
+    const silent = await silentServer()
+    try {
+      const user = dialect === "postgres" ? "postgres" : "root"
+      const layers = dialect === "postgres"
+        ? [
+          PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: 1_000 }),
+          PostgresSql.layerPostgres({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
+        ]
+        : [
+          MysqlSql.layerMysql({ url: `mysql://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: 1_000 }),
+          MysqlSql.layerMysql({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
+        ]
+      for (const layer of layers) {
+        const worker = new Worker(quiet)
+        worker.step("x", () => 1)
+        const started = Date.now()
+        const error = await worker.run({ layer }).then(() => assert.fail("run should fail"), (e: Error) => e)
+        // the driver's own default is 10 s: the option, not the default, ends the wait
+        assert.isBelow(Date.now() - started, 4_000)
+        assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
+        assert.match(error.message, new RegExp(`could not connect to (PostgreSQL|MySQL/MariaDB) at .*127.0.0.1:${silent.port}`))
+      }
+    } finally {
+      silent.close()
+    }
   })
 })
 

@@ -1,9 +1,9 @@
 /**
- * Small helpers shared by the tests: a free loopback port, a private redis-server, a step task as
- * the engine dispatches it, and a wait for a condition.
+ * Small helpers shared by the tests: a free loopback port, a server that never answers, a private
+ * redis-server, a step task as the engine dispatches it, and a wait for a condition.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { createServer } from "node:net"
+import { type AddressInfo, createServer, type Socket } from "node:net"
 import { Redis } from "ioredis"
 
 /** A TCP port nothing listens on right now, on 127.0.0.1. */
@@ -23,6 +23,23 @@ export const freePort = (): Promise<number> =>
  * for it; with `under`, run by that command, e.g. valgrind) and waits until it answers. Rejects if
  * the server exits first.
  */
+/**
+ * A loopback TCP server that accepts connections and never writes a byte (a broker that hangs, a
+ * firewall that swallows): its port, and `close`, which drops the connections it holds.
+ */
+export const silentServer = async (): Promise<{ readonly port: number; readonly close: () => void }> => {
+  const sockets = new Set<Socket>()
+  const server = createServer((socket) => void sockets.add(socket))
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => {
+      for (const socket of sockets) socket.destroy()
+      server.close()
+    }
+  }
+}
+
 export const startRedisServer = async (
   port: number,
   options: { readonly password?: string; readonly under?: ReadonlyArray<string> } = {}

@@ -7,12 +7,14 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Cause from "effect/Cause"
+import * as Fiber from "effect/Fiber"
+import * as TestClock from "effect/TestClock"
 import type { ChildProcess } from "node:child_process"
 import { afterAll, beforeAll } from "vitest"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
-import { freePort, startRedisServer } from "../support/local.js"
+import { freePort, silentServer, startRedisServer } from "../support/local.js"
 
 const PASSWORD = "redis-pass-7f3a9c"
 
@@ -82,9 +84,25 @@ describe("BullMQ transport: Redis refusing the credentials", () => {
       const free = yield* Effect.promise(freePort)
       const error = yield* failedStart({ url: `redis://:${PASSWORD}@127.0.0.1:${free}`, connectTimeout: "1 second" })
       assert.strictEqual(error._tag, "RegistrationError")
-      assert.match(error.message, /could not connect to Redis at redis:\/\/:\*\*\*\*@127\.0\.0\.1:\d+ within 1s \(connect ECONNREFUSED/)
-      assert.notMatch(error.message, /unknown error/)
+      // refused at once: the message does not claim the timeout was waited out
+      assert.match(error.message, /could not connect to Redis at redis:\/\/:\*\*\*\*@127\.0\.0\.1:\d+ \(connect ECONNREFUSED/)
+      assert.notMatch(error.message, /within|unknown error/)
       assert.notInclude(error.message, PASSWORD)
+    }))
+
+  it.scoped("a server that accepts but never answers fails the start after connectTimeout, saying so (TestClock)", () =>
+    Effect.gen(function*() {
+      const silent = yield* Effect.acquireRelease(Effect.promise(silentServer), (server) => Effect.sync(server.close))
+      const fiber = yield* Effect.fork(failedStart({ url: `redis://127.0.0.1:${silent.port}`, connectTimeout: "3 seconds" }))
+      // the connection is made on the wall clock; the timeout is the test clock's
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
+      yield* TestClock.adjust("2999 millis")
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      assert.isNull(fiber.unsafePoll(), "still connecting before connectTimeout")
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "RegistrationError")
+      assert.match(error.message, new RegExp(`Redis at redis://127.0.0.1:${silent.port} did not answer within 3s; check that Redis is running`))
     }))
 
   it.live("the right password serves", () =>

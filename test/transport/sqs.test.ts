@@ -16,7 +16,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as TestClock from "effect/TestClock"
-import { createServer, type Server, type Socket } from "node:net"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
@@ -25,7 +24,7 @@ import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
 import type { Transport } from "../../src/seam/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { freePort, stepTask as task } from "../support/local.js"
+import { freePort, silentServer, stepTask as task } from "../support/local.js"
 
 const server = useFauxqs()
 
@@ -503,18 +502,7 @@ describe("SQS registration errors", () => {
 
   it.scoped("an endpoint that never answers fails run after connectTimeout (TestClock)", () =>
     Effect.gen(function*() {
-      const sockets: Array<Socket> = []
-      const silent: Server = createServer((socket) => void sockets.push(socket))
-      const port = yield* Effect.acquireRelease(
-        Effect.async<number>((resume) => {
-          silent.listen(0, "127.0.0.1", () => resume(Effect.succeed((silent.address() as { port: number }).port)))
-        }),
-        () =>
-          Effect.async<void>((resume) => {
-            for (const s of sockets) s.destroy()
-            silent.close(() => resume(Effect.void))
-          })
-      )
+      const { port } = yield* Effect.acquireRelease(Effect.promise(silentServer), (silent) => Effect.sync(silent.close))
       const fiber = yield* Effect.fork(
         runWith(
           { clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}` }, connectTimeout: "3 seconds" },

@@ -16,6 +16,16 @@ import type { Connection, ConnectionOptions, Driver } from "../SqlTransport.js"
 import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
 
 /**
+ * The URL with mysql2's `connectTimeout` parameter, unless it names one of its own (mysql2 reads
+ * the parameters of a URL as connection settings).
+ */
+const withConnectTimeout = (url: string, millis: string): Redacted.Redacted => {
+  const parsed = new URL(url)
+  if (!parsed.searchParams.has("connectTimeout")) parsed.searchParams.set("connectTimeout", millis)
+  return Redacted.make(parsed.toString())
+}
+
+/**
  * Connects to MySQL/MariaDB with `@effect/sql-mysql2`, closed with the scope; fails with a
  * {@link RegistrationError} that says what to check. The options are taken as checked
  * (`layerMysql` checks them when it is built).
@@ -24,9 +34,13 @@ import { connectFailed, redact, retryLostConnection } from "./internal/connectio
  * @category constructors
  */
 export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> => {
-  const url = options.url === undefined
-    ? undefined
-    : Redacted.make((Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"))
+  // mysql2's own timer is the one that holds: @effect/sql-mysql2's check of the first connection
+  // cannot be cut short, and it takes its pool settings from the URL alone when there is one
+  const connectTimeout = String(Duration.toMillis(Duration.decode(options.connectTimeout ?? Duration.seconds(5))))
+  const url = options.url === undefined ? undefined : withConnectTimeout(
+    (Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"),
+    connectTimeout
+  )
   return MysqlClient.make({
     url,
     host: url === undefined ? options.host ?? "127.0.0.1" : undefined,
@@ -35,9 +49,7 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
     username: options.username,
     password: redact(options.password),
     maxConnections: options.maxConnections ?? 10,
-    ...(url === undefined && options.connectTimeout !== undefined
-      ? { poolConfig: { connectTimeout: Duration.toMillis(Duration.decode(options.connectTimeout)) } }
-      : {})
+    ...(url === undefined ? { poolConfig: { connectTimeout: Number(connectTimeout) } } : {})
   }).pipe(
     Effect.provide(Reactivity.layer),
     Effect.map((client): Connection => ({ sql: client, dialect: "mysql", listen: Option.none() })),
