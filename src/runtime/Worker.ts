@@ -34,6 +34,7 @@ import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import { messageOf } from "../core/internal/errors.js"
+import { unknownOption } from "../core/internal/options.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
@@ -47,7 +48,7 @@ import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
 import { shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
-import { optionNames, resolve, unknownKey, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
+import { optionNames, resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
   type RunError,
@@ -126,10 +127,8 @@ export const make = <R = never>(
 ): Effect.Effect<Worker<R>, WorkerConfigError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged> =>
   Effect.gen(function*() {
     const { durableWorkflows: durable, steps: stepList, workflows: workflowList, ...options } = definition
-    const unknown = unknownKey(options, optionNames)
-    if (unknown !== undefined) {
-      return yield* new WorkerConfigError({ option: unknown, message: `unknown worker option "${unknown}"` })
-    }
+    const unknown = unknownOption(options, optionNames, "worker")
+    if (unknown !== undefined) return yield* new WorkerConfigError({ option: unknown.key, message: unknown.message })
     const config = yield* resolve(options, yield* WorkerConfig)
     const handlers: Handlers<R> = {
       steps: yield* Step.registry(stepList ?? []),

@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
+import * as Options from "../core/internal/options.js"
 import type * as ReplayCapture from "../core/ReplayCapture.js"
 
 /**
@@ -272,10 +273,8 @@ const health = (value: unknown, fallback: ResolvedHealth | undefined) =>
     if (typeof value !== "object" || value === null) {
       return yield* fail("health", `health must be an object such as { port: 8080 }, got ${String(value)}`)
     }
-    const unknown = unknownKey(value, HEALTH_KEYS)
-    if (unknown !== undefined) {
-      return yield* fail(`health.${unknown}`, `unknown health option "${unknown}" (known: ${HEALTH_KEYS.join(", ")})`)
-    }
+    const unknown = Options.unknownOption(value, HEALTH_KEYS, "health")
+    if (unknown !== undefined) return yield* fail(`health.${unknown.key}`, unknown.message)
     const options = value as HealthOptions
     if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
       return yield* fail("health.port", `health.port must be an integer from 0 to 65535, got ${String(options.port)}`)
@@ -368,8 +367,7 @@ const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
  * @since 0.2.0
  * @category utils
  */
-export const unknownKey = (options: object, known: ReadonlyArray<string>): string | undefined =>
-  Object.keys(options).find((key) => !known.includes(key))
+export const unknownKey: (options: object, known: ReadonlyArray<string>) => string | undefined = Options.unknownKey
 
 /**
  * The names of {@link WorkerOptions}.

@@ -63,6 +63,14 @@ describe("WorkerConfig", () => {
       const error = yield* Effect.flip(Worker.make({ shutdownTimeoutMs: 10 } as Worker.WorkerDefinition))
       assert.strictEqual(error._tag, "WorkerConfigError")
       assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "shutdownTimeoutMs")
+      // the promise facade's name of a duration, pointed to the Effect API's, with the options listed
+      assert.match(
+        error.message,
+        /^unknown worker option "shutdownTimeoutMs"; did you mean "shutdownTimeout"\? it takes a duration: milliseconds, or a string such as "5 seconds"; the options are workerId, buildId, /
+      )
+      const health = yield* Effect.flip(Worker.make({ health: { prot: 8080 } } as unknown as Worker.WorkerDefinition))
+      assert.strictEqual((health as WorkerConfig.WorkerConfigError).option, "health.prot")
+      assert.match(health.message, /unknown health option "prot"; did you mean "port"\?; the options are port, host, metrics, loopDelayThreshold/)
     }))
 
   it("resolve checks each option and names the first bad one", () => {

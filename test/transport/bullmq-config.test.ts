@@ -20,7 +20,7 @@ const refused = (options: BullMQTransport.BullMQOptions) =>
   buildError(BullMQTransport.layer({ url: unreachable, ...options }))
 
 const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, RegExp]> = [
-  ["an unknown key", { lockDurationMs: 1_000 }, "lockDurationMs", /unknown BullMQ option "lockDurationMs"; the options are url, /],
+  ["an unknown key", { lockDurationMs: 1_000 }, "lockDurationMs", /unknown BullMQ option "lockDurationMs"; did you mean "lockDuration"\? it takes a duration: milliseconds, or a string such as "5 seconds"; the options are url, /],
   ["a URL that is not redis://", { url: "http://127.0.0.1:6379" }, "url", /url must be a redis:\/\/ or rediss:\/\/ URL/],
   ["ioredis options that are not an object", { connection: "127.0.0.1:6379" }, "connection", /connection must be ioredis options/],
   ["an empty prefix", { prefix: "" }, "prefix", /prefix must be a non-empty string, got ""/],
@@ -47,7 +47,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
     /brokers\.default has the id of the main broker \(brokerId "default"\)/
   ],
   ["a broker that is not an object", { brokers: { b: "redis://b" } }, "brokers.b", /brokers\.b must be \{ url \} or \{ connection \}/],
-  ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown option "host" of brokers\.b/],
+  ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown brokers\.b option "host"; the options are url, connection/],
   ["a broker URL that is not redis://", { brokers: { b: { url: "b:6379" } } }, "brokers.b.url", /brokers\.b\.url must be a redis:\/\//]
 ]
 

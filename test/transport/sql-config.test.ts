@@ -23,7 +23,7 @@ const unreachable = { postgres: "postgres://postgres:s3cret@127.0.0.1:1/test", m
 const buildError = <A, E>(layer: Layer.Layer<A, E>) => Effect.flip(Effect.scoped(Layer.build(layer)))
 
 const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, RegExp]> = [
-  ["an unknown key", { leaseMs: 1_000 }, "leaseMs", /unknown SQL transport option "leaseMs"; the options are prefix, /],
+  ["an unknown key", { leaseMs: 1_000 }, "leaseMs", /unknown SQL transport option "leaseMs"; did you mean "lease"\?.*; the options are prefix, /],
   ["a prefix SQL names cannot take", { prefix: "bad prefix" }, "prefix", /table prefix "bad prefix" must be 1-40 characters/],
   ["a prefix that is not a string", { prefix: 5 }, "prefix", /prefix must be a string, got 5/],
   ["a partition that is not a string", { partition: 5 }, "partition", /partition must be a string/],

@@ -25,7 +25,7 @@ const refused = (options: Record<string, unknown>) =>
   buildError(SqsTransport.layer({ clientConfig, ...options } as SqsTransport.SqsOptions))
 
 const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, RegExp]> = [
-  ["an unknown key", { waitTimeMs: 1_000 }, "waitTimeMs", /unknown SQS option "waitTimeMs"; the options are client, clientConfig, /],
+  ["an unknown key", { waitTimeMs: 1_000 }, "waitTimeMs", /unknown SQS option "waitTimeMs"; did you mean "waitTime"\?.*; the options are client, clientConfig, /],
   [
     "a client setting outside clientConfig",
     { region: "eu-west-1" },

@@ -6,8 +6,10 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { unknownKey } from "../../runtime/WorkerConfig.js"
+import { unknownOption } from "../../core/internal/options.js"
 import type { Transport } from "../../seam/Transport.js"
+
+export { unknownOption } from "../../core/internal/options.js"
 
 /**
  * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
@@ -18,22 +20,6 @@ import type { Transport } from "../../seam/Transport.js"
  */
 export interface TransportHandle {
   readonly layer: Layer.Layer<Transport, unknown>
-}
-
-/**
- * The first key of `options` not in `known`, with why it is refused: the key named, with its
- * milliseconds form when that is the option meant, and the options there are.
- */
-export const unknownOption = (
-  options: object | undefined,
-  known: ReadonlyArray<string>,
-  what: string
-): { readonly key: string; readonly message: string } | undefined => {
-  const key = options === undefined ? undefined : unknownKey(options, known)
-  if (key === undefined) return undefined
-  const millis = `${key}Ms`
-  const hint = known.includes(millis) ? ` (durations are in milliseconds here: ${millis})` : ""
-  return { key, message: `unknown ${what} option "${key}"${hint}; the options are ${known.join(", ")}` }
 }
 
 /** Throws a `TypeError` naming an unknown key of `options`. */

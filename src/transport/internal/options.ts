@@ -9,7 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { inspect } from "node:util"
-import { unknownKey } from "../../runtime/WorkerConfig.js"
+import { unknownOption } from "../../core/internal/options.js"
 
 /**
  * A value for a message: strings quoted, the credentials of a URL (`//user:pass@`) masked, since
@@ -48,10 +48,8 @@ export const checks = <E>(
     fail,
     /** Refuses the first key not in `known`, listing the options. */
     refuseUnknown: (options: object, known: ReadonlyArray<string>): Either.Either<void, E> => {
-      const key = unknownKey(options, known)
-      return key === undefined
-        ? Either.void
-        : fail(key, `unknown ${transport} option "${key}"; the options are ${known.join(", ")}`)
+      const unknown = unknownOption(options, known, transport)
+      return unknown === undefined ? Either.void : fail(unknown.key, unknown.message)
     },
     /** A string option; an empty one only with `empty`, where it means the default (a namespace, a partition). */
     string: (option: string, value: unknown, empty = false): Either.Either<string | undefined, E> =>

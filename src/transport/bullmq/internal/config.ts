@@ -9,7 +9,7 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import { unknownKey } from "../../../runtime/WorkerConfig.js"
+import { unknownOption } from "../../../core/internal/options.js"
 import type { BrokerTarget, BullMQOptions } from "../../BullMQTransport.js"
 import { checks, isRecord, show } from "../../internal/options.js"
 import { isSecret, reveal } from "../../internal/redact.js"
@@ -85,10 +85,8 @@ const { boolean, duration, fail, refuseUnknown, string } = checks(
 
 /** Refuses an unknown key of one further broker, `scope` (`brokers.<id>`) in its option name. */
 const refuseUnknownOfBroker = (value: object, scope: string) => {
-  const key = unknownKey(value, TARGET_KEYS)
-  return key === undefined
-    ? Either.void
-    : fail(`${scope}.${key}`, `unknown option "${key}" of ${scope}; a broker takes ${TARGET_KEYS.join(" or ")}`)
+  const unknown = unknownOption(value, TARGET_KEYS, scope)
+  return unknown === undefined ? Either.void : fail(`${scope}.${unknown.key}`, unknown.message)
 }
 
 const isRedisUrl = (value: unknown) => {

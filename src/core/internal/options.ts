@@ -1,0 +1,72 @@
+/**
+ * How every option object of the package refuses a key it does not know: the key named, the
+ * option most likely meant (a misspelling, another case, or the other unit's name: the promise
+ * facade's `…Ms` numbers against the Effect API's durations), and the options there are.
+ *
+ * @internal
+ */
+
+/**
+ * The first key of `options` not in `known`.
+ *
+ * @internal
+ */
+export const unknownKey = (options: object, known: ReadonlyArray<string>): string | undefined =>
+  Object.keys(options).find((key) => !known.includes(key))
+
+/**
+ * Edits from `a` to `b` (insert, delete, replace, or swap two neighbours: "prot" is one from
+ * "port"), or `limit + 1` once over `limit`.
+ */
+const distance = (a: string, b: string, limit: number): number => {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1
+  const rows: Array<Array<number>> = [Array.from({ length: b.length + 1 }, (_, j) => j)]
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i]
+    for (let j = 1; j <= b.length; j++) {
+      let edits = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) edits = Math.min(edits, rows[i - 2]![j - 2]! + 1)
+      row[j] = edits
+    }
+    if (Math.min(...row) > limit) return limit + 1
+    rows.push(row)
+  }
+  return rows[a.length]![b.length]!
+}
+
+/** What the user most likely meant by `key`, as a clause of the message, if anything stands out. */
+const suggestion = (key: string, known: ReadonlyArray<string>): string => {
+  const millis = `${key}Ms`
+  if (known.includes(millis)) return `; did you mean "${millis}"? durations are in milliseconds here`
+  const duration = key.endsWith("Ms") ? key.slice(0, -2) : undefined
+  if (duration !== undefined && known.includes(duration)) {
+    return `; did you mean "${duration}"? it takes a duration: milliseconds, or a string such as "5 seconds"`
+  }
+  const lower = key.toLowerCase()
+  const sameLetters = known.find((name) => name.toLowerCase() === lower)
+  if (sameLetters !== undefined) return `; did you mean "${sameLetters}"?`
+  // a slip of a letter or two; not for short keys, where two edits reach half the names
+  const limit = key.length <= 4 ? 1 : 2
+  let best: { readonly name: string; readonly edits: number } | undefined
+  for (const name of known) {
+    const edits = distance(lower, name.toLowerCase(), limit)
+    if (edits <= limit && (best === undefined || edits < best.edits)) best = { name, edits }
+  }
+  return best === undefined ? "" : `; did you mean "${best.name}"?`
+}
+
+/**
+ * The first key of `options` not in `known`, with the message that refuses it:
+ * `unknown <what> option "<key>"; did you mean "<name>"?; the options are …`.
+ *
+ * @internal
+ */
+export const unknownOption = (
+  options: object | undefined,
+  known: ReadonlyArray<string>,
+  what: string
+): { readonly key: string; readonly message: string } | undefined => {
+  const key = options === undefined ? undefined : unknownKey(options, known)
+  if (key === undefined) return undefined
+  return { key, message: `unknown ${what} option "${key}"${suggestion(key, known)}; the options are ${known.join(", ")}` }
+}
