@@ -16,6 +16,7 @@ import * as ReplayCapture from "../core/ReplayCapture.js"
 import { processWorkflowTask } from "../core/Workflow.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { Handlers, Outcome } from "../seam/Protocol.js"
+import { logMalformed } from "./internal/malformed.js"
 
 /**
  * What a worker sends back to the nestjs-durable engine: a step result (`<P>-results`) or a
@@ -38,7 +39,7 @@ const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
     onRight: (task) => Effect.flatMap(processStep(handlers.steps, task), (result) => Effect.succeed(stepReply(result))),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
       Effect.as(
-        Effect.logError("malformed step task", error.detail),
+        logMalformed("step", error.detail, error.identity),
         error.identity === undefined
           ? Protocol.reject(error.message)
           : stepReply({
@@ -77,7 +78,7 @@ const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string |
       ),
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
       Effect.as(
-        Effect.logError("malformed workflow task", error.detail),
+        logMalformed("workflow", error.detail, error.identity),
         error.identity === undefined
           ? Protocol.reject(error.message)
           : decisionReply({

@@ -424,17 +424,20 @@ export const layer = <R = never>(
       yield* Effect.addFinalizer(() =>
         Effect.flatMap(Ref.get(failedLater), (failed) => Option.isSome(failed) ? Effect.die(Cause.squash(failed.value)) : Effect.void)
       )
-      const running = yield* worker.run.pipe(
-        Effect.tapErrorCause((cause) => Effect.logError("worker failed", cause)),
-        Effect.forkScoped
-      )
-      // built when registered; a run that ended before that (a failed registration) fails the layer
+      const running = yield* Effect.forkScoped(worker.run)
+      // built when registered; a run that ended before that (a failed registration) fails the layer,
+      // and whoever built it reports the error: it is not logged here as well
       yield* Effect.raceFirst(worker.registered, Effect.zipRight(Fiber.join(running), Effect.never))
-      // a failure after that ends whatever waits on the layer (Layer.launch's never), with the error
+      // a failure after that is logged at once (the layer's release, which fails with it, may come
+      // much later when the layer was merged beside others) and ends whatever waits on the layer
+      // (Layer.launch's never)
       yield* Fiber.await(running).pipe(
         Effect.flatMap((exit) =>
           Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)
-            ? Effect.zipRight(Ref.set(failedLater, Option.some(exit.cause)), Fiber.interruptFork(builder))
+            ? Effect.logError("worker failed", exit.cause).pipe(
+              Effect.zipRight(Ref.set(failedLater, Option.some(exit.cause))),
+              Effect.zipRight(Fiber.interruptFork(builder))
+            )
             : Effect.void
         ),
         Effect.forkScoped

@@ -60,6 +60,7 @@ import * as Stream from "effect/Stream"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
+import { logMalformed } from "../protocol/internal/malformed.js"
 import * as Protocol from "../seam/Protocol.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as Batcher from "./internal/batcher.js"
@@ -186,7 +187,7 @@ const unreadableProtocol = (
   ...base,
   process: () =>
     Effect.as(
-      Effect.logError("malformed step task", row.detail),
+      logMalformed("step", row.detail, row.identity),
       Protocol.reply<NestReply>({
         _tag: "StepResult",
         result: {

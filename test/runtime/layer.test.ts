@@ -45,6 +45,8 @@ describe("Worker.layer", () => {
     assert.notStrictEqual(result.code, 0, result.output)
     assert.isFalse(result.killed, `the process did not exit by itself: ${result.output}`)
     assert.match(result.output, /RegistrationError|could not connect/)
+    // reported once, by runMain: the layer that fails with it does not log it as well
+    assert.strictEqual(result.output.match(/could not connect to Redis/g)?.length, 1, result.output)
   })
 
   it("NodeRuntime.runMain(Layer.launch(Worker.layer(...))) exits non-zero with the error when its poll loop dies after it was built", async () => {

@@ -3,7 +3,9 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
@@ -426,7 +428,11 @@ describe("Worker dispatch", () => {
   it.effect("bad input loses nothing: malformed tasks are answered or rejected and the worker goes on", () =>
     Effect.gen(function*() {
       const { broker, worker, start } = yield* setup()
-      yield* start(worker.run)
+      const logged: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown> }> = []
+      const logger = Logger.make(({ annotations, logLevel, message }) => {
+        if (logLevel._tag === "Error") logged.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+      })
+      yield* start(Effect.provide(worker.run, Logger.replace(Logger.defaultLogger, logger)))
       yield* broker.enqueue("not a task")
       yield* broker.enqueue({ runId: "r2", seq: 0, stepId: "r2:0", name: "sleep", attempt: "one" })
       yield* broker.enqueue(task("r3", "unknown.step"))
@@ -443,6 +449,13 @@ describe("Worker dispatch", () => {
       const rejected = yield* broker.rejected
       assert.strictEqual(rejected.length, 2)
       assert.strictEqual(yield* broker.pending, 0)
+      // one message each (a logfmt line with one message= key), the decoder's account and the run's
+      // coordinates as fields of their own
+      const malformed = logged.filter((l) => String(l.message).startsWith("malformed"))
+      assert.deepStrictEqual(malformed.map((l) => l.message), [["malformed step task"], ["malformed step task"], ["malformed workflow task"]])
+      const r2 = malformed.find((l) => l.annotations.runId === "r2")
+      assert.strictEqual(r2?.annotations.stepId, "r2:0")
+      assert.match(String(r2?.annotations.detail), /attempt/)
     }))
 
   it.effect("a reply that cannot be delivered is retried, then left with the broker (not lost, no crash)", () =>
