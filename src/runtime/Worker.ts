@@ -248,14 +248,28 @@ export const make = <R = never>(
       yield* enter("registering")
       yield* pools.declare(Object.values(transport.protocol.pools))
       const resources = yield* Scope.make()
-      const registering = yield* transport.register(description).pipe(Scope.extend(resources), Effect.exit)
+      // a stop while the worker is still registering (waiting for its broker, its tables or its
+      // queues) ends the wait: nothing was registered, so nothing is deregistered. Disconnected, so
+      // that a registration that ignores its interruption (a transport's uninterruptible call) does
+      // not hold the stop: it is left to end on its own, its resources closed as they come.
+      const registering = yield* Effect.raceFirst(
+        Effect.map(Effect.disconnect(Scope.extend(transport.register(description), resources)), Option.some),
+        Effect.as(Deferred.await(stopRequested), Option.none<Registration>())
+      ).pipe(Effect.exit)
       if (Exit.isFailure(registering)) {
         yield* Scope.close(resources, registering)
         yield* Deferred.succeed(shutdownOutcome, undefined)
         yield* Deferred.failCause(registered, registering.cause)
         return yield* Effect.failCause(registering.cause)
       }
-      const registration = registering.value
+      if (Option.isNone(registering.value)) {
+        yield* Scope.close(resources, Exit.void)
+        yield* Effect.logInfo(`worker ${workerId} stopped before it had registered on ${transport.name}`)
+        yield* Deferred.succeed(shutdownOutcome, undefined)
+        yield* Deferred.interrupt(registered)
+        return
+      }
+      const registration = registering.value.value
       yield* pools.declare(registration.pollers.map((poller) => poller.pool))
       const controller = yield* ConcurrencyController.make(config.concurrencyOption).pipe(Effect.orDie, Scope.extend(resources))
       yield* Ref.set(controllerRef, Option.some(controller))

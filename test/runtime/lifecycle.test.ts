@@ -66,6 +66,22 @@ describe("Worker lifecycle", () => {
       assert.strictEqual(yield* broker.pending, 1)
     }))
 
+  it.effect("a stop while the registration is pending ends it: run ends, nothing deregistered, status stopped", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setRegisterFault({ _tag: "Hang" })
+      const running = yield* start(worker.run)
+      yield* settle
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual((yield* worker.status).state, "registering")
+      yield* worker.stop
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(running)))
+      assert.deepStrictEqual(yield* ops, ["register"])
+      assert.strictEqual((yield* worker.status).state, "stopped")
+      // whoever waits for the registration learns it will not come
+      assert.isTrue(Exit.isInterrupted(yield* Effect.exit(worker.registered)))
+    }))
+
   it.effect("L1: the first poll follows a successful registration", () =>
     Effect.gen(function*() {
       const { worker, start, ops } = yield* setup()

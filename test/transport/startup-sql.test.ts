@@ -95,6 +95,27 @@ for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<Dia
         yield* Fiber.join(running)
       }).pipe(Effect.scoped), 40_000)
 
+    it.live("a stop while the worker waits for its tables ends the wait: run ends, no tables are made", () =>
+      Effect.gen(function*() {
+        const prefix = uniqueTablePrefix()
+        const db = openDb(dialect, 2)
+        yield* Effect.addFinalizer(() => Effect.promise(async () => {
+          await dropTables(db, prefix)
+          await db.end()
+        }))
+        const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
+        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+        const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
+        const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)), Effect.fork)
+        yield* Effect.sleep("1500 millis")
+        assert.strictEqual((yield* worker.status).state, "registering")
+        const started = Date.now()
+        yield* worker.stop.pipe(Effect.timeout("5 seconds"))
+        yield* Fiber.join(running).pipe(Effect.timeout("5 seconds"))
+        assert.isBelow(Date.now() - started, 5_000)
+        assert.strictEqual((yield* worker.status).state, "stopped")
+      }).pipe(Effect.scoped), 40_000)
+
     it.live("a worker started before the engine (autoCreate off) serves its steps once the engine has created the tables", () =>
       Effect.gen(function*() {
         const prefix = uniqueTablePrefix()
