@@ -101,8 +101,11 @@ export interface SqsOptions extends SqsTransportOptions {
 
 const NAME = "sqs"
 
-/** How long shutdown waits for receives left running by interrupted polls before aborting them. */
-const DETACHED_RECEIVE_GRACE = Duration.seconds(1)
+/**
+ * How long past its wait time shutdown gives a receive left running by an interrupted poll (the
+ * answer's way back) before aborting it.
+ */
+const DETACHED_RECEIVE_MARGIN = Duration.seconds(2)
 
 
 const errorName = (error: unknown): string | undefined =>
@@ -631,15 +634,23 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
 
       // Receives run detached from the poll that started them. SQS keeps serving a long poll whose
       // connection was closed, so aborting one at shutdown would let it swallow the next message (our
-      // own abandoned tasks included) until its visibility lapsed; an interrupted poll instead leaves
-      // its receive running, and whatever that receive brings is given back at once.
+      // own abandoned tasks included) until its visibility lapsed: another worker, idle beside it,
+      // would not see that task for the whole visibility timeout. An interrupted poll instead leaves
+      // its receive running to the end of its wait, and whatever it brings is given back at once.
+      // Shutdown waits for them (they run alongside the drain, so a worker stops within its
+      // shutdownTimeout as long as waitTime is shorter); past the margin they are aborted.
       const receives = yield* FiberSet.make<void>()
       yield* Effect.addFinalizer(() =>
-        Effect.forEach(Array.from(receives), Fiber.await, { discard: true }).pipe(
-          Effect.interruptible, // finalizers run uninterruptibly: let the grace cut the wait short
-          Effect.timeout(DETACHED_RECEIVE_GRACE),
-          Effect.ignore
-        )
+        Effect.suspend(() => {
+          const left = Array.from(receives)
+          if (left.length === 0) return Effect.void
+          return Effect.logDebug(`waiting up to ${waitSeconds}s for ${left.length} SQS long poll(s) to end, so that none hides a message`).pipe(
+            Effect.zipRight(Effect.forEach(left, Fiber.await, { discard: true })),
+            Effect.interruptible, // finalizers run uninterruptibly: let the timeout cut the wait short
+            Effect.timeout(Duration.sum(Duration.seconds(waitSeconds), DETACHED_RECEIVE_MARGIN)),
+            Effect.ignore
+          )
+        })
       )
       const receiveDetached = (queueUrl: string, queueName: string, max: number) =>
         Effect.gen(function*() {

@@ -14,6 +14,8 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Queue from "effect/Queue"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
@@ -364,6 +366,51 @@ describe("SQS transport on fauxqs", () => {
       const releases = (yield* f.callsOf("ChangeMessageVisibilityCommand")).filter((c) => c.input.VisibilityTimeout === 0)
       assert.isAtLeast(releases.length, 2)
       assert.strictEqual(hold.runs(), 1)
+    }))
+
+  it.scopedLive("a long poll in flight at stop is waited for, so a message sent meanwhile is given back, not hidden", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const ran = yield* Queue.unbounded<string>()
+      const worker = yield* Worker.make({
+        steps: [Step.make("late", (_: unknown, ctx) => Queue.offer(ran, ctx.stepId))],
+        pollTimeout: "4 seconds"
+      })
+      const running = yield* f.start(worker.run)
+      yield* f.nextCall("ReceiveMessageCommand")
+      const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
+      // past the moment an aborted receive used to be let go, within the 4 s SQS holds it open
+      yield* Effect.sleep("1500 millis")
+      yield* f.send("late", task("r-late", "late"))
+      yield* Fiber.join(stopping)
+      // SQS served the message to the receive still open; it was handed back at once (visibility 0)
+      // rather than left invisible for the visibility timeout, out of reach of every other worker
+      assert.deepStrictEqual(yield* Effect.promise(() => server().counts(f.tasksQueue("late"))), { visible: 1, inFlight: 0 })
+      assert.strictEqual(yield* Queue.size(ran), 0, "a stopping worker starts nothing")
+    }), 20_000)
+
+  it.scoped("a long poll left running at stop is waited for up to its wait time and 2 s more, then aborted (TestClock)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      // a receive that never comes back, whatever SQS does
+      f.recorder.client.middlewareStack.add(
+        (next, context) => (args) => context.commandName === "ReceiveMessageCommand" ? new Promise(() => {}) : next(args),
+        { step: "initialize", name: "receivesHang" }
+      )
+      const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.void)], pollTimeout: "3 seconds" })
+      const lines: Array<string> = []
+      const logger = Logger.make(({ message }) => void lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
+      const running = yield* f.start(Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))))
+      yield* f.nextCall("ReceiveMessageCommand")
+      const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
+      // the worker has drained and deregistered, and waits for the receive from here
+      yield* eventually("the wait for the long poll", async () => lines.some((l) => l.startsWith("waiting up to 3s for 1 SQS long poll")) || undefined)
+      yield* settle
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      assert.isNull(stopping.unsafePoll(), "still waiting for the long poll (3 s + 2 s)")
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(stopping)
     }))
 
   it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
