@@ -228,6 +228,14 @@ const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", 
 
 const RUN_UNTIL_KEYS: ReadonlyArray<keyof RunUntilOptions> = ["until", "pollIntervalMs", "timeoutMs"]
 
+const HEALTH_KEYS: ReadonlyArray<keyof NonNullable<WorkerOptions["health"]>> = ["port", "host", "metrics", "loopDelayThresholdMs"]
+
+/** An unknown key of the `health` object, named as its option (`health.<key>`). */
+const unknownHealthOption = (health: unknown) => {
+  const unknown = typeof health === "object" && health !== null ? unknownOption(health, HEALTH_KEYS, "health") : undefined
+  return unknown === undefined ? undefined : { key: `health.${unknown.key}`, message: unknown.message }
+}
+
 const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => ({
   ...(options.workerId === undefined ? {} : { workerId: options.workerId }),
   ...(options.buildId === undefined ? {} : { buildId: options.buildId }),
@@ -270,7 +278,7 @@ export class Worker {
   constructor(options: WorkerOptions = {}) {
     this.#options = options
     // validate now, so a bad option fails where it is written rather than at run()
-    const unknown = unknownOption(options, WORKER_KEYS, "Worker")
+    const unknown = unknownOption(options, WORKER_KEYS, "Worker") ?? unknownHealthOption(options.health)
     if (unknown !== undefined) throw new EffectWorker.WorkerConfigError({ option: unknown.key, message: unknown.message })
     settleSync(EffectWorker.make({ ...toEffectOptions(options), steps: [] }))
   }

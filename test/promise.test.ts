@@ -18,7 +18,7 @@ import {
   Worker,
   type WorkerOptions
 } from "../src/promise.js"
-import { stepTask as task } from "./support/local.js"
+import { stepTask as task, waitFor } from "./support/local.js"
 
 
 const quiet = { handleSignals: false, logLevel: "None" } as const
@@ -104,6 +104,14 @@ describe("promise facade", () => {
     assert.match(refused(() => new Worker({ concurency: 4 } as WorkerOptions)).message, /unknown Worker option "concurency"; did you mean "concurrency"\?; the options are workerId, /)
     assert.match(refused(() => new Worker({ LogLevel: "Info" } as WorkerOptions)).message, /unknown Worker option "LogLevel"; did you mean "logLevel"\?/)
     assert.match(refused(() => new Worker({ tracer: true } as WorkerOptions)).message, /unknown Worker option "tracer"; the options are workerId, /)
+    // inside health too: a misspelt key would have left /metrics off, or the threshold at its default
+    const health = refused(() => new Worker({ health: { port: 0, metric: true } } as WorkerOptions))
+    assert.strictEqual(health.option, "health.metric")
+    assert.match(health.message, /unknown health option "metric"; did you mean "metrics"\?; the options are port, host, metrics, loopDelayThresholdMs/)
+    assert.match(
+      refused(() => new Worker({ health: { port: 0, loopDelayThreshold: 500 } } as WorkerOptions)).message,
+      /unknown health option "loopDelayThreshold"; did you mean "loopDelayThresholdMs"\? durations are in milliseconds here/
+    )
 
     const step = refused(() => new Worker(quiet).step("pay", () => 1, { inputs: undefined } as StepOptions<unknown, unknown>))
     assert.instanceOf(step, TypeError)
@@ -198,6 +206,8 @@ describe("promise facade", () => {
     const broker = inMemory()
     ;(await import("effect")).Effect.runSync(broker.broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" }))
     const running = worker.run(broker)
+    // registered first: a stop while the worker registers ends the registration instead
+    await waitFor("the worker running", async () => (await worker.status()).state === "running")
     const outcomes = await Promise.allSettled([worker.stop(), worker.stop(), running])
     for (const outcome of outcomes) {
       assert.strictEqual(outcome.status, "rejected")
