@@ -124,6 +124,8 @@ describe("health probe server", () => {
       const error = yield* Effect.flip(Effect.provide(second.run, Layer.merge((yield* InMemory.make()).layer, memory)))
       assert.strictEqual(error._tag, "HealthServerError")
       assert.include(error.message, `127.0.0.1:${port}`)
+      // the server's own reason, not the empty message of the error that wraps it
+      assert.match(error.message, new RegExp(`could not listen on 127.0.0.1:${port}: listen EADDRINUSE`))
       assert.strictEqual((yield* second.status).state, "failed")
       yield* Effect.flip(second.registered)
       yield* first.stop

@@ -1,12 +1,22 @@
 /**
  * A readable message for anything thrown: an `Error`'s message, the `message` of an object that
- * carries one, else the value as a string.
+ * carries one, else the value as a string. An error with an empty message (a wrapper such as
+ * `@effect/platform`'s `ServeError`) speaks through its `cause`: the first non-empty message down the
+ * chain, else its tag or name.
  *
  * @internal
  */
-export const messageOf = (error: unknown): string =>
-  error instanceof Error
-    ? error.message
-    : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
-    ? (error as { message: string }).message
-    : String(error)
+export const messageOf = (error: unknown): string => {
+  const carries = (value: unknown): value is { readonly message: string; readonly cause?: unknown } =>
+    value instanceof Error ||
+    (typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string")
+  if (!carries(error)) return String(error)
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && carries(current); depth++) {
+    if (current.message !== "") return current.message
+    current = current.cause
+  }
+  if (typeof current === "string" && current !== "") return current
+  const { _tag, name } = error as { readonly _tag?: unknown; readonly name?: unknown }
+  return typeof _tag === "string" ? _tag : typeof name === "string" ? name : ""
+}
