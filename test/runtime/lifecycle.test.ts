@@ -6,6 +6,7 @@ import * as Fiber from "effect/Fiber"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
@@ -388,6 +389,34 @@ describe("Worker dispatch", () => {
       const reply = yield* broker.takeReply
       assert.strictEqual(resultOf(reply).output, "a")
       assert.isNull(running.unsafePoll())
+    }))
+
+  it.effect("a run of poll failures is one warning with the reason, debug lines after it, and a line when polling works again", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start } = yield* setup({ pollRetryDelay: "1 second" })
+      const logged: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        const text = Array.isArray(message) ? message.join(" ") : String(message)
+        if (text.includes("poll")) logged.push(`${logLevel.label} ${text}`)
+      })
+      yield* broker.setPollFault({ _tag: "Fail", message: "connection reset" })
+      yield* start(Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))))
+      yield* settle
+      for (let i = 0; i < 4; i++) {
+        yield* TestClock.adjust("1 second")
+        yield* settle
+      }
+      yield* broker.setPollFault(undefined)
+      yield* TestClock.adjust("1 second")
+      // the poll that works again returns with this task
+      yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
+      yield* settle
+      const poller = logged[0]!.match(/poll failed on (.+?):/)![1]
+      assert.deepStrictEqual(logged, [
+        `WARN poll failed on ${poller}: connection reset; retrying every 1s (until it works again, further failures are debug lines)`,
+        ...[2, 3, 4, 5].map((n) => `DEBUG poll failed on ${poller} again (${n}): connection reset`),
+        `INFO polling ${poller} again after 5 failed attempt(s)`
+      ])
     }))
 
   it.effect("heartbeats every interval, the first one interval after registration, with the status", () =>

@@ -1,6 +1,7 @@
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -8,6 +9,7 @@ import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
+import { messageOf } from "../../core/internal/errors.js"
 import type { Handlers, Outcome, TaskLabel } from "../../seam/Protocol.js"
 import type { Delivery, Poller, TransportError } from "../../seam/Transport.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
@@ -296,28 +298,41 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       )
     )
 
-  /** Polls until interrupted; a transient poll failure is logged and retried after a pause. */
+  /**
+   * Polls until interrupted; a transient poll failure is retried after a pause. The first failure
+   * of a run of them is a warning with its reason, the rest are debug lines (a broker away for an
+   * hour must not write a warning a second), and the first poll that works again says so.
+   */
   const pollLoop = (poller: Poller, work: FiberSet.FiberSet, shared: boolean): Effect.Effect<never, WorkerLoopError, R> => {
     // A poller that shares its pool with others (one per step name) and found nothing last time polls
     // with one permit, not every free one: an idle subscription's long poll (SQS waits up to 20 s)
     // must not hold the permits a busy one needs. Once it finds work, it takes every free permit
     // again. Alone on its pool, it always takes them all.
     const idle = shared ? 1 : Number.MAX_SAFE_INTEGER
-    const loop = (max: number): Effect.Effect<never, TransportError, R> =>
+    const retrying = `retrying every ${Duration.format(config.pollRetryDelay)}`
+    const loop = (max: number, failures: number): Effect.Effect<never, TransportError, R> =>
       pollOnce(poller, work, max).pipe(
         // one that found nothing lets a poller waiting for a permit have it before it asks again
-        Effect.flatMap((taken) => taken > 0 ? Effect.succeed(Number.MAX_SAFE_INTEGER) : Effect.as(Effect.yieldNow(), idle)),
+        Effect.flatMap((taken) => {
+          const next = taken > 0 ? Effect.succeed(Number.MAX_SAFE_INTEGER) : Effect.as(Effect.yieldNow(), idle)
+          return failures === 0
+            ? next
+            : Effect.zipRight(Effect.logInfo(`polling ${poller.name} again after ${failures} failed attempt(s)`), next)
+        }),
+        Effect.map((next) => ({ next, failures: 0 })),
         Effect.catchIf(
           (error: TransportError) => !error.fatal,
           (error) =>
-            Effect.as(
-              Effect.zipRight(Effect.logWarning(`poll failed on ${poller.name}; retrying`, error), Effect.sleep(config.pollRetryDelay)),
-              idle
-            )
+            (failures === 0
+              ? Effect.logWarning(`poll failed on ${poller.name}: ${messageOf(error)}; ${retrying} (until it works again, further failures are debug lines)`)
+              : Effect.logDebug(`poll failed on ${poller.name} again (${failures + 1}): ${messageOf(error)}`)).pipe(
+                Effect.zipRight(Effect.sleep(config.pollRetryDelay)),
+                Effect.as({ next: idle, failures: failures + 1 })
+              )
         ),
-        Effect.flatMap(loop)
+        Effect.flatMap((state) => loop(state.next, state.failures))
       )
-    return loop(idle).pipe(
+    return loop(idle, 0).pipe(
       // every span a task makes (the step's, a turn's) names the subscription it came from: set once
       // here, the serving fibers forked by the loop inherit it
       Effect.annotateSpans("durable.queue", poller.name),
