@@ -32,7 +32,12 @@ describe("a result that JSON cannot carry", () => {
       ["undefined in an array", [1, undefined], "$[1]", /undefined/],
       ["a key that is not an identifier", { "a b": Infinity }, `$["a b"]`, /Infinity/],
       ["a toJSON that throws", { nested: throwingToJSON }, "$.nested", /toJSON.*no JSON for you/],
-      ["a getter that throws", throwingGetter, "$.amount", /getter exploded/]
+      ["a getter that throws", throwingGetter, "$.amount", /getter exploded/],
+      // JSON would carry these as {}: their contents lost without a word
+      ["a Map", { byId: new Map([["a", 1]]) }, "$.byId", /a Map becomes \{\} in JSON \(return Object\.fromEntries\(map\)/],
+      ["a Set", [new Set([1])], "$[0]", /a Set becomes \{\} in JSON \(return \[\.\.\.set\]\)/],
+      ["a Promise", { later: Promise.resolve(1) }, "$.later", /a Promise becomes \{\} in JSON \(await it\)/],
+      ["an Error", { error: new Error("x") }, "$.error", /an Error becomes \{\} in JSON/]
     ] as const
   ) {
     it.effect(`${label} fails the step at once, for good, naming where it is`, () =>
@@ -53,6 +58,13 @@ describe("a result that JSON cannot carry", () => {
       assert.strictEqual(dated.status, "completed")
       const custom = yield* outputOf({ toJSON: () => "plain" })
       assert.strictEqual(custom.status, "completed")
+      // a Map subclass that says how it goes on the wire is its own business
+      class Registry extends Map<string, number> {
+        toJSON() {
+          return Object.fromEntries(this)
+        }
+      }
+      assert.strictEqual((yield* outputOf({ registry: new Registry([["a", 1]]) })).status, "completed")
     }))
 
   it.effect("a workflow whose output cannot be encoded fails its turn with unserializable_output", () =>

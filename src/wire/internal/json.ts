@@ -1,7 +1,7 @@
 /**
  * Why a value cannot go on a JSON wire, and where in it: what `JSON.stringify` would throw on (a
  * BigInt, a cycle) or silently change (a function or symbol dropped, a non-finite number turned into
- * `null`). Checked where a handler's result is built, so a bad result fails at once, named, instead of
+ * `null`, a Map, Set, Error or Promise turned into `{}`). Checked where a handler's result is built, so a bad result fails at once, named, instead of
  * failing the answer later.
  *
  * @internal
@@ -43,6 +43,8 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
     } catch (error) {
       return { path, reason: `its toJSON (or a getter) throws: ${safeMessage(error)}` }
     }
+    const lost = emptied(object)
+    if (lost !== undefined) return { path, reason: lost }
     if (open.has(object)) return { path, reason: "the value refers to itself (a cycle)" }
     open.add(object)
     let found: Unencodable | undefined
@@ -66,6 +68,23 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
   }
   return value === undefined ? undefined : visit(value, "$", false)
 }
+
+/**
+ * Why an object whose contents JSON does not see (none of them are own enumerable properties) would
+ * arrive as `{}`, for the kinds a handler returns by mistake.
+ */
+const emptied = (object: object): string | undefined =>
+  object instanceof Map
+    ? "a Map becomes {} in JSON (return Object.fromEntries(map) or [...map])"
+    : object instanceof Set
+    ? "a Set becomes {} in JSON (return [...set])"
+    : object instanceof WeakMap || object instanceof WeakSet
+    ? "a WeakMap or WeakSet becomes {} in JSON"
+    : object instanceof Promise
+    ? "a Promise becomes {} in JSON (await it)"
+    : object instanceof Error
+    ? "an Error becomes {} in JSON (throw it, or return its message)"
+    : undefined
 
 /** An error's message, when reading it does not throw too. */
 const safeMessage = (error: unknown): string => {
