@@ -5,17 +5,19 @@
  *   SQS_ENDPOINT=http://127.0.0.1:4566 npx tsx examples/transports/sqs.ts
  *
  * Queue names and the results queue are the engine's (`prefix` as the engine's SQS transport has
- * it). A worker started before the engine created its queues waits for them.
+ * it). A worker started before the engine created its queues waits for them. Step names become queue
+ * names (`durable-tasks-payments-charge-card`), and SQS refuses a `.` in one: name steps with `-` or
+ * `_`, or map each group to its queue with `taskQueueUrl` as the engine does.
  */
 import { FatalError, Worker } from "effect-durable-worker/promise"
 import { sqs } from "effect-durable-worker/sqs"
 
 const worker = new Worker({ concurrency: 16, shutdownTimeoutMs: 30_000 })
-worker.step("payments.charge-card", async (input: { amount: number }, ctx) => {
+worker.step("payments-charge-card", async (input: { amount: number }, ctx) => {
   if (input.amount > 10_000) throw new FatalError("card declined", "card_declined")
   return { chargeId: `ch_${ctx.stepId}` }
 })
-worker.step("inventory.reserve", async (input: { orderId: string }) => ({ orderId: input.orderId, reserved: true }))
+worker.step("inventory-reserve", async (input: { orderId: string }) => ({ orderId: input.orderId, reserved: true }))
 
 // SIGTERM/SIGINT stop the worker: it drains within shutdownTimeoutMs, then run() settles
 await worker.run(
