@@ -74,6 +74,7 @@ import {
   retryLostConnection,
   sqlMessageOf
 } from "./sql/internal/connection.js"
+import * as Refusals from "./internal/connectErrors.js"
 import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
 
 export { MissingDriverError } from "./internal/drivers.js"
@@ -129,10 +130,25 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.resetAfter(Duration.minutes(1))
 )
 
+/** The database's refusal of a statement (a missing privilege, a login refused), if that is what failed. */
+const refusalOf = (cause: unknown) => Refusals.inChain(cause, (error) => Refusals.postgres(error) ?? Refusals.mysql(error))
+
 const transportError = (operation: string) => (cause: unknown) => {
   // every failed statement of the task path becomes its error here once: counted where it lost its connection
   if (isConnectionLost(cause)) WorkerMetrics.connectionLost(NAME)
-  return new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
+  // a refused statement (the user lost a grant, or never had it) fails the same way every time: the
+  // worker stops with it rather than polling on as if it served
+  const refused = refusalOf(cause)
+  return refused === undefined
+    ? new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
+    : new TransportError({
+      transport: NAME,
+      operation,
+      message: `${operation} failed: the database refused it (${refused.answer}); grant the worker's user SELECT, ` +
+        "INSERT, UPDATE and DELETE on the durable tables",
+      cause,
+      fatal: true
+    })
 }
 
 /** An earlier result row of the step still waits for the engine: the completion was rolled back. */
@@ -315,8 +331,9 @@ const build = (
             ? undefined
             : { grp: token, claim: nextClaim(), now, staleBefore: now - Duration.toMillis(lease), limit: wanted }
           const written = yield* (dialect === "postgres" ? writePostgres(items, next) : writeMysql(items, next)).pipe(
-            // a batch that failed may have been committed, its claimed rows with it
-            Effect.tapError(() => next === undefined ? Effect.void : releaseUnknownClaim(next.claim))
+            // a batch that failed may have been committed, its claimed rows with it (unless the
+            // database refused it)
+            Effect.tapError((error) => next === undefined || refusalOf(error) !== undefined ? Effect.void : releaseUnknownClaim(next.claim))
           )
           if (written === undefined) return yield* Effect.forEach(items, (item) => writeMysqlAlone(item).pipe(Effect.exit))
           const [outcomes, claimed] = written
@@ -581,8 +598,8 @@ const build = (
               if (limit <= 0) return []
               const claim = nextClaim()
               const rows = yield* claimRows(token, claim, limit).pipe(
-                // the claim may have been committed all the same
-                Effect.tapError(() => releaseUnknownClaim(claim)),
+                // the claim may have been committed all the same (unless the database refused it)
+                Effect.tapError((error) => refusalOf(error) === undefined ? releaseUnknownClaim(claim) : Effect.void),
                 Effect.mapError(transportError(`claiming tasks from ${names.tasks}`))
               )
               maybeMore = rows.length === limit

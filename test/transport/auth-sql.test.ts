@@ -1,6 +1,6 @@
 /**
  * A database refusing the worker's login fails the start with the server's answer, named as an
- * authentication failure with what to check. Against the real PostgreSQL (a role that does not
+ * authentication failure with what to check; one refusing its statements later ends the run. Against the real PostgreSQL (a role that does not
  * exist: 28000, which trust auth on loopback still refuses) and MariaDB (a wrong password: 1045).
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -11,6 +11,9 @@ import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import type { Transport } from "../../src/seam/Transport.js"
 import type * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Statements from "../../src/transport/sql/internal/statements.js"
+import { type DialectName, startSqlEngine } from "../support/sqlEngine.js"
 
 const SECRET = "sql-pass-5e4d3c2b1a"
 
@@ -49,3 +52,56 @@ describe("SQL transport: a refused login", () => {
       assert.match(error.message, /edw_nobody/)
     }))
 })
+
+for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
+  describe(`SQL transport (${dialect}): a user that may read the tables but not claim from them`, () => {
+    it.live("the run fails with the refusal and what to grant, at once, instead of polling on as if it served", () =>
+      Effect.gen(function*() {
+        // the real engine makes the tables and dispatches a step, which the worker must claim
+        const engine = yield* Effect.acquireRelease(
+          Effect.promise(() => startSqlEngine(dialect, { pollMs: 50 })),
+          (engine) => Effect.promise(() => engine.close())
+        )
+        const { db, prefix } = engine
+        const user = `edw_ro_${prefix.slice(4)}`
+        const names = Statements.names(prefix)
+        yield* Effect.addFinalizer(() => Effect.promise(async () => {
+          if (dialect === "postgres") {
+            await db.query(`DROP OWNED BY ${user}`).catch(() => undefined)
+            await db.query(`DROP ROLE IF EXISTS ${user}`).catch(() => undefined)
+          } else {
+            await db.query(`DROP USER IF EXISTS '${user}'@'%'`).catch(() => undefined)
+          }
+        }))
+        const url = yield* Effect.promise(async () => {
+          if (dialect === "postgres") {
+            await db.query(`CREATE ROLE ${user} LOGIN`)
+            await db.query(`GRANT SELECT ON ${names.tasks}, ${names.results} TO ${user}`)
+            return `postgres://${user}@127.0.0.1:5432/test`
+          }
+          await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY '${SECRET}'`)
+          for (const table of [names.tasks, names.results]) await db.query(`GRANT SELECT ON test.${table} TO '${user}'@'%'`)
+          return `mysql://${user}:${SECRET}@127.0.0.1:3306/test`
+        })
+        engine.register("read-only", async (ctx) => ctx.step("x", {}))
+        yield* Effect.promise(() => engine.start("read-only", {}))
+        const options = { url, prefix, autoCreate: false, pollInterval: "200 millis" } as const
+        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+        const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.succeed(1))], pollTimeout: "1 second" })
+        const started = Date.now()
+        const error = yield* worker.run.pipe(
+          Effect.provide(layer),
+          Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
+          Effect.flip,
+          Effect.timeout("10 seconds")
+        )
+        // the claim's refusal ends the run; the release of its claim is not tried for a lease
+        assert.isBelow(Date.now() - started, 8_000)
+        assert.strictEqual((error as { _tag?: string })._tag, "WorkerLoopError")
+        const reason = (error as { reason?: { message?: string } }).reason?.message ?? ""
+        assert.match(reason, /the database refused it \(.*(permission denied|command denied).*\); grant the worker's user SELECT, INSERT, UPDATE and DELETE/)
+        assert.notInclude(reason, SECRET)
+        assert.strictEqual((yield* worker.status).state, "failed")
+      }).pipe(Effect.scoped), 30_000)
+  })
+}
