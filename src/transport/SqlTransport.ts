@@ -870,25 +870,36 @@ export const layerConfig = (
   Layer.unwrapEffect(
     Effect.map(
       Config.all({
-        url: Config.redacted("DATABASE_URL").pipe(
+        // read as a string (Config.redacted would mask the "missing" message too), kept redacted
+        url: Config.option(Config.string("DATABASE_URL").pipe(
           Config.mapOrFail((url) =>
-            Either.match(dialectOfUrl(Redacted.value(url)), {
+            Either.match(dialectOfUrl(url), {
               onLeft: (problem) => Either.left(ConfigError.InvalidData(["DATABASE_URL"], `DATABASE_URL ${problem}`)),
-              onRight: (dialect) => Either.right({ url, dialect })
+              onRight: (dialect) => Either.right({ url: Redacted.make(url), dialect })
             })
           )
-        ),
+        )),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Statements.DEFAULT_PREFIX)),
         partition: Config.option(Config.string("DURABLE_PARTITION"))
       }),
       (env) => {
+        if (Option.isNone(env.url)) {
+          return Layer.fail(
+            new SqlConfigError({
+              option: "url",
+              message: "DATABASE_URL is not set: set it to the engine's database (postgres://user:password@host:5432/db " +
+                "or mysql://user:password@host:3306/db), or give the url to SqlTransport.layerPostgres / layerMysql"
+            })
+          )
+        }
+        const url = env.url.value
         const merged = {
-          url: env.url.url,
+          url: url.url,
           prefix: env.prefix,
           ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
           ...options
         }
-        return Layer.unwrapEffect(Effect.map(loadDriver(env.url.dialect), (driver) => layerDriver(driver, merged)))
+        return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )
   )

@@ -610,8 +610,10 @@ describe("SqlTransport.layerConfig", () => {
       )
       assert.isTrue(Exit.isFailure(bad))
       assert.match(String(Exit.isFailure(bad) ? bad.cause : ""), /DATABASE_URL must start with postgres:\/\//)
-      const missing = yield* Effect.exit(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({})))
-      assert.isTrue(Exit.isFailure(missing))
+      const missing = yield* Effect.flip(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({})))
+      assert.strictEqual(missing._tag, "SqlConfigError")
+      assert.match(missing.message, /^DATABASE_URL is not set: set it to the engine's database \(postgres:\/\/user:password@host:5432\/db/)
+      assert.notInclude(missing.message, "<redacted>")
       const pg = yield* Effect.provide(Transport, SqlTransport.layerConfig()).pipe(
         withEnv({ DATABASE_URL: "postgresql://u:secret@db.example:5433/app", DURABLE_PREFIX: "shop" })
       )
