@@ -133,6 +133,11 @@ export const verify = (
   Effect.gen(function*() {
     const path = yield* Path.Path
     const fs = yield* FileSystem.FileSystem
+    // a directory that is not there is a mistyped command (exit 2), not a drift (exit 1); one that
+    // holds no history is the report's <no-fixtures> failure
+    if (!(yield* Effect.orElseSucceed(fs.exists(command.directory), () => false))) {
+      return yield* new UsageError({ message: `the history directory ${command.directory} does not exist` })
+    }
     const loaded = yield* Effect.forEach(command.modules, (module) => load(path, module))
     const found = loaded.map(ReplayVerify.definitionsOf)
     const durableWorkflows = [...new Set(found.flatMap((d) => d.durableWorkflows))]

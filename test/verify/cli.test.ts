@@ -97,6 +97,10 @@ describe("effect-durable-worker verify", () => {
     const absent = await cli("verify", "--workflows", "./test/fixtures/replay-cases/nope.js", "test/fixtures/replay-cases/passing")
     assert.strictEqual(absent.code, 2)
     assert.match(absent.stderr, /cannot load the workflows module/)
+    // a mistyped history directory is the command's mistake, not a drift
+    const nowhere = await cli("verify", "--workflows", "./test/fixtures/replay-cases/workflows.ts", "test/fixtures/replay-cases/nowhere")
+    assert.strictEqual(nowhere.code, 2)
+    assert.match(nowhere.stderr, /the history directory test\/fixtures\/replay-cases\/nowhere does not exist/)
   })
 })
 
