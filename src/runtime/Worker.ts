@@ -157,6 +157,7 @@ export const make = <R = never>(
       handlers,
       startedAt,
       pollTimeout: config.pollTimeout,
+      shutdownTimeout: config.shutdownTimeout,
       status
     }
 

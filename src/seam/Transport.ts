@@ -42,6 +42,14 @@ export interface WorkerDescription {
   readonly startedAt: number
   /** How long one poll may wait for work before it returns empty. */
   readonly pollTimeout: Duration.Duration
+  /**
+   * The worker's one shutdown deadline, from the stop of its pollers: a transport that waits for
+   * something of its own at stop (an SQS long poll still out) keeps within it. Optional, so a
+   * description made by hand (a transport's own tests) need not name it; the worker always does.
+   *
+   * @since 0.3.0
+   */
+  readonly shutdownTimeout?: Duration.Duration
   /** The worker's current status, for transports that publish it at registration. */
   readonly status: Effect.Effect<WorkerStatus>
 }

@@ -41,6 +41,7 @@ import {
 } from "@aws-sdk/client-sqs"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Schedule from "effect/Schedule"
@@ -637,17 +638,28 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       // own abandoned tasks included) until its visibility lapsed: another worker, idle beside it,
       // would not see that task for the whole visibility timeout. An interrupted poll instead leaves
       // its receive running to the end of its wait, and whatever it brings is given back at once.
-      // Shutdown waits for them (they run alongside the drain, so a worker stops within its
-      // shutdownTimeout as long as waitTime is shorter); past the margin they are aborted.
+      // Shutdown waits for them (they run alongside the drain), for as long as the worker's one
+      // shutdown deadline allows, counted from the stop of the polls; past it, or past the wait
+      // time and a margin, they are aborted.
       const receives = yield* FiberSet.make<void>()
+      let pollsStoppedAt: number | undefined
+      // the worker's deadline (its default where a description made by hand has none)
+      const shutdownMillis = Duration.toMillis(worker.shutdownTimeout ?? Duration.seconds(30))
       yield* Effect.addFinalizer(() =>
-        Effect.suspend(() => {
+        Effect.gen(function*() {
           const left = Array.from(receives)
-          if (left.length === 0) return Effect.void
-          return Effect.logDebug(`waiting up to ${waitSeconds}s for ${left.length} SQS long poll(s) to end, so that none hides a message`).pipe(
-            Effect.zipRight(Effect.forEach(left, Fiber.await, { discard: true })),
+          if (left.length === 0) return
+          const now = yield* Clock.currentTimeMillis
+          const bound = Math.min(
+            Duration.toMillis(Duration.sum(Duration.seconds(waitSeconds), DETACHED_RECEIVE_MARGIN)),
+            Math.max(0, shutdownMillis - (now - (pollsStoppedAt ?? now)))
+          )
+          yield* Effect.logDebug(
+            `waiting up to ${Duration.format(Duration.millis(bound))} for ${left.length} SQS long poll(s) to end, so that none hides a message`
+          )
+          yield* Effect.forEach(left, Fiber.await, { discard: true }).pipe(
             Effect.interruptible, // finalizers run uninterruptibly: let the timeout cut the wait short
-            Effect.timeout(Duration.sum(Duration.seconds(waitSeconds), DETACHED_RECEIVE_MARGIN)),
+            Effect.timeout(Duration.millis(bound)),
             Effect.ignore
           )
         })
@@ -671,8 +683,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           return yield* Deferred.await(outcome).pipe(
             Effect.interruptible,
             Effect.onInterrupt(() =>
-              Effect.suspend(() => {
+              Effect.flatMap(Clock.currentTimeMillis, (now) => {
                 orphaned = true
+                pollsStoppedAt ??= now
                 return Effect.flatMap(Deferred.poll(outcome), (done) =>
                   Option.isNone(done)
                     ? Effect.void

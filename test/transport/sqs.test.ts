@@ -389,29 +389,39 @@ describe("SQS transport on fauxqs", () => {
       assert.strictEqual(yield* Queue.size(ran), 0, "a stopping worker starts nothing")
     }), 20_000)
 
-  it.scoped("a long poll left running at stop is waited for up to its wait time and 2 s more, then aborted (TestClock)", () =>
-    Effect.gen(function*() {
-      const f = yield* fixture()
-      // a receive that never comes back, whatever SQS does
-      f.recorder.client.middlewareStack.add(
-        (next, context) => (args) => context.commandName === "ReceiveMessageCommand" ? new Promise(() => {}) : next(args),
-        { step: "initialize", name: "receivesHang" }
-      )
-      const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.void)], pollTimeout: "3 seconds" })
-      const lines: Array<string> = []
-      const logger = Logger.make(({ message }) => void lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
-      const running = yield* f.start(Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))))
-      yield* f.nextCall("ReceiveMessageCommand")
-      const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
-      // the worker has drained and deregistered, and waits for the receive from here
-      yield* eventually("the wait for the long poll", async () => lines.some((l) => l.startsWith("waiting up to 3s for 1 SQS long poll")) || undefined)
-      yield* settle
-      yield* TestClock.adjust("4999 millis")
-      yield* settle
-      assert.isNull(stopping.unsafePoll(), "still waiting for the long poll (3 s + 2 s)")
-      yield* TestClock.adjust("1 millis")
-      yield* Fiber.join(stopping)
-    }))
+  for (
+    const [label, shutdownTimeout, boundMillis] of [
+      ["up to its wait time and 2 s more", "30 seconds", 5_000],
+      ["no longer than the worker's shutdownTimeout allows", "2 seconds", 2_000]
+    ] as const
+  ) {
+    it.scoped(`a long poll left running at stop is waited for ${label}, then aborted (TestClock)`, () =>
+      Effect.gen(function*() {
+        const f = yield* fixture()
+        // a receive that never comes back, whatever SQS does
+        f.recorder.client.middlewareStack.add(
+          (next, context) => (args) => context.commandName === "ReceiveMessageCommand" ? new Promise(() => {}) : next(args),
+          { step: "initialize", name: "receivesHang" }
+        )
+        const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.void)], pollTimeout: "3 seconds", shutdownTimeout })
+        const lines: Array<string> = []
+        const logger = Logger.make(({ message }) => void lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
+        const running = yield* f.start(
+          Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug)))
+        )
+        yield* f.nextCall("ReceiveMessageCommand")
+        const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
+        // the worker has drained and deregistered, and waits for the receive from here
+        yield* eventually("the wait for the long poll", async () =>
+          lines.some((l) => l.startsWith(`waiting up to ${boundMillis / 1000}s for 1 SQS long poll`)) || undefined)
+        yield* settle
+        yield* TestClock.adjust(boundMillis - 1)
+        yield* settle
+        assert.isNull(stopping.unsafePoll(), "still waiting for the long poll")
+        yield* TestClock.adjust(1)
+        yield* Fiber.join(stopping)
+      }))
+  }
 
   it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
     Effect.gen(function*() {
