@@ -14,7 +14,7 @@ import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
-import { stepTask as task } from "../support/local.js"
+import { captureLogs, stepTask as task } from "../support/local.js"
 
 /** Memory readings from a test double: no file-system reads under the TestClock. */
 const memory = Memory.layerTest({ usage: 100 * 1024 * 1024, limit: 1024 * 1024 * 1024 })
@@ -394,13 +394,9 @@ describe("Worker dispatch", () => {
   it.effect("a run of poll failures is one warning with the reason, debug lines after it, and a line when polling works again", () =>
     Effect.gen(function*() {
       const { broker, worker, start } = yield* setup({ pollRetryDelay: "1 second" })
-      const logged: Array<string> = []
-      const logger = Logger.make(({ logLevel, message }) => {
-        const text = Array.isArray(message) ? message.join(" ") : String(message)
-        if (text.includes("poll")) logged.push(`${logLevel.label} ${text}`)
-      })
+      const logs = captureLogs()
       yield* broker.setPollFault({ _tag: "Fail", message: "connection reset" })
-      yield* start(Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))))
+      yield* start(Effect.provide(worker.run, Layer.merge(logs.layer, Logger.minimumLogLevel(LogLevel.Debug))))
       yield* settle
       for (let i = 0; i < 4; i++) {
         yield* TestClock.adjust("1 second")
@@ -411,6 +407,7 @@ describe("Worker dispatch", () => {
       // the poll that works again returns with this task
       yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
       yield* settle
+      const logged = logs.lines.filter((line) => line.includes("poll"))
       const poller = logged[0]!.match(/poll failed on (.+?):/)![1]
       assert.deepStrictEqual(logged, [
         `WARN poll failed on ${poller}: connection reset; retrying every 1s (until it works again, further failures are debug lines)`,

@@ -1,10 +1,24 @@
 /**
  * Small helpers shared by the tests: a free loopback port, a server that never answers, a private
- * redis-server, a step task as the engine dispatches it, and a wait for a condition.
+ * redis-server, a step task as the engine dispatches it, a wait for a condition, and a logger that
+ * keeps what it is given.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { type AddressInfo, createServer, type Socket } from "node:net"
+import * as Logger from "effect/Logger"
 import { Redis } from "ioredis"
+
+/**
+ * A logger that keeps each message as `<LEVEL> <message>` (`WARN waiting for …`), and the layer that
+ * puts it in place of the default one.
+ */
+export const captureLogs = () => {
+  const lines: Array<string> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+  })
+  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+}
 
 /** A TCP port nothing listens on right now, on 127.0.0.1. */
 export const freePort = (): Promise<number> =>

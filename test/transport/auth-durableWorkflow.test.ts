@@ -7,14 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as DurableWorkflowTransport from "../../src/transport/DurableWorkflowTransport.js"
-import { freePort } from "../support/local.js"
+import { captureLogs, freePort } from "../support/local.js"
 
 const TOKEN = "dw-token-3b2a1c0d9e8f"
 
@@ -82,10 +81,7 @@ describe("Durable Workflow transport: a refused token", () => {
   it.live("with waitForBroker, a server that starts later is waited for (logged once)", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
-      const lines: Array<string> = []
-      const logger = Logger.make(({ logLevel, message }) => {
-        lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-      })
+      const { layer: logs, lines } = captureLogs()
       const worker = yield* definition()
       const running = yield* worker.run.pipe(
         Effect.provide(DurableWorkflowTransport.layer({
@@ -95,7 +91,7 @@ describe("Durable Workflow transport: a refused token", () => {
           requestTimeout: "1 second",
           waitForBroker: true
         })),
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+        Effect.provide(logs),
         Effect.fork
       )
       yield* Effect.sleep("1500 millis")

@@ -26,7 +26,7 @@ import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
 import type { Transport } from "../../src/seam/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { freePort, silentServer, stepTask as task } from "../support/local.js"
+import { captureLogs, freePort, silentServer, stepTask as task } from "../support/local.js"
 
 const server = useFauxqs()
 
@@ -404,16 +404,13 @@ describe("SQS transport on fauxqs", () => {
           { step: "initialize", name: "receivesHang" }
         )
         const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.void)], pollTimeout: "3 seconds", shutdownTimeout })
-        const lines: Array<string> = []
-        const logger = Logger.make(({ message }) => void lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
-        const running = yield* f.start(
-          Effect.provide(worker.run, Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug)))
-        )
+        const logs = captureLogs()
+        const running = yield* f.start(Effect.provide(worker.run, Layer.merge(logs.layer, Logger.minimumLogLevel(LogLevel.Debug))))
         yield* f.nextCall("ReceiveMessageCommand")
         const stopping = yield* Effect.fork(Effect.zipRight(worker.stop, Fiber.join(running)))
         // the worker has drained and deregistered, and waits for the receive from here
         yield* eventually("the wait for the long poll", async () =>
-          lines.some((l) => l.startsWith(`waiting up to ${boundMillis / 1000}s for 1 SQS long poll`)) || undefined)
+          logs.lines.some((l) => l.startsWith(`DEBUG waiting up to ${boundMillis / 1000}s for 1 SQS long poll`)) || undefined)
         yield* settle
         yield* TestClock.adjust(boundMillis - 1)
         yield* settle

@@ -9,19 +9,11 @@ import type { ChildProcess } from "node:child_process"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
-import { freePort, startRedisServer, stepTask } from "../support/local.js"
+import { captureLogs, freePort, startRedisServer, stepTask } from "../support/local.js"
 
-const capture = () => {
-  const lines: Array<string> = []
-  const logger = Logger.make(({ logLevel, message }) => {
-    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-  })
-  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
-}
 
 const stopServer = (server: ChildProcess | undefined) =>
   Effect.sync(() => {
@@ -32,7 +24,7 @@ describe("BullMQ transport: start in any order", () => {
   it.live("with waitForBroker a worker started before Redis waits for it and serves once it answers", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
-      const log = capture()
+      const log = captureLogs()
       const worker = yield* Worker.make({ steps: [Step.make("late", (n: number) => Effect.succeed(n * 2))], pollTimeout: "1 second" })
       const running = yield* worker.run.pipe(
         Effect.provide(BullMQTransport.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "300 millis", waitForBroker: true })),
@@ -74,7 +66,7 @@ describe("BullMQ transport: start in any order", () => {
       const started = Date.now()
       const exit = yield* worker.run.pipe(
         Effect.provide(BullMQTransport.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "500 millis" })),
-        Effect.provide(capture().layer),
+        Effect.provide(captureLogs().layer),
         Effect.exit
       )
       assert.isTrue(Exit.isFailure(exit))

@@ -8,18 +8,10 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
 import * as TestClock from "effect/TestClock"
 import { waitFor } from "../../src/transport/internal/startup.js"
+import { captureLogs } from "../support/local.js"
 
-/** A logger that keeps each message with its level. */
-const capture = () => {
-  const lines: Array<string> = []
-  const logger = Logger.make(({ logLevel, message }) => {
-    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-  })
-  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
-}
 
 /** An attempt failing with `error(n)` on its n-th call until `succeedOn`, recording when each call ran. */
 const attempts = (succeedOn: number, error: (n: number) => string) => {
@@ -34,7 +26,7 @@ const attempts = (succeedOn: number, error: (n: number) => string) => {
 describe("waitFor: the backoff of a start that waits", () => {
   it.effect("retries after 250 ms, doubling, capped at 5 s, and logs the wait once", () =>
     Effect.gen(function*() {
-      const log = capture()
+      const log = captureLogs()
       const { at, attempt } = attempts(10, () => "missing")
       const fiber = yield* waitFor(attempt, (e) => (e === "missing" ? `queue "q" to be created` : undefined)).pipe(
         Effect.provide(log.layer),
@@ -53,7 +45,7 @@ describe("waitFor: the backoff of a start that waits", () => {
   it.effect("never gives up while the error is one to wait out", () =>
     Effect.gen(function*() {
       const { at, attempt } = attempts(Number.POSITIVE_INFINITY, () => "missing")
-      const fiber = yield* waitFor(attempt, () => "it").pipe(Effect.provide(capture().layer), Effect.fork)
+      const fiber = yield* waitFor(attempt, () => "it").pipe(Effect.provide(captureLogs().layer), Effect.fork)
       yield* TestClock.adjust("10 minutes")
       assert.isNull(fiber.unsafePoll(), "still waiting after ten minutes")
       assert.isAbove(at.length, 110)
@@ -64,7 +56,7 @@ describe("waitFor: the backoff of a start that waits", () => {
     Effect.gen(function*() {
       const { at, attempt } = attempts(10, (n) => (n < 3 ? "missing" : "refused"))
       const fiber = yield* waitFor(attempt, (e) => (e === "missing" ? "it" : undefined)).pipe(
-        Effect.provide(capture().layer),
+        Effect.provide(captureLogs().layer),
         Effect.fork
       )
       yield* TestClock.adjust("10 seconds")
@@ -75,7 +67,7 @@ describe("waitFor: the backoff of a start that waits", () => {
 
   it.effect("logs nothing when the first attempt succeeds", () =>
     Effect.gen(function*() {
-      const log = capture()
+      const log = captureLogs()
       const { attempt } = attempts(1, () => "missing")
       assert.strictEqual(yield* waitFor(attempt, () => "it").pipe(Effect.provide(log.layer)), "ready")
       assert.deepStrictEqual(log.lines, [])

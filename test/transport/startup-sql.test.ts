@@ -14,7 +14,7 @@ import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import { databaseUrl, type DialectName, dropTables, openDb, startSqlEngine, uniqueTablePrefix } from "../support/sqlEngine.js"
-import { freePort } from "../support/local.js"
+import { captureLogs, freePort } from "../support/local.js"
 
 /** A TCP relay on `port` to the local PostgreSQL, started late to play a database that comes up late. */
 const relayToPostgres = (port: number) =>
@@ -38,10 +38,7 @@ describe("SQL transport: waitForBroker", () => {
   it.live("a worker started before its database waits for it (logged once) and registers once it answers", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
-      const lines: Array<string> = []
-      const logger = Logger.make(({ logLevel, message }) => {
-        lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-      })
+      const { layer: logs, lines } = captureLogs()
       const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
       const layer = PostgresSql.layerPostgres({
         url: `postgres://postgres@127.0.0.1:${port}/test`,
@@ -49,7 +46,7 @@ describe("SQL transport: waitForBroker", () => {
         connectTimeout: "500 millis",
         waitForBroker: true
       })
-      const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Effect.fork)
+      const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(logs), Effect.fork)
       yield* Effect.sleep("1500 millis")
       assert.isNull(running.unsafePoll(), "run waits instead of failing")
       const waits = lines.filter((l) => l.startsWith("WARN waiting for the database"))
@@ -64,22 +61,28 @@ describe("SQL transport: waitForBroker", () => {
 
 for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
   describe(`SQL transport (${dialect}): start in any order`, () => {
+    /**
+     * A fresh prefix whose tables do not exist (dropped at the end of the test, with the pool that
+     * made them), and a worker with a layer that waits for them (autoCreate off).
+     */
+    const beforeTables = Effect.gen(function*() {
+      const prefix = uniqueTablePrefix()
+      const db = openDb(dialect, 2)
+      yield* Effect.addFinalizer(() => Effect.promise(async () => {
+        await dropTables(db, prefix)
+        await db.end()
+      }))
+      const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
+      const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+      const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
+      return { prefix, db, layer, worker }
+    })
+
     it.live("with autoCreate off, a worker started before its tables waits for them, then registers", () =>
       Effect.gen(function*() {
-        const prefix = uniqueTablePrefix()
-        const db = openDb(dialect, 2)
-        yield* Effect.addFinalizer(() => Effect.promise(async () => {
-          await dropTables(db, prefix)
-          await db.end()
-        }))
-        const lines: Array<string> = []
-        const logger = Logger.make(({ logLevel, message }) => {
-          lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-        })
-        const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
-        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
-        const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
-        const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Effect.fork)
+        const { db, layer, prefix, worker } = yield* beforeTables
+        const { layer: logs, lines } = captureLogs()
+        const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(logs), Effect.fork)
         yield* Effect.sleep("1500 millis")
         assert.isNull(running.unsafePoll(), "run waits instead of failing")
         const waits = lines.filter((l) => l.startsWith("WARN waiting for table"))
@@ -95,17 +98,9 @@ for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<Dia
         yield* Fiber.join(running)
       }).pipe(Effect.scoped), 40_000)
 
-    it.live("a stop while the worker waits for its tables ends the wait: run ends, no tables are made", () =>
+    it.live("a stop while the worker waits for its tables ends the wait: run ends, status stopped", () =>
       Effect.gen(function*() {
-        const prefix = uniqueTablePrefix()
-        const db = openDb(dialect, 2)
-        yield* Effect.addFinalizer(() => Effect.promise(async () => {
-          await dropTables(db, prefix)
-          await db.end()
-        }))
-        const options = { url: databaseUrl(dialect), prefix, autoCreate: false, pollInterval: "200 millis" } as const
-        const layer = dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
-        const worker = yield* Worker.make({ steps: [Step.make("t", () => Effect.succeed(1))], pollTimeout: "1 second" })
+        const { layer, worker } = yield* beforeTables
         const running = yield* worker.run.pipe(Effect.provide(layer), Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)), Effect.fork)
         yield* Effect.sleep("1500 millis")
         assert.strictEqual((yield* worker.status).state, "registering")

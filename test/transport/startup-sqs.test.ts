@@ -7,23 +7,15 @@ import { CreateQueueCommand, DeleteMessageCommand, ReceiveMessageCommand, SendMe
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Logger from "effect/Logger"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { buildApp } from "fauxqs"
 import { sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { freePort, stepTask } from "../support/local.js"
+import { captureLogs, freePort, stepTask } from "../support/local.js"
 
 const server = useFauxqs()
 
-const capture = () => {
-  const lines: Array<string> = []
-  const logger = Logger.make(({ logLevel, message }) => {
-    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
-  })
-  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
-}
 
 const createQueue = (name: string) =>
   Effect.promise(async () => (await server().client.send(new CreateQueueCommand({ QueueName: name }))).QueueUrl!)
@@ -47,7 +39,7 @@ describe("SQS transport: start in any order", () => {
   it.live("a worker started before its queues exist waits for them and serves once they are created", () =>
     Effect.gen(function*() {
       const prefix = sqsPrefix()
-      const log = capture()
+      const log = captureLogs()
       const worker = yield* Worker.make({ steps: [Step.make("early", (n: number) => Effect.succeed(n + 1))], pollTimeout: "1 second" })
       const running = yield* worker.run.pipe(
         Effect.provide(SqsTransport.layer({ clientConfig: server().clientConfig, prefix })),
@@ -80,7 +72,7 @@ describe("SQS transport: start in any order", () => {
   it.live("a queue behind a taskQueueUrl that does not exist yet is waited for too", () =>
     Effect.gen(function*() {
       const prefix = sqsPrefix()
-      const log = capture()
+      const log = captureLogs()
       const results = yield* createQueue(`${prefix}-results`)
       // the URL the queue will have once created: the server's own URL form, with the queue's name
       const url = results.replace(/-results$/, "-mapped")
@@ -106,7 +98,7 @@ describe("SQS transport: start in any order", () => {
   it.live("autoCreate still creates the queues at once", () =>
     Effect.gen(function*() {
       const prefix = sqsPrefix()
-      const log = capture()
+      const log = captureLogs()
       const worker = yield* Worker.make({ steps: [Step.make("auto", () => Effect.succeed(1))], pollTimeout: "1 second" })
       const running = yield* worker.run.pipe(
         Effect.provide(SqsTransport.layer({ clientConfig: server().clientConfig, prefix, autoCreate: true })),
@@ -123,7 +115,7 @@ describe("SQS transport: start in any order", () => {
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const prefix = sqsPrefix()
-      const log = capture()
+      const log = captureLogs()
       const worker = yield* Worker.make({ steps: [Step.make("later", () => Effect.succeed(1))], pollTimeout: "1 second" })
       const running = yield* worker.run.pipe(
         Effect.provide(SqsTransport.layer({
@@ -154,7 +146,7 @@ describe("SQS transport: start in any order", () => {
       const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.succeed(1))] })
       const error = yield* worker.run.pipe(
         Effect.provide(SqsTransport.layer({ clientConfig: { ...server().clientConfig, endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 } })),
-        Effect.provide(capture().layer),
+        Effect.provide(captureLogs().layer),
         Effect.flip
       )
       assert.match(error.message, /could not reach SQS/)
