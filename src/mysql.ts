@@ -3,8 +3,9 @@
  * MariaDB.
  *
  * Needs the optional peer dependencies `@effect/sql`, `@effect/sql-mysql2` (which brings the
- * `mysql2` driver) and `@effect/experimental`. The Effect transport is `SqlTransport` (with `layerMysql`, `connectMysql` and the
- * dialect-neutral `layer`, `layerConfig`, `make`); the promise facade's handle constructor is `mysql`.
+ * `mysql2` driver) and `@effect/experimental`. The Effect transport is `SqlTransport` (with
+ * `layerMysql`, `connectMysql` and the dialect-neutral `layer`, `layerConfig`, `make`); the promise
+ * facade's handle constructor is `mysql`.
  *
  * @since 0.3.0
  */

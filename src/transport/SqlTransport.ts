@@ -71,10 +71,10 @@ import {
   describeTarget,
   isConnectionLost,
   NAME,
+  refusalOf,
   retryLostConnection,
   sqlMessageOf
 } from "./sql/internal/connection.js"
-import * as Refusals from "./internal/connectErrors.js"
 import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
 
 export { MissingDriverError } from "./internal/drivers.js"
@@ -129,9 +129,6 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.union(Schedule.spaced(Duration.seconds(5))),
   Schedule.resetAfter(Duration.minutes(1))
 )
-
-/** The database's refusal of a statement (a missing privilege, a login refused), if that is what failed. */
-const refusalOf = (cause: unknown) => Refusals.inChain(cause, (error) => Refusals.postgres(error) ?? Refusals.mysql(error))
 
 const transportError = (operation: string) => (cause: unknown) => {
   // every failed statement of the task path becomes its error here once: counted where it lost its connection

@@ -82,11 +82,18 @@ const secretsOf = (options: ConnectionOptions): ReadonlyArray<string | undefined
 }
 
 /**
+ * The database's refusal of a login or a statement, if that is what failed, on either dialect (their
+ * codes do not overlap): at registration and on the task path alike.
+ */
+export const refusalOf = (cause: unknown): Refusals.Refusal | undefined =>
+  Refusals.inChain(cause, (error) => Refusals.postgres(error) ?? Refusals.mysql(error))
+
+/**
  * A refused login (PostgreSQL 28P01 / 28000, MySQL 1045 …) or a refused operation (42501, 1044 …)
  * as an `AuthenticationError` / `PermissionError` cause with what to check; `undefined` otherwise.
  */
 export const refused = (dialect: Dialect, options: ConnectionOptions, cause: unknown, doing: string) => {
-  const refusal = Refusals.inChain(cause, dialect === "postgres" ? Refusals.postgres : Refusals.mysql)
+  const refusal = refusalOf(cause)
   if (refusal === undefined) return undefined
   const secrets = secretsOf(options)
   const error = Refusals.toError(
