@@ -15,6 +15,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import { identity } from "effect/Function"
 import * as Either from "effect/Either"
@@ -29,7 +30,8 @@ import type { StepResult } from "./wire/StepProtocol.js"
 import type { WorkflowDecision } from "./wire/WorkflowProtocol.js"
 import * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
-import { TaskRejected } from "./runtime/WorkerError.js"
+import { TaskRejected, WorkerStateError } from "./runtime/WorkerError.js"
+import { messageOf } from "./core/internal/errors.js"
 import type * as Concurrency from "./services/Concurrency.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
@@ -273,6 +275,9 @@ export class Worker {
   /** Settles once a requested run has claimed the worker (or failed before), so a stop() issued
    * right after run() applies to that run instead of preventing it. */
   #runClaimed: Promise<void> = Promise.resolve()
+  /** Why a run failed before it claimed the worker (its transport could not be built): the worker
+   * then reports `failed` with it, as a failure after the claim would, and runs no more. */
+  #startFailure: string | undefined
 
   /** Throws a `WorkerConfigError` naming the option when one is unknown or invalid. */
   constructor(options: WorkerOptions = {}) {
@@ -387,7 +392,9 @@ export class Worker {
    * Registers, then takes and runs tasks until {@link Worker.stop} (or SIGTERM/SIGINT), drains and
    * deregisters. Rejects with the transport's config error (an unknown or invalid option of the
    * transport function), the registration error, a worker-loop error (with any shutdown error as its
-   * `cause`), or the shutdown error.
+   * `cause`), or the shutdown error. A worker runs once: after a failed run, even one that failed
+   * before connecting (a config error, a missing driver, a broker that does not answer), `status()`
+   * reports `failed` with the reason and a second `run` rejects with a `WorkerStateError`.
    */
   run(transport: TransportHandle): Promise<void> {
     return this.#withSignals(this.#provide(this.#build().run, transport))
@@ -428,18 +435,22 @@ export class Worker {
    */
   async stop(): Promise<void> {
     await this.#runClaimed
+    // a start that failed left nothing running and nothing registered
+    if (this.#startFailure !== undefined) return
     return settle(this.#build().stop)
   }
 
   /** Like {@link Worker.stop}, but running work is interrupted at once. */
   async forceStop(): Promise<void> {
     await this.#runClaimed
+    if (this.#startFailure !== undefined) return
     return settle(this.#build().forceStop)
   }
 
   /** Where the worker is in its life (`state`, and `failure` once it failed), its concurrency and slots per pool, as heartbeats report it. */
   status(): Promise<WorkerStatus> {
-    return settle(this.#build().status)
+    return settle(Effect.map(this.#build().status, (status) =>
+      this.#startFailure === undefined ? status : { ...status, state: "failed" as const, failure: this.#startFailure }))
   }
 
   /** The worker metrics of this process (`durable_worker_*`, as the README lists them), as plain values. */
@@ -471,14 +482,21 @@ export class Worker {
   }
 
   #provide<A, E>(effect: Effect.Effect<A, E, Transport>, transport: TransportHandle): Effect.Effect<A, unknown> {
+    if (this.#startFailure !== undefined) return Effect.fail(new WorkerStateError({ reason: "already-running" }))
     let claimed!: () => void
+    let reached = false
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
     // the layer is built first (connections); the run claims the worker right after, in the same step
     const { telemetry } = this.#options
-    return this.#observed(Effect.zipRight(Effect.sync(() => claimed()), effect).pipe(
+    return this.#observed(Effect.zipRight(Effect.sync(() => (reached = true, claimed())), effect).pipe(
       Effect.provide(transport.layer),
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
+      Effect.tapErrorCause((cause) =>
+        Effect.sync(() => {
+          if (!reached && !Cause.isInterruptedOnly(cause)) this.#startFailure = messageOf(Cause.squash(cause))
+        })
+      ),
       Effect.ensuring(Effect.sync(() => claimed()))
     ))
   }

@@ -191,6 +191,28 @@ describe("promise facade", () => {
     assert.strictEqual(error.option, "commandsPerWrite")
   })
 
+  it("a run that fails before it connects leaves the worker failed, with the reason, and refuses a second run", async () => {
+    const worker = new Worker(quiet)
+    worker.step("x", () => 1)
+    const first = await worker.run(redis({ url: "redis://127.0.0.1:1", commandsPerWrite: 0 })).then(
+      () => assert.fail("run should fail"),
+      (e: { _tag?: string; message: string }) => e
+    )
+    assert.strictEqual(first._tag, "BullMQConfigError")
+    const status = await worker.status()
+    assert.strictEqual(status.state, "failed")
+    assert.strictEqual(status.failure, first.message)
+    // a stop has nothing to stop and leaves the reason in place
+    await worker.stop()
+    assert.strictEqual((await worker.status()).state, "failed")
+    const second = await worker.run(inMemory()).then(
+      () => assert.fail("a second run should be refused"),
+      (e: { _tag?: string; message: string }) => e
+    )
+    assert.strictEqual(second._tag, "WorkerStateError")
+    assert.match(second.message, /a worker instance runs once, create a new one/)
+  })
+
   it("a step cannot be registered twice, nor after the worker started", async () => {
     const worker = new Worker(quiet)
     worker.step("a", () => 1)
