@@ -69,12 +69,14 @@ import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } fr
 import {
   dialectLabel,
   describeTarget,
+  hasErrorCode,
   isConnectionLost,
   NAME,
   refusalOf,
   retryLostConnection,
   sqlMessageOf
 } from "./sql/internal/connection.js"
+import * as Refusals from "./internal/connectErrors.js"
 import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
 
 export { MissingDriverError } from "./internal/drivers.js"
@@ -247,7 +249,7 @@ const build = (
       const run = <A extends object = Record<string, unknown>>(statement: Statements.Sql) =>
         sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
       const wantsNotify = dialect === "postgres" && config.notify && Option.isSome(listen)
-      if (autoCreate) yield* createSchema(sql, dialect, names, wantsNotify)
+      if (autoCreate) yield* createSchema(sql, dialect, names, wantsNotify, target)
       else yield* waitForTables(sql, dialect, names)
       // without autoCreate the trigger may be missing: then nothing would ever notify, so poll as often as the engine
       const notifying = wantsNotify && (autoCreate || (yield* triggerExists(sql, names)))
@@ -612,7 +614,13 @@ const build = (
 }
 
 /** Creates the tables, the index and (PostgreSQL, notify) the insert trigger, like the engine's `autoCreate`. */
-const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Statements.Names, trigger: boolean) => {
+const createSchema = (
+  sql: SqlClient.SqlClient,
+  dialect: Dialect,
+  names: Statements.Names,
+  trigger: boolean,
+  target: string
+) => {
   const [tasks, results, index] = Statements.createSchema(dialect, names)
   const exec = (text: string, params: ReadonlyArray<unknown> = []) => sql.unsafe(text, params as Array<unknown>).raw
   const attempt = dialect === "postgres"
@@ -629,24 +637,61 @@ const createSchema = (sql: SqlClient.SqlClient, dialect: Dialect, names: Stateme
     : Effect.gen(function*() {
       yield* exec(tasks!)
       yield* exec(results!)
-      // MySQL has no CREATE INDEX IF NOT EXISTS: an existing index fails it, as in the engine
-      yield* Effect.ignore(exec(index!))
+      // MySQL has no CREATE INDEX IF NOT EXISTS: the index already there fails it, as in the engine;
+      // any other failure (a missing INDEX grant) would leave the claims without their index
+      yield* Effect.catchIf(exec(index!), isDuplicateIndex, () => Effect.void)
     })
   // a concurrent CREATE TABLE IF NOT EXISTS (the engine's, or another worker's) can race ours and fail
-  // once the other one commits; by then its table exists, so retrying at once succeeds
+  // once the other one commits; by then its table exists, so retrying at once succeeds. A refusal
+  // answers the same every time.
   return attempt.pipe(
-    Effect.retry(Schedule.recurs(5)),
-    Effect.mapError((cause) =>
-      new RegistrationError({
-        transport: NAME,
-        message: `could not create ${names.tasks} / ${names.results} (${
-          sqlMessageOf(cause)
-        }); grant the worker CREATE on the database, or create the tables with the engine and set autoCreate: false`,
+    Effect.retry({ times: 5, while: (cause) => refusalOf(cause) === undefined }),
+    Effect.mapError((cause) => {
+      const refusal = refusalOf(cause)
+      const tables = `${names.tasks} / ${names.results}`
+      if (refusal === undefined) {
+        return new RegistrationError({
+          transport: NAME,
+          message: `could not create ${tables} (${sqlMessageOf(cause)}); create the tables with the engine (or a ` +
+            "migration) and set autoCreate: false, or see the cause",
+          cause
+        })
+      }
+      const { database, user } = grantee(target)
+      const grant = dialect === "postgres"
+        ? "grant the worker's user CREATE on the schema the tables go in (PostgreSQL 15 and later no longer grant " +
+          `CREATE on schema public to every user: GRANT CREATE ON SCHEMA public TO ${user})`
+        : `grant the worker's user CREATE and INDEX on the database (GRANT CREATE, INDEX ON ${database}.* TO ${user})`
+      const error = Refusals.toError(
+        NAME,
+        refusal,
+        `${dialectLabel(dialect)} at ${target}, creating ${tables} (autoCreate),`,
+        {
+          authentication: "check the user and password",
+          permission: `${grant}, or create the tables with the engine (or a migration) and set autoCreate: false`
+        },
         cause
-      })
-    )
+      )
+      return new RegistrationError({ transport: NAME, message: error.message, cause: error })
+    })
   )
 }
+
+/** The user and database of a target as `describeTarget` names it, for a GRANT the user can paste. */
+const grantee = (target: string): { readonly user: string; readonly database: string } => {
+  try {
+    const url = new URL(target)
+    return {
+      user: url.username === "" ? "<user>" : decodeURIComponent(url.username),
+      database: url.pathname.length > 1 ? decodeURIComponent(url.pathname.slice(1)) : "<database>"
+    }
+  } catch {
+    return { user: "<user>", database: "<database>" }
+  }
+}
+
+/** MySQL's answer to an index that exists already: 1061 ER_DUP_KEYNAME. */
+const isDuplicateIndex = (error: unknown) => hasErrorCode(error, ["ER_DUP_KEYNAME", 1061])
 
 /** Whether a failed connect is the database refusing the worker (never waited out). */
 const isRefusal = (error: RegistrationError) =>
@@ -654,14 +699,7 @@ const isRefusal = (error: RegistrationError) =>
   ["AuthenticationError", "PermissionError"].includes((error.cause as { _tag?: unknown })._tag as string)
 
 /** A missing table: PostgreSQL 42P01 undefined_table, MySQL 1146 ER_NO_SUCH_TABLE. */
-const isMissingTable = (error: unknown): boolean => {
-  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
-    const { code, errno } = current as { code?: unknown; errno?: unknown }
-    if (code === "42P01" || code === "ER_NO_SUCH_TABLE" || errno === 1146) return true
-    current = (current as { cause?: unknown }).cause
-  }
-  return false
-}
+const isMissingTable = (error: unknown) => hasErrorCode(error, ["42P01", "ER_NO_SUCH_TABLE", 1146])
 
 /**
  * Without autoCreate the engine (or a migration) makes the tables: a worker started first waits for

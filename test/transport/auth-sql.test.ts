@@ -13,7 +13,7 @@ import type { Transport } from "../../src/seam/Transport.js"
 import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
-import { type DialectName, startSqlEngine } from "../support/sqlEngine.js"
+import { type DialectName, dropTables, openDb, startSqlEngine, uniqueTablePrefix } from "../support/sqlEngine.js"
 
 const SECRET = "sql-pass-5e4d3c2b1a"
 
@@ -105,3 +105,81 @@ for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<Dia
       }).pipe(Effect.scoped), 30_000)
   })
 }
+
+for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
+  describe(`SQL transport (${dialect}): autoCreate as a user that may not create tables`, () => {
+    it.live("the start fails at once as a PermissionError saying what to grant, not retried, the tables not half made", () =>
+      Effect.gen(function*() {
+        const db = yield* Effect.acquireRelease(Effect.sync(() => openDb(dialect, 2)), (db) => Effect.promise(() => db.end()))
+        const prefix = uniqueTablePrefix()
+        const user = `edw_nc_${prefix.slice(4)}`
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(async () => {
+            await dropTables(db, prefix).catch(() => undefined)
+            if (dialect === "postgres") await db.query(`DROP ROLE IF EXISTS ${user}`).catch(() => undefined)
+            else await db.query(`DROP USER IF EXISTS '${user}'@'%'`).catch(() => undefined)
+          })
+        )
+        // PostgreSQL 15 and later grant no CREATE on schema public to a new role; on MariaDB the
+        // user gets the statements of the task path and nothing else
+        const url = yield* Effect.promise(async () => {
+          if (dialect === "postgres") {
+            await db.query(`CREATE ROLE ${user} LOGIN`)
+            return `postgres://${user}@127.0.0.1:5432/test`
+          }
+          await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY '${SECRET}'`)
+          await db.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON test.* TO '${user}'@'%'`)
+          return `mysql://${user}:${SECRET}@127.0.0.1:3306/test`
+        })
+        const options = { url, prefix } as const
+        const started = Date.now()
+        const error = yield* failedStart(
+          dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
+        ).pipe(Effect.timeout("10 seconds"))
+        assert.isBelow(Date.now() - started, 5_000)
+        assert.strictEqual(error._tag, "RegistrationError")
+        assert.strictEqual(error.cause?._tag, "PermissionError", error.message)
+        const names = Statements.names(prefix)
+        assert.include(error.message, `creating ${names.tasks} / ${names.results} (autoCreate), refused the operation`)
+        assert.match(
+          error.message,
+          dialect === "postgres"
+            ? /permission denied for schema public \(SQLSTATE 42501\)\); grant the worker's user CREATE on the schema .*GRANT CREATE ON SCHEMA public TO edw_nc_\w+\)/
+            : /CREATE command denied .*\(ER_TABLEACCESS_DENIED_ERROR, 1142\)\); grant the worker's user CREATE and INDEX on the database \(GRANT CREATE, INDEX ON test\.\* TO edw_nc_\w+\)/
+        )
+        assert.match(error.message, /or create the tables with the engine \(or a migration\) and set autoCreate: false$/)
+        assert.notInclude(error.message, SECRET)
+        const made = yield* Effect.promise(() =>
+          db.query(
+            dialect === "postgres"
+              ? "SELECT table_name FROM information_schema.tables WHERE table_name LIKE $1"
+              : "SELECT table_name FROM information_schema.tables WHERE table_name LIKE ?",
+            [`${prefix}%`]
+          )
+        )
+        assert.deepStrictEqual(made, [])
+      }).pipe(Effect.scoped), 30_000)
+  })
+}
+
+describe("SQL transport (mysql): autoCreate as a user that may create tables but not indexes", () => {
+  it.live("the start fails as a PermissionError instead of claiming without the task index", () =>
+    Effect.gen(function*() {
+      const db = yield* Effect.acquireRelease(Effect.sync(() => openDb("mysql", 2)), (db) => Effect.promise(() => db.end()))
+      const prefix = uniqueTablePrefix()
+      const user = `edw_ni_${prefix.slice(4)}`
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          await dropTables(db, prefix).catch(() => undefined)
+          await db.query(`DROP USER IF EXISTS '${user}'@'%'`).catch(() => undefined)
+        })
+      )
+      yield* Effect.promise(async () => {
+        await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY '${SECRET}'`)
+        await db.query(`GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON test.* TO '${user}'@'%'`)
+      })
+      const error = yield* failedStart(MysqlSql.layerMysql({ url: `mysql://${user}:${SECRET}@127.0.0.1:3306/test`, prefix }))
+      assert.strictEqual(error.cause?._tag, "PermissionError", error.message)
+      assert.match(error.message, /INDEX command denied .*; grant the worker's user CREATE and INDEX on the database/)
+    }).pipe(Effect.scoped), 30_000)
+})

@@ -71,6 +71,16 @@ const LOST_CONNECTION_CODES: ReadonlySet<string> = new Set([
   "ER_CONNECTION_KILLED"
 ])
 
+/** Whether `error` or one of its causes carries one of `codes`: a SQLSTATE or driver code, or a MySQL errno. */
+export const hasErrorCode = (error: unknown, codes: ReadonlyArray<string | number>): boolean => {
+  for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
+    const { code, errno } = current as { code?: unknown; errno?: unknown }
+    if (codes.includes(code as string) || codes.includes(errno as number)) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+
 /** Registration's statements ride out a connection lost under them, on a new connection each time. */
 export const retryLostConnection = { times: 3, while: isConnectionLost } as const
 
