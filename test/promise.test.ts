@@ -19,6 +19,7 @@ import {
   type WorkerOptions
 } from "../src/promise.js"
 import { stepTask as task, waitFor } from "./support/local.js"
+import { dropTables, openDb, uniqueTablePrefix } from "./support/sqlEngine.js"
 
 
 const quiet = { handleSignals: false, logLevel: "None" } as const
@@ -211,6 +212,35 @@ describe("promise facade", () => {
     )
     assert.strictEqual(second._tag, "WorkerStateError")
     assert.match(second.message, /a worker instance runs once, create a new one/)
+  })
+
+  it("connection options read from the environment may be undefined (exactOptionalPropertyTypes): undefined is the default", async () => {
+    // this file compiles under exactOptionalPropertyTypes, as `npm test` type-checks it: the options
+    // below are `string | undefined`, as `process.env` gives them
+    const env: Record<string, string | undefined> = { DATABASE_URL: "postgres://postgres@127.0.0.1:5432/test" }
+    const serve = async (transport: TransportHandle) => {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      const running = worker.run(transport)
+      await waitFor("the worker running", async () => (await worker.status()).state === "running")
+      await worker.stop()
+      await running
+    }
+    await serve(redis({ url: env.REDIS_URL, prefix: uniqueTablePrefix("edw-env") }))
+    const prefix = uniqueTablePrefix()
+    const db = openDb("postgres", 1)
+    const saved = process.env.DATABASE_URL
+    process.env.DATABASE_URL = env.DATABASE_URL
+    try {
+      await serve(postgres({ url: env.EDW_UNSET_URL, host: env.EDW_UNSET_HOST, password: env.EDW_UNSET_PASSWORD, prefix }))
+    } finally {
+      if (saved === undefined) delete process.env.DATABASE_URL
+      else process.env.DATABASE_URL = saved
+      await dropTables(db, prefix)
+      await db.end()
+    }
+    const dw = durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", token: env.EDW_UNSET_TOKEN })
+    assert.isDefined(dw.layer)
   })
 
   it("a step cannot be registered twice, nor after the worker started", async () => {

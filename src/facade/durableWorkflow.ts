@@ -18,11 +18,11 @@ export interface DurableWorkflowOptions {
   /** The server root (or a managed-runtime prefix); not ending in `/api`, no query or fragment. */
   readonly baseUrl: string
   /** The shared bearer token (both planes). Default none. */
-  readonly token?: string | Redacted.Redacted
+  readonly token?: string | Redacted.Redacted | undefined
   /** A worker-plane token; wins over `token` on the worker plane. Default none. */
-  readonly workerToken?: string | Redacted.Redacted
+  readonly workerToken?: string | Redacted.Redacted | undefined
   /** A control-plane token; wins over `token` on the control plane. Default none. */
-  readonly controlToken?: string | Redacted.Redacted
+  readonly controlToken?: string | Redacted.Redacted | undefined
   /** `X-Namespace`. Default `"default"`. */
   readonly namespace?: string
   /** The task queue the worker registers on and polls. */

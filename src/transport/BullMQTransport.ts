@@ -78,7 +78,7 @@ export interface BullMQOptions {
    * `redis://[user:password@]host:port[/db]` (or `rediss://`), as a string or a `Redacted` (what
    * `Config.redacted` reads). Its password never appears in a message. Default `redis://127.0.0.1:6379`.
    */
-  readonly url?: Secret
+  readonly url?: Secret | undefined
   /** ioredis options, used instead of `url` when given. Default none. */
   readonly connection?: RedisOptions
   /** Key prefix shared with the engine; not empty. Default `durable`. */
@@ -138,7 +138,7 @@ export interface BullMQOptions {
  */
 export interface BrokerTarget {
   /** A `redis://` URL, as a string or a `Redacted`. */
-  readonly url?: Secret
+  readonly url?: Secret | undefined
   readonly connection?: RedisOptions
 }
 

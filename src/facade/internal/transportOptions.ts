@@ -34,7 +34,7 @@ export interface RedisConnectionOptions {
  */
 export interface RedisOptions {
   /** A `redis://` or `rediss://` URL. Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
-  readonly url?: string | Redacted.Redacted
+  readonly url?: string | Redacted.Redacted | undefined
   /** ioredis connection options, used instead of `url`. Default none. */
   readonly connection?: RedisConnectionOptions
   /** Default `durable`, as the engine's. */
@@ -55,7 +55,7 @@ export interface RedisOptions {
    * Further brokers of the engine's transport pool, by the pool id the engine stamps on tasks as
    * `transport`; a task is answered on the broker its `transport` names. Default none.
    */
-  readonly brokers?: Readonly<Record<string, { readonly url?: string | Redacted.Redacted; readonly connection?: RedisConnectionOptions }>>
+  readonly brokers?: Readonly<Record<string, { readonly url?: string | Redacted.Redacted | undefined; readonly connection?: RedisConnectionOptions }>>
   /** The engine's pool id of the main broker. Default `"default"`. */
   readonly brokerId?: string
   /** Commands of one event-loop turn that may share a socket write. Default 8; 1 turns this off. */

@@ -59,17 +59,17 @@ export interface ConnectionOptions {
    * `postgres://user:password@host:5432/db` (or `postgresql://`) on PostgreSQL,
    * `mysql://user:password@host:3306/db` (or `mariadb://`) on MySQL/MariaDB. Default none.
    */
-  readonly url?: string | Redacted.Redacted
+  readonly url?: string | Redacted.Redacted | undefined
   /** Default `127.0.0.1`. */
-  readonly host?: string
+  readonly host?: string | undefined
   /** 1-65535. Default 5432 on PostgreSQL, 3306 on MySQL/MariaDB. */
-  readonly port?: number
+  readonly port?: number | undefined
   /** Default the driver's. */
-  readonly database?: string
+  readonly database?: string | undefined
   /** Default the driver's. */
-  readonly username?: string
+  readonly username?: string | undefined
   /** Default none. */
-  readonly password?: string | Redacted.Redacted
+  readonly password?: string | Redacted.Redacted | undefined
   /** Pool size; at least 1. Default 10. */
   readonly maxConnections?: number
   /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
