@@ -41,6 +41,7 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
     (Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"),
     connectTimeout
   )
+  const maxConnections = options.maxConnections ?? 10
   return MysqlClient.make({
     url,
     host: url === undefined ? options.host ?? "127.0.0.1" : undefined,
@@ -48,8 +49,11 @@ export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connecti
     database: options.database,
     username: options.username,
     password: redact(options.password),
-    maxConnections: options.maxConnections ?? 10,
-    ...(url === undefined ? { poolConfig: { connectTimeout: Number(connectTimeout) } } : {})
+    maxConnections,
+    // maxIdle below the pool size starts mysql2's idle sweep, a timer that @effect/sql-mysql2 stops
+    // only by ending the pool, which it does not when its first connection fails: the process of a
+    // failed start would never exit. At the pool size, idle connections stay, as with a URL.
+    ...(url === undefined ? { poolConfig: { connectTimeout: Number(connectTimeout), maxIdle: maxConnections } } : {})
   }).pipe(
     Effect.provide(Reactivity.layer),
     Effect.map((client): Connection => ({ sql: client, dialect: "mysql", listen: Option.none() })),

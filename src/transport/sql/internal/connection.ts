@@ -43,6 +43,21 @@ export const describeTarget = (dialect: Dialect, options: ConnectionOptions): st
   return `${scheme}://${user}${options.host ?? "127.0.0.1"}:${port}${options.database === undefined ? "" : `/${options.database}`}`
 }
 
+/**
+ * Who failed, for an error: the target, and when neither `url` nor `host` was given (nor
+ * `DATABASE_URL`, which the facade and `layerConfig` read) that it is only the driver's default,
+ * since a forgotten `DATABASE_URL` otherwise reads as a refusal of some user the application never named.
+ */
+const whereOf = (dialect: Dialect, options: ConnectionOptions): string => {
+  if (options.url !== undefined || options.host !== undefined) return `${dialectLabel(dialect)} at ${describeTarget(dialect, options)}`
+  const user = options.username !== undefined
+    ? ""
+    : dialect === "postgres"
+    ? ", the user from PGUSER or the login"
+    : ", no user"
+  return `${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (no url, host or DATABASE_URL given: the driver's defaults${user})`
+}
+
 export const redact = (value: string | Redacted.Redacted | undefined) =>
   value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
 
@@ -109,7 +124,7 @@ export const refused = (dialect: Dialect, options: ConnectionOptions, cause: unk
   const error = Refusals.toError(
     NAME,
     { ...refusal, answer: redactText(refusal.answer, secrets) },
-    `${dialectLabel(dialect)} at ${describeTarget(dialect, options)}${doing === "" ? "" : `, ${doing},`}`,
+    `${whereOf(dialect, options)}${doing === "" ? "" : `, ${doing},`}`,
     {
       authentication: "check the user and password in DATABASE_URL (or the url / username / password options) and that " +
         `the user exists and may log in from this host${dialect === "postgres" ? " (pg_hba.conf)" : ""}`,
@@ -124,7 +139,7 @@ export const refused = (dialect: Dialect, options: ConnectionOptions, cause: unk
 export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
   refused(dialect, options, cause, "") ?? new RegistrationError({
     transport: NAME,
-    message: `could not connect to ${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${
+    message: `could not connect to ${whereOf(dialect, options)} (${
       redactText(sqlMessageOf(cause), secretsOf(options))
     }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
     cause: safeCause(cause, secretsOf(options))

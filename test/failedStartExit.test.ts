@@ -1,0 +1,55 @@
+/**
+ * A start that fails leaves nothing behind: the process of an application whose worker could not
+ * start exits on its own (no pool's timer, socket or retry left running), on every transport, for
+ * a refused connection and a refused login alike, by URL and by host.
+ */
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { assert, describe, it } from "vitest"
+
+const SCRIPT = fileURLToPath(new URL("./support/failedStart.ts", import.meta.url))
+
+const run = (transport: string) =>
+  new Promise<{ output: string; code: number | null; exited: boolean }>((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "--conditions=source", SCRIPT, transport], {
+      stdio: ["ignore", "pipe", "pipe"],
+      // the AWS SDK's notice that its releases from 2027 need Node 22 (see the README's Troubleshooting)
+      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" }
+    })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += String(chunk)))
+    child.stderr.on("data", (chunk) => (output += String(chunk)))
+    // the slowest of these fails its start after the SQS client's retries, well within this
+    const timer = setTimeout(() => child.kill("SIGKILL"), 25_000)
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer)
+      resolve({ output, code, exited: signal === null })
+    })
+  })
+
+const CASES: ReadonlyArray<readonly [string, RegExp]> = [
+  ["redis-refused", /^RegistrationError: could not connect to Redis/],
+  ["postgres-refused-login", /^RegistrationError: PostgreSQL at .* refused the credentials/],
+  ["postgres-host-refused-login", /^RegistrationError: PostgreSQL at .* refused the credentials/],
+  [
+    "postgres-defaults",
+    /^RegistrationError: could not connect to PostgreSQL at postgres:\/\/127\.0\.0\.1:1 \(no url, host or DATABASE_URL given: the driver's defaults, the user from PGUSER or the login\) \(/
+  ],
+  ["postgres-refused", /^RegistrationError: could not connect to PostgreSQL/],
+  ["mysql-refused-login", /^RegistrationError: MySQL\/MariaDB at .* refused the credentials/],
+  ["mysql-host-refused-login", /^RegistrationError: MySQL\/MariaDB at mysql:\/\/root@127\.0\.0\.1:3306 refused the credentials/],
+  ["mysql-refused", /^RegistrationError: could not connect to MySQL\/MariaDB/],
+  ["sqs-refused", /^RegistrationError: /],
+  ["durable-workflow-refused", /^RegistrationError: /]
+]
+
+describe("a failed start, in a process of its own", () => {
+  it("the process exits on its own once run() has rejected, on every transport", async () => {
+    const outcomes = await Promise.all(CASES.map(async ([transport, expected]) => ({ transport, expected, ...(await run(transport)) })))
+    for (const { code, expected, exited, output, transport } of outcomes) {
+      assert.isTrue(exited, `${transport}: the process did not exit on its own within 25 s:\n${output}`)
+      assert.strictEqual(code, 0, `${transport}:\n${output}`)
+      assert.match(output.trim(), expected, transport)
+    }
+  }, 60_000)
+})
