@@ -3,29 +3,21 @@
  * start exits on its own (no pool's timer, socket or retry left running), on every transport, for
  * a refused connection and a refused login alike, by URL and by host.
  */
-import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "vitest"
+import { spawnSource } from "./support/local.js"
 
 const SCRIPT = fileURLToPath(new URL("./support/failedStart.ts", import.meta.url))
 
-const run = (transport: string) =>
-  new Promise<{ output: string; code: number | null; exited: boolean }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--conditions=source", SCRIPT, transport], {
-      stdio: ["ignore", "pipe", "pipe"],
-      // the AWS SDK's notice that its releases from 2027 need Node 22 (see the README's Troubleshooting)
-      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" }
-    })
-    let output = ""
-    child.stdout.on("data", (chunk) => (output += String(chunk)))
-    child.stderr.on("data", (chunk) => (output += String(chunk)))
-    // the slowest of these fails its start after the SQS client's retries, well within this
-    const timer = setTimeout(() => child.kill("SIGKILL"), 25_000)
-    child.once("exit", (code, signal) => {
-      clearTimeout(timer)
-      resolve({ output, code, exited: signal === null })
-    })
-  })
+const run = async (transport: string) => {
+  // the AWS SDK's notice that its releases from 2027 need Node 22 (see the README's Troubleshooting)
+  const { child, exited, output } = spawnSource(SCRIPT, [transport], { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" })
+  // the slowest of these fails its start after the SQS client's retries, well within this
+  const timer = setTimeout(() => child.kill("SIGKILL"), 25_000)
+  const { code, signal } = await exited
+  clearTimeout(timer)
+  return { output: output(), code, exited: signal === null }
+}
 
 const CASES: ReadonlyArray<readonly [string, RegExp]> = [
   ["redis-refused", /^RegistrationError: could not connect to Redis/],

@@ -2,40 +2,30 @@
  * The promise facade's signal handling in real processes: the exit a signal asks for happens once the
  * worker has drained, and a signal the application handles itself (as NestJS does) is left to it.
  */
-import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "vitest"
-import { waitFor } from "./support/local.js"
+import { spawnSource, waitFor } from "./support/local.js"
 
 const WORKER = fileURLToPath(new URL("./support/signalWorker.ts", import.meta.url))
 
 /** Starts the worker process, sends SIGTERM once its step began, and returns its output and exit. */
 const signalledRun = async (mode: "alone" | "app-handler") => {
-  const child = spawn(process.execPath, ["--import", "tsx", "--conditions=source", WORKER, mode], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, SLEEP_MS: "800" }
-  })
-  let output = ""
-  child.stdout.on("data", (chunk) => (output += String(chunk)))
-  child.stderr.on("data", (chunk) => (output += String(chunk)))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  )
+  const { child, exited, output } = spawnSource(WORKER, [mode], { SLEEP_MS: "800" })
   try {
     await waitFor("the step to begin", () => {
-      if (child.exitCode !== null) throw new Error(`the worker exited before its step began:\n${output}`)
-      return output.includes("began\n")
+      if (child.exitCode !== null) throw new Error(`the worker exited before its step began:\n${output()}`)
+      return output().includes("began\n")
     }, 30_000).catch((error: Error) => {
-      throw new Error(`${error.message}:\n${output}`)
+      throw new Error(`${error.message}:\n${output()}`)
     })
     child.kill("SIGTERM")
     const exit = await Promise.race([
       exited,
       new Promise<never>((_, reject) =>
-        setTimeout(() => reject(new Error(`no exit within 20 s of SIGTERM:\n${output}`)), 20_000).unref()
+        setTimeout(() => reject(new Error(`no exit within 20 s of SIGTERM:\n${output()}`)), 20_000).unref()
       )
     ])
-    return { exit, lines: output.trim().split("\n") }
+    return { exit, lines: output().trim().split("\n") }
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
   }

@@ -1,7 +1,7 @@
 /**
  * Small helpers shared by the tests: a free loopback port, a server that never answers, a private
- * redis-server, a step task as the engine dispatches it, a wait for a condition, and a logger that
- * keeps what it is given.
+ * redis-server, a step task as the engine dispatches it, a wait for a condition, a logger that
+ * keeps what it is given, and a test script run from source in a process of its own.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { type AddressInfo, createServer, type Socket } from "node:net"
@@ -98,4 +98,22 @@ export const waitFor = async (what: string, check: () => boolean | Promise<boole
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
+}
+
+/**
+ * Runs a TypeScript `script` of the tests from source (`tsx`, the `source` condition) in a process of
+ * its own: the child, what it has printed so far (stdout and stderr together), and its exit.
+ */
+export const spawnSource = (script: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = {}) => {
+  const child = spawn(process.execPath, ["--import", "tsx", "--conditions=source", script, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env }
+  })
+  let output = ""
+  child.stdout!.on("data", (chunk) => (output += String(chunk)))
+  child.stderr!.on("data", (chunk) => (output += String(chunk)))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  )
+  return { child, output: () => output, exited }
 }
