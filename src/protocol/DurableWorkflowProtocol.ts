@@ -21,7 +21,7 @@ import * as Predicate from "effect/Predicate"
 import * as Codec from "../wire/DurableWorkflowCodec.js"
 import type { StepEvent } from "../wire/StepProtocol.js"
 import type { StepContext } from "../core/Step.js"
-import { messageOf } from "../core/internal/errors.js"
+import { isNonRetryable, messageOf } from "../core/internal/errors.js"
 import { makeStepLogger } from "../core/internal/stepLogger.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { Handlers, Outcome, Task } from "../seam/Protocol.js"
@@ -194,11 +194,6 @@ const decodeOrFail = (raw: unknown, codec: unknown, task: Task): Effect.Effect<R
     return yield* Effect.try({ try: () => decodeArgs(resolved, codec), catch: (e) => e })
   })
 
-const nonRetryable = (error: unknown): boolean =>
-  typeof error === "object" && error !== null &&
-  ((error as { retryable?: unknown }).retryable === false || (error as { nonRetryable?: unknown }).nonRetryable === true ||
-    (error as { non_retryable?: unknown }).non_retryable === true)
-
 const activityFailed = (outcome: Extract<DurableWorkflowReply, { _tag: "ActivityFailed" }>["outcome"], failure: FailureBody) =>
   DurableWorkflowReply.ActivityFailed({ failure, outcome })
 
@@ -325,7 +320,7 @@ const runActivity = <R>(
       })
     }
     const code = (error as { code?: unknown } | null)?.code
-    const final = nonRetryable(error)
+    const final = isNonRetryable(error)
     return activityFailed(final ? "failed_non_retryable" : "failed", {
       message: messageOf(error),
       type: typeOf(error),

@@ -483,6 +483,28 @@ describe("replay", () => {
       assert.strictEqual(failed!["exception_type"], "FatalError")
     }))
 
+  it.effect("a FatalError from another copy of the package fails the workflow non-retryable too", () =>
+    Effect.gen(function*() {
+      // an application that loads both builds (CommonJS and ES modules) has two FatalError classes:
+      // the query makes the module loader evaluate the module a second time, a class of its own
+      const second = "../../src/core/FatalError.js?copy"
+      const copy = yield* Effect.promise(() => import(second) as Promise<typeof import("../../src/core/FatalError.js")>)
+      const { FatalError } = yield* Effect.promise(() => import("../../src/core/FatalError.js"))
+      assert.notStrictEqual(copy.FatalError, FatalError)
+      const fatal = DurableWorkflow.fromAsync("t", async () => {
+        throw new copy.FatalError("bad input", "bad_input")
+      })
+      const [failed] = yield* commandsOf(fatal, [], [])
+      assert.strictEqual(failed!["type"], "fail_workflow")
+      assert.strictEqual(failed!["non_retryable"], true)
+      // errors written for the Durable Workflow SDKs say it with nonRetryable, as activities' do
+      const sdkStyle = DurableWorkflow.fromAsync("t", async () => {
+        throw Object.assign(new Error("no such customer"), { nonRetryable: true })
+      })
+      const [sdkFailed] = yield* commandsOf(sdkStyle, [], [])
+      assert.strictEqual(sdkFailed!["non_retryable"], true)
+    }))
+
   it.effect("continue-as-new ends the run with the new arguments", () =>
     Effect.gen(function*() {
       const wf = DurableWorkflow.make("t", (ctx, n: number) => Effect.succeed(ctx.continueAsNew([n + 1], { workflowType: "t2" })))

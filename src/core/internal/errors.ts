@@ -20,3 +20,16 @@ export const messageOf = (error: unknown): string => {
   const { _tag, name } = error as { readonly _tag?: unknown; readonly name?: unknown }
   return typeof _tag === "string" ? _tag : typeof name === "string" ? name : ""
 }
+
+/**
+ * Whether a failure asks not to be retried: `retryable: false` (a `FatalError`, from any copy
+ * of this package: an application that loads both the CommonJS and the ES module build has two
+ * `FatalError` classes, so `instanceof` would miss one), or the `nonRetryable` / `non_retryable: true`
+ * that errors written for the Durable Workflow SDKs carry.
+ *
+ * @internal
+ */
+export const isNonRetryable = (error: unknown): boolean =>
+  typeof error === "object" && error !== null &&
+  ((error as { retryable?: unknown }).retryable === false || (error as { nonRetryable?: unknown }).nonRetryable === true ||
+    (error as { non_retryable?: unknown }).non_retryable === true)

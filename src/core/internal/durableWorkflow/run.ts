@@ -7,8 +7,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import * as Codec from "../../../wire/DurableWorkflowCodec.js"
-import { FatalError } from "../../FatalError.js"
-import { messageOf } from "../errors.js"
+import { isNonRetryable, messageOf } from "../errors.js"
 import { type ArgumentsMismatch, emptySpecs, fitArguments, type ReceiverSpecs } from "./contract.js"
 import { ActivityFailed, type ChildWorkflowFailed, QueryFailed, UpdateRejected, UpdateValidationFailed } from "./errors.js"
 import {
@@ -160,7 +159,7 @@ export const errorClass = (error: unknown): string => `effect-durable-worker.${e
 export const typeOf = errorName
 
 const failWorkflowCommand = (error: unknown): Command => {
-  const nonRetryable = error instanceof FatalError
+  const nonRetryable = isNonRetryable(error)
   return {
     type: "fail_workflow",
     message: messageOf(error),
