@@ -11,4 +11,4 @@
 /** @since 0.1.0 */
 export * as BullMQTransport from "./transport/BullMQTransport.js"
 
-export { redis, type RedisOptions } from "./facade/bullmq.js"
+export { redis, type RedisConnectionOptions, type RedisConnectionSettings, type RedisOptions } from "./facade/bullmq.js"

@@ -92,6 +92,7 @@ export type {
   MysqlOptions,
   PostgresOptions,
   RedisConnectionOptions,
+  RedisConnectionSettings,
   RedisOptions,
   SqsClientSettings,
   SqsOptions

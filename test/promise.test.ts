@@ -1,4 +1,5 @@
 import { Cause } from "effect"
+import type { RedisOptions as IORedisOptions } from "ioredis"
 import { assert, describe, it } from "vitest"
 import {
   durableWorkflow,
@@ -241,6 +242,32 @@ describe("promise facade", () => {
     }
     const dw = durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", token: env.EDW_UNSET_TOKEN })
     assert.isDefined(dw.layer)
+  })
+
+  it("redis({ connection }) takes ioredis's own RedisOptions, an application's options interface, and fields read from the environment", async () => {
+    // type-checked by `npm test` under exactOptionalPropertyTypes: each value below must fit `connection`
+    const env: Record<string, string | undefined> = {}
+    const ioredisOptions: IORedisOptions = { host: "127.0.0.1", port: 6379 }
+    interface AppRedisConfig {
+      readonly host: string
+      readonly port: number
+    }
+    const appConfig: AppRedisConfig = { host: "127.0.0.1", port: 6379 }
+    const prefix = () => uniqueTablePrefix("edw-conn")
+    const handles = [
+      redis({ connection: ioredisOptions, prefix: prefix() }),
+      redis({ connection: appConfig, prefix: prefix() }),
+      // a literal with further ioredis options, and settings that are unset in this environment
+      redis({ connection: { host: env.REDIS_HOST, password: env.REDIS_PASSWORD, maxRetriesPerRequest: null }, prefix: prefix() })
+    ]
+    for (const handle of handles) {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      const running = worker.run(handle)
+      await waitFor("the worker running", async () => (await worker.status()).state === "running")
+      await worker.stop()
+      await running
+    }
   })
 
   it("a step cannot be registered twice, nor after the worker started", async () => {

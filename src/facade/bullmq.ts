@@ -7,7 +7,7 @@ import * as BullMQTransport from "../transport/BullMQTransport.js"
 import { refusingUnknown, type TransportHandle } from "./internal/options.js"
 import type { RedisOptions } from "./internal/transportOptions.js"
 
-export type { RedisOptions } from "./internal/transportOptions.js"
+export type { RedisConnectionOptions, RedisConnectionSettings, RedisOptions } from "./internal/transportOptions.js"
 
 
 const REDIS_KEYS: ReadonlyArray<keyof RedisOptions> = [

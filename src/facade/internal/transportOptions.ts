@@ -9,21 +9,35 @@ import type { SqsTransportOptions } from "../../transport/sqs/internal/options.j
 export type { MysqlOptions, PostgresOptions } from "../../transport/sql/internal/options.js"
 
 /**
- * ioredis connection options (`new Redis(options)`): host, port, credentials, TLS, and any other
- * option ioredis takes.
+ * The ioredis connection settings the transport reads itself (the target it names in errors, the
+ * password it keeps out of them). Each may be `undefined`, meaning ioredis's default, so a value
+ * read from `process.env` fits under `exactOptionalPropertyTypes`.
  *
  * @since 0.3.0
  * @category models
  */
-export interface RedisConnectionOptions {
-  readonly host?: string
-  readonly port?: number
-  readonly username?: string
-  readonly password?: string
-  readonly db?: number
-  readonly tls?: object
-  readonly [option: string]: unknown
+export interface RedisConnectionSettings {
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+  readonly username?: string | undefined
+  readonly password?: string | undefined
+  readonly db?: number | undefined
+  readonly tls?: object | undefined
 }
+
+/**
+ * ioredis connection options (`new Redis(options)`): host, port, credentials, TLS, and any other
+ * option ioredis takes. ioredis's own `RedisOptions` fits, as does an application's own options
+ * interface or an object literal with further ioredis options.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type RedisConnectionOptions =
+  | RedisConnectionSettings
+  // an object literal naming further ioredis options (a named interface has no index signature, so
+  // it takes the first member)
+  | (RedisConnectionSettings & { readonly [option: string]: unknown })
 
 /**
  * Options of the Redis/BullMQ transport; durations in milliseconds. They are checked as
