@@ -135,19 +135,20 @@ const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
 const transportError = (operation: string) => (cause: unknown) => {
   // every failed statement of the task path becomes its error here once: counted where it lost its connection
   if (isConnectionLost(cause)) WorkerMetrics.connectionLost(NAME)
-  // a refused statement (the user lost a grant, or never had it) fails the same way every time: the
-  // worker stops with it rather than polling on as if it served
+  // a refused statement (the user lost a grant, or never had it) or a refused login on a new
+  // connection (the password changed, the user dropped or locked since the start) fails the same way
+  // every time: the worker stops with it rather than polling on as if it served
   const refused = refusalOf(cause)
-  return refused === undefined
-    ? new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
-    : new TransportError({
-      transport: NAME,
-      operation,
-      message: `${operation} failed: the database refused it (${refused.answer}); grant the worker's user SELECT, ` +
-        "INSERT, UPDATE and DELETE on the durable tables",
-      cause,
-      fatal: true
-    })
+  if (refused === undefined) {
+    return new TransportError({ transport: NAME, operation, message: `${operation} failed: ${sqlMessageOf(cause)}`, cause })
+  }
+  const message = refused.kind === "authentication"
+    ? `${operation} failed: the database refused the worker's login on a new connection (${refused.answer}); check ` +
+      "that the user and password in DATABASE_URL (or the url / username / password options) are still valid: " +
+      "changed since the worker started, they end the run"
+    : `${operation} failed: the database refused it (${refused.answer}); grant the worker's user SELECT, ` +
+      "INSERT, UPDATE and DELETE on the durable tables"
+  return new TransportError({ transport: NAME, operation, message, cause, fatal: true })
 }
 
 /** An earlier result row of the step still waits for the engine: the completion was rolled back. */

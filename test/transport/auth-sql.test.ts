@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
@@ -105,6 +106,48 @@ for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<Dia
       }).pipe(Effect.scoped), 30_000)
   })
 }
+
+describe("SQL transport (postgres): a login refused after the start", () => {
+  it.live("ends the run saying the user and password are no longer valid, not asking for grants", () =>
+    Effect.gen(function*() {
+      const db = openDb("postgres", 1)
+      const prefix = uniqueTablePrefix()
+      const user = `edw_gone_${prefix.slice(4)}`
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          await dropTables(db, prefix)
+          await db.query(`DROP OWNED BY ${user}`).catch(() => undefined)
+          await db.query(`DROP ROLE IF EXISTS ${user}`).catch(() => undefined)
+          await db.end()
+        })
+      )
+      yield* Effect.promise(async () => {
+        await db.query(`CREATE ROLE ${user} LOGIN`)
+        await db.query(`GRANT CREATE ON SCHEMA public TO ${user}`)
+      })
+      const layer = PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:5432/test`, prefix, pollInterval: "100 millis" })
+      const worker = yield* Worker.make({ steps: [Step.make("x", () => Effect.succeed(1))], pollTimeout: "1 second" })
+      const running = yield* worker.run.pipe(
+        Effect.provide(layer),
+        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
+        Effect.flip,
+        Effect.fork
+      )
+      yield* worker.registered
+      // the role may no longer log in, and its connections are cut: the pool's next login is refused
+      yield* Effect.promise(async () => {
+        await db.query(`ALTER ROLE ${user} NOLOGIN`)
+        await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, [user])
+      })
+      const error = yield* Fiber.join(running).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual((error as { _tag?: string })._tag, "WorkerLoopError")
+      const reason = (error as { reason?: { message?: string } }).reason?.message ?? ""
+      assert.match(reason, /refused the worker's login on a new connection \(.*not permitted to log in.*\)/)
+      assert.match(reason, /check that the user and password in DATABASE_URL .* are still valid/)
+      assert.notMatch(reason, /grant/)
+      assert.strictEqual((yield* worker.status).state, "failed")
+    }).pipe(Effect.scoped), 30_000)
+})
 
 for (const dialect of ["postgres", "mysql"] as const satisfies ReadonlyArray<DialectName>) {
   describe(`SQL transport (${dialect}): autoCreate as a user that may not create tables`, () => {
