@@ -89,11 +89,14 @@ async function writeCommonJs(relative) {
   map.file = path.basename(target)
   map.sources = [path.relative(path.dirname(target), source)]
   await mkdir(path.dirname(target), { recursive: true })
-  if (usesMeta && !outputText.startsWith(STRICT)) throw new Error(`${relative}: TypeScript's CommonJS emit no longer starts with ${STRICT}`)
+  // an executable's `#!` line stays the first
+  const shebang = outputText.startsWith("#!") ? outputText.slice(0, outputText.indexOf("\n") + 1) : ""
+  const body = outputText.slice(shebang.length)
+  if (usesMeta && !body.startsWith(STRICT)) throw new Error(`${relative}: TypeScript's CommonJS emit no longer starts with ${STRICT}`)
   await writeFile(
     target,
     usesMeta
-      ? `${STRICT} const ${IMPORT_META_URL} = require("node:url").pathToFileURL(__filename).href;${outputText.slice(STRICT.length)}`
+      ? `${shebang}${STRICT} const ${IMPORT_META_URL} = require("node:url").pathToFileURL(__filename).href;${body.slice(STRICT.length)}`
       : outputText
   )
   await writeFile(`${target}.map`, JSON.stringify(map))

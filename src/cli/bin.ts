@@ -6,10 +6,12 @@
  * @since 0.3.0
  */
 import * as Effect from "effect/Effect"
+import { dirname } from "node:path"
+import { fileURLToPath } from "node:url"
 import { layerWithPath as layer } from "../services/internal/nodeFiles.js"
 import { main } from "./main.js"
 
-Effect.runPromise(main(process.argv.slice(2)).pipe(Effect.provide(layer))).then(
+Effect.runPromise(main(process.argv.slice(2), dirname(fileURLToPath(import.meta.url))).pipe(Effect.provide(layer))).then(
   (code) => {
     process.exitCode = code
   },

@@ -42,6 +42,7 @@ exports and prints the durable-workflow.v2.replay-diff report (JSON).
   --required-families <a,b,..>  families that must each have a case (a missing one fails the report)
   --partition <name>            the partition the nestjs-durable worker runs with (default "default")
   -h, --help                    this text
+  -v, --version                 the package's version
 
 Exit codes: 0 every case replayed; 1 the report is drifted or failed; 2 usage error.`
 
@@ -66,7 +67,7 @@ export interface VerifyCommand {
  * @since 0.3.0
  * @category models
  */
-export type Command = VerifyCommand | { readonly _tag: "Help" }
+export type Command = VerifyCommand | { readonly _tag: "Help" } | { readonly _tag: "Version" }
 
 const valued = new Set(["--workflows", "--output", "--required-families", "--partition"])
 
@@ -79,6 +80,7 @@ const valued = new Set(["--workflows", "--output", "--required-families", "--par
 export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Command, UsageError> => {
   const usageError = (message: string) => Either.left(new UsageError({ message }))
   if (argv.length === 0 || argv.includes("-h") || argv.includes("--help")) return Either.right({ _tag: "Help" })
+  if (argv.includes("-v") || argv.includes("--version")) return Either.right({ _tag: "Version" })
   const [command, ...rest] = argv
   if (command !== "verify") return usageError(`unknown command ${JSON.stringify(command)} (the command is "verify")`)
   const modules: Array<string> = []
@@ -171,18 +173,53 @@ export const verify = (
   })
 
 /**
- * The whole command line: parses `argv` (the arguments after the program name), runs the command
- * and answers with the exit code (0 replayed, 1 drifted or failed, 2 usage error). Never fails.
+ * The version in the `package.json` of this package, found from `from` (a directory of its own
+ * files) upwards: the executable runs from `dist/esm/cli`, the repository's tests from `src/cli`.
  *
  * @since 0.3.0
  * @category commands
  */
-export const main = (argv: ReadonlyArray<string>): Effect.Effect<0 | 1 | 2, never, FileSystem.FileSystem | Path.Path> =>
+export const packageVersion = (from: string): Effect.Effect<string | undefined, never, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    for (let dir = from; ; dir = path.dirname(dir)) {
+      const text = yield* fs.readFileString(path.join(dir, "package.json")).pipe(Effect.option)
+      if (text._tag === "Some") {
+        const manifest = yield* Effect.option(Effect.try(() => JSON.parse(text.value) as { name?: unknown; version?: unknown }))
+        if (manifest._tag === "Some" && manifest.value.name === "effect-durable-worker") {
+          return typeof manifest.value.version === "string" ? manifest.value.version : undefined
+        }
+      }
+      if (path.dirname(dir) === dir) return undefined
+    }
+  })
+
+/**
+ * The whole command line: parses `argv` (the arguments after the program name), runs the command
+ * and answers with the exit code (0 replayed, 1 drifted or failed, 2 usage error). Never fails.
+ * `directory` is the executable's own, where `--version` looks for the package's version.
+ *
+ * @since 0.3.0
+ * @category commands
+ */
+export const main = (
+  argv: ReadonlyArray<string>,
+  directory?: string
+): Effect.Effect<0 | 1 | 2, never, FileSystem.FileSystem | Path.Path> =>
   Either.match(parseArgs(argv), {
     onLeft: (error) => Effect.as(Console.error(`effect-durable-worker: ${error.message}\n\n${usage}`), 2 as const),
     onRight: (command) =>
       command._tag === "Help"
         ? Effect.as(Console.log(usage), 0 as const)
+        : command._tag === "Version"
+        ? Effect.flatMap(
+          directory === undefined ? Effect.succeed(undefined) : packageVersion(directory),
+          (version) =>
+            version === undefined
+              ? Effect.as(Console.error("effect-durable-worker: the package's version could not be found"), 2 as const)
+              : Effect.as(Console.log(version), 0 as const)
+        )
         : verify(command).pipe(
           Effect.map((done) => done.exitCode),
           Effect.catchTag("UsageError", (error) => Effect.as(Console.error(`effect-durable-worker: ${error.message}`), 2 as const))

@@ -6,7 +6,7 @@
  * answer; Redis is the only path between them.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -15,7 +15,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { type EngineHarness, redisConnection, startEngine, uniquePrefix } from "../support/engine.js"
 import { waitFor } from "../support/local.js"
 import { bullmqPeers, type EchoOutput, esmEffect, nestCjs, noDriver, STEP } from "./apps.js"
-import { cleanEnv, installProject, packProject, tscBin } from "./pack.js"
+import { cleanEnv, installProject, packProject, repoRoot, tscBin } from "./pack.js"
 
 const exec = promisify(execFile)
 
@@ -195,6 +195,10 @@ describe("the packed package, installed into user projects", () => {
     })
     const report = JSON.parse(stdout) as { status: string; cases: Array<{ id: string; status: string }> }
     assert.strictEqual(report.status, "replayed", stdout)
+    // the installed executable finds its own package's version, not the application's
+    const { version } = JSON.parse(await readFile(path.join(repoRoot, "package.json"), "utf8")) as { version: string }
+    const printed = await exec(bin, ["--version"], { cwd: projects.bullmqPeers, env: cleanEnv() })
+    assert.strictEqual(printed.stdout, `${version}\n`)
     assert.deepStrictEqual(report.cases.map((c) => [c.id, c.status]), [
       ["durable-workflow.run-dw-1", "replayed"],
       ["nestjs-durable.run-1", "replayed"]

@@ -104,6 +104,15 @@ describe("effect-durable-worker verify", () => {
   })
 })
 
+describe("effect-durable-worker --version", () => {
+  it("prints the version of the package.json it belongs to and exits 0", async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string }
+    const { code, stdout, stderr } = await cli("--version")
+    assert.strictEqual(code, 0, stderr)
+    assert.strictEqual(stdout, `${version}\n`)
+  })
+})
+
 describe("argument parsing", () => {
   it("reads the verify command", () => {
     assert.deepStrictEqual(
@@ -112,6 +121,8 @@ describe("argument parsing", () => {
     )
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--help"])), { _tag: "Help" })
     assert.deepStrictEqual(Either.getOrThrow(parseArgs([])), { _tag: "Help" })
+    assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--version"])), { _tag: "Version" })
+    assert.deepStrictEqual(Either.getOrThrow(parseArgs(["verify", "-v"])), { _tag: "Version" })
   })
 
   it("refuses what it does not understand", () => {
