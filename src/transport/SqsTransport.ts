@@ -267,8 +267,14 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
 
       const secrets = secretsOf(config)
       /** Why resolving a queue failed: whether it is waited out is decided by `reason`. */
-      type Failure = { readonly reason: "missing" | "unreachable" | "refused"; readonly error: RegistrationError }
-      const failure = (reason: Failure["reason"], error: RegistrationError): Failure => ({ reason, error })
+      type Failure = {
+        readonly reason: "missing" | "unreachable" | "refused"
+        readonly error: RegistrationError
+        /** What makes a missing queue exist: said once in the wait's log line. */
+        readonly remedy?: string
+      }
+      const failure = (reason: Failure["reason"], error: RegistrationError, remedy?: string): Failure =>
+        remedy === undefined ? { reason, error } : { reason, error, remedy }
 
       const unreachable = (cause: unknown, role: string): Failure => {
         const safe = safeCause(cause, secrets)
@@ -307,7 +313,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           )
       }
       const missing = (queue: string, remedy: string, cause: unknown) =>
-        failure("missing", registrationError(`queue ${queue} does not exist at ${endpoint}; ${remedy}`, safeCause(cause, secrets)))
+        failure("missing", registrationError(`queue ${queue} does not exist at ${endpoint}; ${remedy}`, safeCause(cause, secrets)), remedy)
 
       /** One attempt, cut at `connectTimeout`. */
       const bounded = <A>(attempt: Effect.Effect<A, Failure>, role: string) =>
@@ -334,11 +340,12 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           bounded(attempt, role),
           (f) =>
             f.reason === "missing"
-              ? `${what} to be created (by the engine, or by this worker with autoCreate: true)`
+              ? `${what} to be created (${f.remedy})`
               : f.reason === "unreachable" && config.waitForBroker
               ? `SQS at ${endpoint} to answer`
               : undefined,
-          { describe: (f) => f.error.message }
+          // a missing queue's error says no more than the wait does
+          { describe: (f) => f.reason === "missing" ? undefined : f.error.message }
         ).pipe(Effect.mapError((f) => f.error))
 
       const queueByName = (queueName: string, role: string) =>
@@ -369,7 +376,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
             )
           ),
           role,
-          `queue "${queueName}" for ${role}`
+          `queue "${queueName}" at ${endpoint} for ${role}`
         )
 
       const queueByUrl = (resolve: () => string | PromiseLike<string>, role: string) =>

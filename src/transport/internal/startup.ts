@@ -32,17 +32,18 @@ export const waitSchedule: Schedule.Schedule<unknown> = Schedule.exponential(FIR
 export const waitFor = <A, E, R>(
   attempt: Effect.Effect<A, E, R>,
   waitingFor: (error: E) => string | undefined,
-  options: { readonly describe?: (error: E) => string; readonly schedule?: Schedule.Schedule<unknown> } = {}
+  options: { readonly describe?: (error: E) => string | undefined; readonly schedule?: Schedule.Schedule<unknown> } = {}
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
     const waited = yield* Ref.make<string | undefined>(undefined)
     const logOnce = (error: E) =>
       Effect.flatMap(Ref.getAndUpdate(waited, (was) => was ?? waitingFor(error)), (was) => {
         const what = waitingFor(error)
+        const why = options.describe?.(error)
         return was !== undefined || what === undefined
           ? Effect.void
           : Effect.logWarning(
-            `waiting for ${what}${options.describe === undefined ? "" : ` (${options.describe(error)})`}; ` +
+            `waiting for ${what}${why === undefined ? "" : ` (${why})`}; ` +
               `retrying with backoff up to every ${Duration.format(MAX_RETRY)} until it is there`
           )
       })
