@@ -22,9 +22,9 @@ const settle = <A>(effect: Effect.Effect<A, unknown>): Promise<A> =>
  * e.g. `unsupported_payload_codec`) or a `ReplayError` (`reason`).
  *
  * @example
- * import { replay } from "effect-durable-worker/promise"
+ * import { replayDurableWorkflow } from "effect-durable-worker/promise"
  *
- * const { commands } = await replay([checkout], JSON.parse(await readFile("history.json", "utf8")))
+ * const { commands } = await replayDurableWorkflow([checkout], JSON.parse(await readFile("history.json", "utf8")))
  *
  * @since 0.3.0
  * @category replay

@@ -21,9 +21,9 @@ import type { WorkflowDecision } from "../wire/WorkflowProtocol.js"
  * one definition or a list of them, picked by the task's `workflow` name.
  *
  * @example
- * import { replay } from "effect-durable-worker/promise"
+ * import { replayWorkflow } from "effect-durable-worker/promise"
  *
- * const decision = await replay(myWorkflows, JSON.parse(await readFile("turn.json", "utf8")))
+ * const decision = await replayWorkflow(myWorkflows, JSON.parse(await readFile("turn.json", "utf8")))
  * if (decision.status === "failed") console.error(decision.error)
  *
  * @since 0.3.0
