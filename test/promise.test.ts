@@ -47,6 +47,16 @@ const withExitsRecorded = async (body: (exits: ReadonlyArray<number | undefined>
   }
 }
 
+/** Runs a worker of one step on `transport` until it is running, then stops it. */
+const serveBriefly = async (transport: TransportHandle) => {
+  const worker = new Worker(quiet)
+  worker.step("x", () => 1)
+  const running = worker.run(transport)
+  await waitFor("the worker running", async () => (await worker.status()).state === "running")
+  await worker.stop()
+  await running
+}
+
 describe("promise facade", () => {
   it("runs steps on a transport, stops single-flight and drains before resolving run()", async () => {
     const worker = new Worker({ ...quiet, concurrency: 4, shutdownTimeoutMs: 30_000 })
@@ -219,21 +229,13 @@ describe("promise facade", () => {
     // this file compiles under exactOptionalPropertyTypes, as `npm test` type-checks it: the options
     // below are `string | undefined`, as `process.env` gives them
     const env: Record<string, string | undefined> = { DATABASE_URL: "postgres://postgres@127.0.0.1:5432/test" }
-    const serve = async (transport: TransportHandle) => {
-      const worker = new Worker(quiet)
-      worker.step("x", () => 1)
-      const running = worker.run(transport)
-      await waitFor("the worker running", async () => (await worker.status()).state === "running")
-      await worker.stop()
-      await running
-    }
-    await serve(redis({ url: env.REDIS_URL, prefix: uniqueTablePrefix("edw-env") }))
+    await serveBriefly(redis({ url: env.REDIS_URL, prefix: uniqueTablePrefix("edw-env") }))
     const prefix = uniqueTablePrefix()
     const db = openDb("postgres", 1)
     const saved = process.env.DATABASE_URL
     process.env.DATABASE_URL = env.DATABASE_URL
     try {
-      await serve(postgres({ url: env.EDW_UNSET_URL, host: env.EDW_UNSET_HOST, password: env.EDW_UNSET_PASSWORD, prefix }))
+      await serveBriefly(postgres({ url: env.EDW_UNSET_URL, host: env.EDW_UNSET_HOST, password: env.EDW_UNSET_PASSWORD, prefix }))
     } finally {
       if (saved === undefined) delete process.env.DATABASE_URL
       else process.env.DATABASE_URL = saved
@@ -260,14 +262,7 @@ describe("promise facade", () => {
       // a literal with further ioredis options, and settings that are unset in this environment
       redis({ connection: { host: env.REDIS_HOST, password: env.REDIS_PASSWORD, maxRetriesPerRequest: null }, prefix: prefix() })
     ]
-    for (const handle of handles) {
-      const worker = new Worker(quiet)
-      worker.step("x", () => 1)
-      const running = worker.run(handle)
-      await waitFor("the worker running", async () => (await worker.status()).state === "running")
-      await worker.stop()
-      await running
-    }
+    for (const handle of handles) await serveBriefly(handle)
   })
 
   it("a step cannot be registered twice, nor after the worker started", async () => {

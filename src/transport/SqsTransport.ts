@@ -271,10 +271,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         readonly reason: "missing" | "unreachable" | "refused"
         readonly error: RegistrationError
         /** What makes a missing queue exist: said once in the wait's log line. */
-        readonly remedy?: string
+        readonly remedy?: string | undefined
       }
-      const failure = (reason: Failure["reason"], error: RegistrationError, remedy?: string): Failure =>
-        remedy === undefined ? { reason, error } : { reason, error, remedy }
+      const failure = (reason: Failure["reason"], error: RegistrationError, remedy?: string): Failure => ({ reason, error, remedy })
 
       const unreachable = (cause: unknown, role: string): Failure => {
         const safe = safeCause(cause, secrets)
