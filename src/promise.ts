@@ -117,24 +117,24 @@ export type {
  */
 export interface WorkerOptions {
   /** The worker's instance id. Default `ts-<hostname>-<pid>-<8 hex>`, new for each worker. */
-  readonly workerId?: string
+  readonly workerId?: string | undefined
   /** The build id announced to orchestrators that route by it; not blank. Default none. */
-  readonly buildId?: string
+  readonly buildId?: string | undefined
   /**
    * At most this many tasks at once (fixed; default 10), or `"adaptive"` / `{ min, max, start,
    * ramCeilingPct, ... }` for the latency-gradient controller with the memory admission gate.
    */
-  readonly concurrency?: Concurrency.ConcurrencyOption
+  readonly concurrency?: Concurrency.ConcurrencyOption | undefined
   /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
-  readonly workflowConcurrency?: number
+  readonly workflowConcurrency?: number | undefined
   /** How long one poll waits for work. Default 35,000. */
-  readonly pollTimeoutMs?: number
+  readonly pollTimeoutMs?: number | undefined
   /** One deadline for the drain at shutdown. Default 30,000. */
-  readonly shutdownTimeoutMs?: number
+  readonly shutdownTimeoutMs?: number | undefined
   /** Overrides the transport's heartbeat interval; positive. Default the transport's. */
-  readonly heartbeatIntervalMs?: number
+  readonly heartbeatIntervalMs?: number | undefined
   /** How long an interrupted task may take to stop before shutdown reports it stuck. Default 5,000. */
-  readonly interruptTimeoutMs?: number
+  readonly interruptTimeoutMs?: number | undefined
   /**
    * Stop gracefully on SIGTERM/SIGINT while running (a second signal forces the stop: running work
    * is interrupted at once), then end the process (exit code 0, or 1 when a run failed) once every
@@ -142,17 +142,17 @@ export interface WorkerOptions {
    * `enableShutdownHooks()`, its own `process.on`) is left to it: call `worker.stop()` from that
    * handler. Default true.
    */
-  readonly handleSignals?: boolean
+  readonly handleSignals?: boolean | undefined
   /** Minimum level of the worker's own logs. Default "Info". */
-  readonly logLevel?: "All" | "Trace" | "Debug" | "Info" | "Warning" | "Error" | "Fatal" | "None"
+  readonly logLevel?: "All" | "Trace" | "Debug" | "Info" | "Warning" | "Error" | "Fatal" | "None" | undefined
   /**
    * Where the worker's logs go: any object with `info` (or `log`), `warn`, `error` and `debug` —
    * `console`, pino, NestJS's `Logger`. Fields (run, step, attempt, a failure's cause) follow the
    * message (pino-style loggers, with `bindings()`, get them first). Default Effect's logger (stdout).
    */
-  readonly logger?: WorkerLogger.LoggerLike
+  readonly logger?: WorkerLogger.LoggerLike | undefined
   /** Told of every task as it ends: kind, name, outcome, duration, poller, delivery id. Default none. */
-  readonly onTaskEnd?: (event: TaskEnd) => void
+  readonly onTaskEnd?: ((event: TaskEnd) => void) | undefined
   /**
    * The probe server: `/livez`, `/readyz`, and `/metrics` (Prometheus text) with `metrics: true`.
    * Needs the optional peer `@effect/platform-node`. Default off.
@@ -160,24 +160,24 @@ export interface WorkerOptions {
   readonly health?: {
     readonly port: number
     /** Default `127.0.0.1` (`0.0.0.0` in a container). */
-    readonly host?: string
-    readonly metrics?: boolean
+    readonly host?: string | undefined
+    readonly metrics?: boolean | undefined
     /** How late the event loop may wake up before `/livez` answers 503. Default 1,000. */
-    readonly loopDelayThresholdMs?: number
-  }
+    readonly loopDelayThresholdMs?: number | undefined
+  } | undefined
   /**
    * Record a sampled share of the workflow turns this worker replays, for `verify` in CI: to a
    * directory (`{ directory, sampleRate }`, one file per run) or a callback (`{ onCapture, sampleRate }`).
    * Default none.
    */
-  readonly captureHistories?: CaptureHistoriesOption
+  readonly captureHistories?: CaptureHistoriesOption | undefined
   /** How often the saturation, backlog and slot gauges are sampled. Default 5,000. */
-  readonly metricsIntervalMs?: number
+  readonly metricsIntervalMs?: number | undefined
   /**
    * OpenTelemetry export of the worker's spans (one per task, continuing its `traceparent`) and
    * metrics: span processors and metric readers of the OTel SDK. Default none.
    */
-  readonly telemetry?: TelemetryOptions
+  readonly telemetry?: TelemetryOptions | undefined
 }
 
 /**
@@ -203,9 +203,9 @@ export interface StepOptions<I, O> {
 export interface RunUntilOptions {
   readonly until: PromiseLike<unknown> | (() => boolean | PromiseLike<boolean>)
   /** Default 500. */
-  readonly pollIntervalMs?: number
+  readonly pollIntervalMs?: number | undefined
   /** Stop and reject with `RunUntilTimeoutError` after this long. Default none. */
-  readonly timeoutMs?: number
+  readonly timeoutMs?: number | undefined
 }
 
 const WORKER_KEYS: ReadonlyArray<keyof WorkerOptions> = [
@@ -546,7 +546,7 @@ export interface InMemoryHandle extends TransportHandle {
  * @since 0.1.0
  * @category transports
  */
-export const inMemory = (options?: { readonly heartbeatIntervalMs?: number }): InMemoryHandle => {
+export const inMemory = (options?: { readonly heartbeatIntervalMs?: number | undefined }): InMemoryHandle => {
   refuseUnknown(options, ["heartbeatIntervalMs"], "inMemory()")
   const broker = Effect.runSync(
     InMemoryTransport.make(options?.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs })

@@ -24,25 +24,25 @@ export interface DurableWorkflowOptions {
   /** A control-plane token; wins over `token` on the control plane. Default none. */
   readonly controlToken?: string | Redacted.Redacted | undefined
   /** `X-Namespace`. Default `"default"`. */
-  readonly namespace?: string
+  readonly namespace?: string | undefined
   /** The task queue the worker registers on and polls. */
   readonly taskQueue: string
   /** Timeout of non-poll requests. Default 60,000. */
-  readonly requestTimeoutMs?: number
+  readonly requestTimeoutMs?: number | undefined
   /** Worker heartbeat interval until the server advertises one; positive. Default 60,000. */
-  readonly heartbeatIntervalMs?: number
+  readonly heartbeatIntervalMs?: number | undefined
   /**
    * Where payloads above `externalStorageThresholdBytes` are stored, and inbound `external_storage`
    * references are read from (size and SHA-256 checked): {@link filesystemStorage},
    * {@link s3Storage}, or {@link externalStorage} for any other store (GCS, Azure Blob, …).
    */
-  readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver
+  readonly externalStorage?: DurableWorkflowTransport.ExternalStorageDriver | undefined
   /** Size in bytes of an encoded payload above which it goes to `externalStorage`. At least 1. */
-  readonly externalStorageThresholdBytes?: number
+  readonly externalStorageThresholdBytes?: number | undefined
   /** Hooks around workflow tasks, activities and queries, outermost first. Default none. */
-  readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor>
+  readonly interceptors?: ReadonlyArray<DurableWorkflowTransport.WorkerInterceptor> | undefined
   /** Wait for a server that does not answer at start (logged once, backoff up to 5 s) instead of failing `run`. Default `false`. */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
 }
 
 const DURABLE_WORKFLOW_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [

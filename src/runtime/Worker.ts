@@ -68,11 +68,11 @@ export { type HealthOptions, type TaskEnd, type TaskOutcome, WorkerConfigError, 
  * @category models
  */
 export interface WorkerDefinition<R = never> extends WorkerOptions {
-  readonly steps?: Iterable<Step.Step<R>>
+  readonly steps?: Iterable<Step.Step<R>> | undefined
   /** Coordinator-driven workflows whose turns this worker replays. */
-  readonly workflows?: Iterable<Workflow.Workflow<any, any, R>>
+  readonly workflows?: Iterable<Workflow.Workflow<any, any, R>> | undefined
   /** Durable Workflow server workflows this worker replays (its activities are `steps`). */
-  readonly durableWorkflows?: Iterable<DurableWorkflow.DurableWorkflow<R>>
+  readonly durableWorkflows?: Iterable<DurableWorkflow.DurableWorkflow<R>> | undefined
 }
 
 /**

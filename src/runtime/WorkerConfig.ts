@@ -42,44 +42,44 @@ export class WorkerConfigError extends Schema.TaggedError<WorkerConfigError>()("
  */
 export interface WorkerOptions {
   /** The worker's instance id. Default `ts-<hostname>-<pid>-<8 hex>`, new for each worker. */
-  readonly workerId?: string
+  readonly workerId?: string | undefined
   /** The build id announced to orchestrators that route by it. Must not be blank. */
-  readonly buildId?: string
+  readonly buildId?: string | undefined
   /**
    * Step tasks (and, where they share a poller, workflow turns) at once: a number (fixed, never
    * gated; default 10), `"adaptive"`, or adaptive bounds and knobs (`{ min, max, start,
    * ramCeilingPct, ... }`): a latency-gradient controller with a memory admission gate that defers
    * (never rejects) a task while memory is short.
    */
-  readonly concurrency?: Concurrency.ConcurrencyOption
+  readonly concurrency?: Concurrency.ConcurrencyOption | undefined
   /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
-  readonly workflowConcurrency?: number
+  readonly workflowConcurrency?: number | undefined
   /** How long one poll waits for work. Default 35 seconds. */
-  readonly pollTimeout?: Duration.DurationInput
+  readonly pollTimeout?: Duration.DurationInput | undefined
   /** One deadline for the whole drain at shutdown. Default 30 seconds; negative counts as 0. */
-  readonly shutdownTimeout?: Duration.DurationInput
+  readonly shutdownTimeout?: Duration.DurationInput | undefined
   /** Overrides the transport's heartbeat interval. Must be positive. */
-  readonly heartbeatInterval?: Duration.DurationInput
+  readonly heartbeatInterval?: Duration.DurationInput | undefined
   /**
    * How long an interrupted poller or task may take to stop before shutdown reports it as stuck
    * (and leaves the registration in place). Default 5 seconds.
    */
-  readonly interruptTimeout?: Duration.DurationInput
+  readonly interruptTimeout?: Duration.DurationInput | undefined
   /** The pause after a failed poll before the next one. Default 1 second. */
-  readonly pollRetryDelay?: Duration.DurationInput
+  readonly pollRetryDelay?: Duration.DurationInput | undefined
   /**
    * How often the sampled metrics (saturation, backlog, tasks deferred) are taken. Default 5
    * seconds; must be positive.
    *
    * @since 0.3.0
    */
-  readonly metricsInterval?: Duration.DurationInput
+  readonly metricsInterval?: Duration.DurationInput | undefined
   /**
    * The probe server (`/livez`, `/readyz`, optionally `/metrics`). Off by default.
    *
    * @since 0.3.0
    */
-  readonly health?: HealthOptions
+  readonly health?: HealthOptions | undefined
   /**
    * Called once for every task when it ends (answered, rejected, cancelled or given back), with its
    * name, outcome and duration. It runs on the task path: keep it quick; what it throws is logged
@@ -87,7 +87,7 @@ export interface WorkerOptions {
    *
    * @since 0.3.0
    */
-  readonly onTaskEnd?: (event: TaskEnd) => void
+  readonly onTaskEnd?: ((event: TaskEnd) => void) | undefined
   /**
    * Record a sampled share of the workflow turns this worker replays, for `verify` in CI: to a
    * directory (`{ directory, sampleRate }`, one file per run, its latest turn) or a callback
@@ -95,7 +95,7 @@ export interface WorkerOptions {
    *
    * @since 0.3.0
    */
-  readonly captureHistories?: ReplayCapture.CaptureHistoriesOption
+  readonly captureHistories?: ReplayCapture.CaptureHistoriesOption | undefined
 }
 
 /**
@@ -108,14 +108,14 @@ export interface HealthOptions {
   /** The port to listen on (0 picks a free one). */
   readonly port: number
   /** The address to listen on. Default `127.0.0.1` (use `0.0.0.0` in a container). */
-  readonly host?: string
+  readonly host?: string | undefined
   /** Whether `/metrics` answers with the Effect metrics in Prometheus text. Default `false`. */
-  readonly metrics?: boolean
+  readonly metrics?: boolean | undefined
   /**
    * How late the event loop may wake up before `/livez` answers 503. Default 1 second; must be
    * positive.
    */
-  readonly loopDelayThreshold?: Duration.DurationInput
+  readonly loopDelayThreshold?: Duration.DurationInput | undefined
 }
 
 /**
@@ -431,4 +431,4 @@ export const layerConfig = (
   options: WorkerOptions = {},
   source: Config.Config<WorkerOptions> = config
 ): Layer.Layer<WorkerConfig, WorkerConfigError | ConfigError.ConfigError> =>
-  Layer.effect(WorkerConfig, Effect.flatMap(source, (read) => resolve({ ...read, ...options })))
+  Layer.effect(WorkerConfig, Effect.flatMap(source, (read) => resolve({ ...read, ...Options.definedOnly(options) })))

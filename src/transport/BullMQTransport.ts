@@ -36,6 +36,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf } from "../core/internal/errors.js"
+import { definedOnly } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
 import { forEachAtOnce, waitFor } from "./internal/startup.js"
@@ -80,54 +81,54 @@ export interface BullMQOptions {
    */
   readonly url?: Secret | undefined
   /** ioredis options, used instead of `url` when given. Default none. */
-  readonly connection?: RedisOptions
+  readonly connection?: RedisOptions | undefined
   /** Key prefix shared with the engine; not empty. Default `durable`. */
-  readonly prefix?: string
+  readonly prefix?: string | undefined
   /** The transport namespace: renames the keyspace to `<prefix>-<namespace>`. Default none. */
-  readonly namespace?: string
+  readonly namespace?: string | undefined
   /**
    * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
    * Default none; not with a `namespace` (the engine dispatches no such tokens on a namespaced transport).
    */
-  readonly partition?: string
+  readonly partition?: string | undefined
   /** BullMQ lock duration of a running job (positive); renewed at half of it. Default 30 seconds. */
-  readonly lockDuration?: Duration.DurationInput
+  readonly lockDuration?: Duration.DurationInput | undefined
   /**
    * When set (positive), running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat`
    * this often. Default off.
    */
-  readonly stepBeatInterval?: Duration.DurationInput
+  readonly stepBeatInterval?: Duration.DurationInput | undefined
   /**
    * Further brokers of the same engine pool, by the id the engine gave each pool transport (the id
    * it stamps on every task as `transport`). The worker consumes from the main broker and from each
    * of these, and answers a task on the broker its `transport` names (else on the one it came from).
    * None may have the main broker's id. Default none.
    */
-  readonly brokers?: Readonly<Record<string, BrokerTarget>>
+  readonly brokers?: Readonly<Record<string, BrokerTarget>> | undefined
   /** The engine's pool id of the main broker. Default `"default"` (the id of a single transport). */
-  readonly brokerId?: string
+  readonly brokerId?: string | undefined
   /**
    * How long one attempt at the first connection may take (positive); without `waitForBroker`, the
    * start fails after it. Default 5 seconds.
    */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.DurationInput | undefined
   /**
    * Wait for a Redis that does not answer at start (logged once, retried with a backoff of up to
    * 5 s) instead of failing the start, for fleets where the worker may start first. A refused
    * password or user still fails at once. Default `false`.
    */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
   /**
    * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure
    * (positive). Default 30 seconds (BullMQ's default).
    */
-  readonly stalledInterval?: Duration.DurationInput
+  readonly stalledInterval?: Duration.DurationInput | undefined
   /**
    * How many of the commands written in one turn of the event loop may share one socket write
    * (the first two of a turn always go out at once): a whole number of at least 1. Default 8; 1
    * writes every command on its own, as ioredis does.
    */
-  readonly commandsPerWrite?: number
+  readonly commandsPerWrite?: number | undefined
 }
 
 /**
@@ -139,7 +140,7 @@ export interface BullMQOptions {
 export interface BrokerTarget {
   /** A `redis://` URL, as a string or a `Redacted`. */
   readonly url?: Secret | undefined
-  readonly connection?: RedisOptions
+  readonly connection?: RedisOptions | undefined
 }
 
 const NAME = "bullmq"
@@ -954,7 +955,7 @@ export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport,
           prefix: env.prefix,
           ...Option.match(env.namespace, { onNone: () => ({}), onSome: (namespace) => ({ namespace }) }),
           ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
-          ...options
+          ...definedOnly(options)
         })
     )
   )

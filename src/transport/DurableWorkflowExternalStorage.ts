@@ -228,18 +228,18 @@ export interface S3Options {
   /** The bucket payloads are written to; references to other buckets are refused on read. */
   readonly bucket: string
   /** Key prefix (no leading or trailing `/` needed). Objects go to `<prefix>/<codec>/<sha[:2]>/<sha>`. */
-  readonly prefix?: string
+  readonly prefix?: string | undefined
   /**
    * A client to use (owned by the caller). Without it the driver builds one on first use from
    * {@link S3Options.clientConfig}.
    */
-  readonly client?: S3ClientLike
+  readonly client?: S3ClientLike | undefined
   /**
    * An `S3ClientConfig` for the client the driver builds: `region`, `endpoint`, `credentials`,
    * `forcePathStyle: true` for most S3-compatible servers. Default: the AWS SDK's own resolution
    * (environment, profile). Typed loosely so that this module's types do not need the optional SDK.
    */
-  readonly clientConfig?: object
+  readonly clientConfig?: object | undefined
 }
 
 /** Loads `@aws-sdk/client-s3` (an optional peer dependency); fails with the import error. */

@@ -103,36 +103,36 @@ export interface DurableWorkflowOptions {
    * 5 s) instead of failing the start. A refused token (HTTP 401/403) still fails at once.
    * Default `false`.
    */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
   /** `X-Namespace`. Default `"default"`. */
   readonly namespace?: string | undefined
   /** The task queue the worker registers on and polls. */
   readonly taskQueue: string
   /** Worker protocol version sent in `X-Durable-Workflow-Protocol-Version`. Default `"1.1"`. */
-  readonly protocolVersion?: string
+  readonly protocolVersion?: string | undefined
   /** Control-plane version sent in `X-Durable-Workflow-Control-Plane-Version`. Default `"2"`. */
-  readonly controlPlaneVersion?: string
+  readonly controlPlaneVersion?: string | undefined
   /** Timeout of non-poll requests. Default 60 seconds. */
-  readonly requestTimeout?: Duration.DurationInput
+  readonly requestTimeout?: Duration.DurationInput | undefined
   /**
    * Worker heartbeat interval until the server advertises one. Default 60 seconds; must be positive.
    * A positive integer `heartbeat_interval_seconds` in the register ack replaces it; one in a
    * heartbeat reply sets the wait before the following heartbeats (over the worker's own
    * `heartbeatInterval` too), until a later reply announces another.
    */
-  readonly heartbeatInterval?: Duration.DurationInput
+  readonly heartbeatInterval?: Duration.DurationInput | undefined
   /** Hooks around workflow tasks, activities and queries, outermost first. */
-  readonly interceptors?: ReadonlyArray<WorkerInterceptor>
+  readonly interceptors?: ReadonlyArray<WorkerInterceptor> | undefined
   /**
    * Where outbound payloads above `externalStorageThresholdBytes` go, and where inbound
    * `external_storage` references are read from (size and SHA-256 checked): a driver from
    * `DurableWorkflowExternalStorage` (`localFilesystem`, `s3`, `make` for any other store).
    */
-  readonly externalStorage?: External.ExternalStorageDriver
+  readonly externalStorage?: External.ExternalStorageDriver | undefined
   /** Size of a base64 blob above which it is stored externally (needs `externalStorage`). At least 1. */
-  readonly externalStorageThresholdBytes?: number
+  readonly externalStorageThresholdBytes?: number | undefined
   /** `sdk_version` sent at registration. */
-  readonly sdkVersion?: string
+  readonly sdkVersion?: string | undefined
 }
 
 /**
@@ -777,7 +777,7 @@ export const layer = (options: DurableWorkflowOptions): Layer.Layer<Transport | 
  * @category layers
  */
 export const layerConfig = (
-  options: Omit<DurableWorkflowOptions, "baseUrl"> & { readonly baseUrl?: string }
+  options: Omit<DurableWorkflowOptions, "baseUrl"> & { readonly baseUrl?: string | undefined }
 ): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {

@@ -57,9 +57,9 @@ export type Fault = { readonly _tag: "Fail"; readonly message: string; readonly 
  */
 export interface InMemoryOptions {
   /** Worker heartbeat interval. Default 10 seconds. */
-  readonly heartbeatInterval?: Duration.DurationInput
+  readonly heartbeatInterval?: Duration.DurationInput | undefined
   /** How often a running task's lease is renewed. Default 15 seconds. */
-  readonly leaseRenewInterval?: Duration.DurationInput
+  readonly leaseRenewInterval?: Duration.DurationInput | undefined
 }
 
 /**

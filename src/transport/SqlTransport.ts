@@ -57,6 +57,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { definedOnly } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
@@ -933,7 +934,7 @@ export const layerConfig = (
           url: url.url,
           prefix: env.prefix,
           ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
-          ...options
+          ...definedOnly(options)
         }
         return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }

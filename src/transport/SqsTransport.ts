@@ -54,6 +54,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { messageOf } from "../core/internal/errors.js"
+import { definedOnly } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { redact, redactUrl, safeCause } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
@@ -92,12 +93,12 @@ export { SqsConfigError } from "./sqs/internal/config.js"
  */
 export interface SqsOptions extends SqsTransportOptions {
   /** An SQS client to use (not destroyed by the transport). Default: one built from `clientConfig`. */
-  readonly client?: SQSClient
+  readonly client?: SQSClient | undefined
   /**
    * Used when `client` is omitted, e.g. `{ endpoint, region, credentials }`; the client is destroyed at
    * shutdown. Default `{}` (the SDK's own region and credential lookup).
    */
-  readonly clientConfig?: SQSClientConfig
+  readonly clientConfig?: SQSClientConfig | undefined
 }
 
 const NAME = "sqs"
@@ -824,7 +825,7 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
           ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
           ...Option.match(env.marker, { onNone: () => ({}), onSome: (marker) => ({ marker }) }),
           ...Option.match(env.resultsQueueUrl, { onNone: () => ({}), onSome: (resultsQueueUrl) => ({ resultsQueueUrl }) }),
-          ...options
+          ...definedOnly(options)
         })
       }
     )

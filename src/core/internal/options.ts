@@ -70,3 +70,13 @@ export const unknownOption = (
   if (key === undefined) return undefined
   return { key, message: `unknown ${what} option "${key}"${suggestion(key, known)}; the options are ${known.join(", ")}` }
 }
+
+/**
+ * `options` without the keys whose value is `undefined`. An option given as `undefined` (read from
+ * an unset variable, or passed on conditionally) means the option not given, so where given options
+ * are spread over the environment's it must not hide the environment's value.
+ *
+ * @internal
+ */
+export const definedOnly = <A extends object>(options: A): A =>
+  Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as A

@@ -19,11 +19,11 @@ import { missingDriverError } from "../../transport/internal/drivers.js"
  */
 export interface TelemetryOptions {
   /** `service.name` of the resource. Default `effect-durable-worker`. */
-  readonly serviceName?: string
+  readonly serviceName?: string | undefined
   /** `SpanProcessor`s of `@opentelemetry/sdk-trace-base` (e.g. a `BatchSpanProcessor` with an OTLP exporter). */
-  readonly spanProcessors?: ReadonlyArray<object>
+  readonly spanProcessors?: ReadonlyArray<object> | undefined
   /** `MetricReader`s of `@opentelemetry/sdk-metrics` (e.g. a `PeriodicExportingMetricReader`, a Prometheus exporter). */
-  readonly metricReaders?: ReadonlyArray<object>
+  readonly metricReaders?: ReadonlyArray<object> | undefined
 }
 
 /**

@@ -50,35 +50,35 @@ export interface RedisOptions {
   /** A `redis://` or `rediss://` URL. Default `process.env.REDIS_URL`, else `redis://127.0.0.1:6379`. */
   readonly url?: string | Redacted.Redacted | undefined
   /** ioredis connection options, used instead of `url`. Default none. */
-  readonly connection?: RedisConnectionOptions
+  readonly connection?: RedisConnectionOptions | undefined
   /** Default `durable`, as the engine's. */
-  readonly prefix?: string
+  readonly prefix?: string | undefined
   /** The transport namespace (keyspace `<prefix>-<namespace>`). Default none. */
-  readonly namespace?: string
+  readonly namespace?: string | undefined
   /** Serve `<name>@<partition>` tokens: the steps of runs in that engine namespace. Default none; not with `namespace`. */
-  readonly partition?: string
+  readonly partition?: string | undefined
   /** BullMQ lock duration of a running job, renewed at half of it. Default 30,000. */
-  readonly lockDurationMs?: number
+  readonly lockDurationMs?: number | undefined
   /** Publish step beats on `<P>-heartbeat` this often while a step runs (engine-side `timeoutMs`). Default off. */
-  readonly stepBeatIntervalMs?: number
+  readonly stepBeatIntervalMs?: number | undefined
   /** How long the first connection may take before `run` fails. Default 5,000. */
-  readonly connectTimeoutMs?: number
+  readonly connectTimeoutMs?: number | undefined
   /** How often stalled jobs are looked for. Default 30,000. */
-  readonly stalledIntervalMs?: number
+  readonly stalledIntervalMs?: number | undefined
   /**
    * Further brokers of the engine's transport pool, by the pool id the engine stamps on tasks as
    * `transport`; a task is answered on the broker its `transport` names. Default none.
    */
-  readonly brokers?: Readonly<Record<string, { readonly url?: string | Redacted.Redacted | undefined; readonly connection?: RedisConnectionOptions }>>
+  readonly brokers?: Readonly<Record<string, { readonly url?: string | Redacted.Redacted | undefined; readonly connection?: RedisConnectionOptions | undefined }>> | undefined
   /** The engine's pool id of the main broker. Default `"default"`. */
-  readonly brokerId?: string
+  readonly brokerId?: string | undefined
   /** Commands of one event-loop turn that may share a socket write. Default 8; 1 turns this off. */
-  readonly commandsPerWrite?: number
+  readonly commandsPerWrite?: number | undefined
   /**
    * Wait for a Redis that does not answer at start (logged once, retried with a backoff of up to 5 s)
    * instead of failing `run`. Refused credentials still fail at once. Default `false`.
    */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
 }
 
 /**
@@ -89,9 +89,9 @@ export interface RedisOptions {
  * @category models
  */
 export interface SqsClientSettings {
-  readonly region?: string | (() => Promise<string>)
-  readonly endpoint?: string | object
-  readonly credentials?: object | (() => Promise<object>)
+  readonly region?: string | (() => Promise<string>) | undefined
+  readonly endpoint?: string | object | undefined
+  readonly credentials?: object | (() => Promise<object>) | undefined
   readonly [setting: string]: unknown
 }
 
@@ -103,7 +103,7 @@ export interface SqsClientSettings {
  */
 export interface SqsOptions extends SqsTransportOptions {
   /** An `SQSClient` of `@aws-sdk/client-sqs` v3 to use (not destroyed by the transport). Default: one built from `clientConfig`. */
-  readonly client?: object
+  readonly client?: object | undefined
   /** Used when `client` is omitted, e.g. `{ endpoint, region, credentials }`. Default `{}` (the SDK's own lookup). */
-  readonly clientConfig?: SqsClientSettings
+  readonly clientConfig?: SqsClientSettings | undefined
 }

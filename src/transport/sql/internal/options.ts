@@ -17,35 +17,35 @@ export interface SqlTransportOptions {
    * Table prefix shared with the engine: `<prefix>_transport_tasks` / `_results`; 1-40 characters of
    * `A-Z`, `a-z`, `0-9`, `_` or `-`. Default `durable`.
    */
-  readonly prefix?: string
+  readonly prefix?: string | undefined
   /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). Default none. */
-  readonly partition?: string
+  readonly partition?: string | undefined
   /** How long a claimed row is owned before another worker may claim it (positive). Default 30 seconds (the engine's). */
-  readonly lease?: Duration.DurationInput
+  readonly lease?: Duration.DurationInput | undefined
   /** How often a running task's lease is renewed; shorter than `lease`. Default a third of `lease`. */
-  readonly renewInterval?: Duration.DurationInput
+  readonly renewInterval?: Duration.DurationInput | undefined
   /**
    * How long an idle subscription waits before it looks again (positive). Default 500 ms (the engine's);
    * 5 seconds on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
    */
-  readonly pollInterval?: Duration.DurationInput
+  readonly pollInterval?: Duration.DurationInput | undefined
   /** At most this many rows per claim (a claim never exceeds the free permits); at least 1. Default 100. */
-  readonly batchSize?: number
+  readonly batchSize?: number | undefined
   /**
    * Create the tables and the task index if missing, like the engine. Default true; when false, a
    * worker started before the tables exist waits for them (logged once, retried with a capped backoff).
    */
-  readonly autoCreate?: boolean
+  readonly autoCreate?: boolean | undefined
   /**
    * PostgreSQL: create the insert trigger (with `autoCreate`) and `LISTEN` for new tasks. Default true;
    * ignored on MySQL.
    */
-  readonly notify?: boolean
+  readonly notify?: boolean | undefined
   /**
    * Wait for a database that does not answer at start (logged once, retried with a backoff of up
    * to 5 s) instead of failing the start. A refused login still fails at once. Default `false`.
    */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
 }
 
 /**
@@ -71,11 +71,11 @@ export interface ConnectionOptions {
   /** Default none. */
   readonly password?: string | Redacted.Redacted | undefined
   /** Pool size; at least 1. Default 10. */
-  readonly maxConnections?: number
+  readonly maxConnections?: number | undefined
   /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.DurationInput | undefined
   /** PostgreSQL `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
-  readonly applicationName?: string
+  readonly applicationName?: string | undefined
 }
 
 /**

@@ -28,43 +28,43 @@ export interface SqsTransportOptions {
    * valid SQS queue names of those looked up by name (not given by `taskQueueUrl` / `resultsQueueUrl`).
    * Default `durable`.
    */
-  readonly prefix?: string
+  readonly prefix?: string | undefined
   /**
    * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
    * Needs `taskQueueUrl`: SQS refuses the `@` in such queue names. Default none.
    */
-  readonly partition?: string
+  readonly partition?: string | undefined
   /**
    * Create the by-name queues that do not exist (not those given by URL). Default `false`: a queue
    * that does not exist yet is waited for until the engine (or anyone) creates it.
    */
-  readonly autoCreate?: boolean
+  readonly autoCreate?: boolean | undefined
   /** Maps a routing token to an existing tasks-queue URL, instead of the `<prefix>-tasks-<token>` name. Default none. */
-  readonly taskQueueUrl?: TaskQueueUrl
+  readonly taskQueueUrl?: TaskQueueUrl | undefined
   /** The results queue URL (or a resolver), instead of the `<prefix>-results` name. Default none. */
-  readonly resultsQueueUrl?: string | (() => string | PromiseLike<string>)
+  readonly resultsQueueUrl?: string | (() => string | PromiseLike<string>) | undefined
   /**
    * When set, only messages carrying this attribute are taken (others are released), and results carry
    * it; an SQS message attribute name. Default none.
    */
-  readonly marker?: string
+  readonly marker?: string | undefined
   /** Longest receive wait, capped at 20 s and by the worker's poll timeout (negative counts as 0). Default 20 seconds. */
-  readonly waitTime?: Duration.DurationInput
+  readonly waitTime?: Duration.DurationInput | undefined
   /**
    * Visibility of a received task, renewed while it runs or waits: 1 second to 12 hours, in whole
    * seconds (rounded up). Default 60 seconds.
    */
-  readonly visibilityTimeout?: Duration.DurationInput
+  readonly visibilityTimeout?: Duration.DurationInput | undefined
   /** How often a held task's visibility is extended; shorter than `visibilityTimeout`. Default a third of it. */
-  readonly visibilityExtendInterval?: Duration.DurationInput
+  readonly visibilityExtendInterval?: Duration.DurationInput | undefined
   /**
    * How long one attempt at resolving a queue at start may take (positive); without
    * `waitForBroker`, an endpoint that does not answer within it fails the start. Default 10 seconds.
    */
-  readonly connectTimeout?: Duration.DurationInput
+  readonly connectTimeout?: Duration.DurationInput | undefined
   /**
    * Wait for an SQS endpoint that does not answer at start (logged once, retried with a backoff of
    * up to 5 s) instead of failing the start. Refused credentials still fail at once. Default `false`.
    */
-  readonly waitForBroker?: boolean
+  readonly waitForBroker?: boolean | undefined
 }

@@ -1,0 +1,288 @@
+/**
+ * An option given as `undefined` is the option not given, in every option object a user writes:
+ * it takes the environment's value where a `layerConfig` reads one, and the default otherwise.
+ * Applications pass options read from unset variables (`process.env.X`) or built conditionally, so
+ * both the types (this file compiles under `exactOptionalPropertyTypes`, as `npm test` type-checks
+ * it) and the run time must take them.
+ *
+ * Each `AllUndefined<…>` below lists every option of its object: adding an option that does not
+ * take `undefined`, or not listing a new one, fails the type check.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as DurableWorkflowFacade from "../src/facade/durableWorkflow.js"
+import type * as TransportOptions from "../src/facade/internal/transportOptions.js"
+import type { TransportHandle } from "../src/facade/internal/options.js"
+import * as Promise_ from "../src/promise.js"
+import * as Worker from "../src/runtime/Worker.js"
+import * as WorkerConfig from "../src/runtime/WorkerConfig.js"
+import { Transport } from "../src/seam/Transport.js"
+import * as BullMQTransport from "../src/transport/BullMQTransport.js"
+import * as DurableWorkflowTransport from "../src/transport/DurableWorkflowTransport.js"
+import * as InMemoryTransport from "../src/transport/InMemoryTransport.js"
+import * as SqlTransport from "../src/transport/SqlTransport.js"
+import * as SqsTransport from "../src/transport/SqsTransport.js"
+import { waitFor } from "./support/local.js"
+
+/** Every option of `A`, given as `undefined`. */
+type AllUndefined<A> = { readonly [K in keyof Required<A>]: undefined }
+
+const fromEnv = (env: Record<string, string>) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+/** The name of the transport a layer builds (nothing connects: the transports connect at registration). */
+const nameOf = <E>(layer: Layer.Layer<Transport, E>) =>
+  Effect.scoped(Effect.map(Layer.build(layer), (context) => Context.get(context, Transport).name))
+
+const workerOptions: AllUndefined<WorkerConfig.WorkerOptions> = {
+  workerId: undefined,
+  buildId: undefined,
+  concurrency: undefined,
+  workflowConcurrency: undefined,
+  pollTimeout: undefined,
+  shutdownTimeout: undefined,
+  heartbeatInterval: undefined,
+  interruptTimeout: undefined,
+  pollRetryDelay: undefined,
+  metricsInterval: undefined,
+  health: undefined,
+  onTaskEnd: undefined,
+  captureHistories: undefined
+}
+
+const bullmqOptions: AllUndefined<BullMQTransport.BullMQOptions> = {
+  url: undefined,
+  connection: undefined,
+  prefix: undefined,
+  namespace: undefined,
+  partition: undefined,
+  lockDuration: undefined,
+  stepBeatInterval: undefined,
+  connectTimeout: undefined,
+  stalledInterval: undefined,
+  brokers: undefined,
+  brokerId: undefined,
+  commandsPerWrite: undefined,
+  waitForBroker: undefined
+}
+
+const sqlOptions: AllUndefined<SqlTransport.PostgresOptions> = {
+  prefix: undefined,
+  partition: undefined,
+  lease: undefined,
+  renewInterval: undefined,
+  pollInterval: undefined,
+  batchSize: undefined,
+  autoCreate: undefined,
+  notify: undefined,
+  waitForBroker: undefined,
+  url: undefined,
+  host: undefined,
+  port: undefined,
+  database: undefined,
+  username: undefined,
+  password: undefined,
+  maxConnections: undefined,
+  connectTimeout: undefined,
+  applicationName: undefined
+}
+
+const sqsOptions: AllUndefined<SqsTransport.SqsOptions> = {
+  client: undefined,
+  clientConfig: undefined,
+  prefix: undefined,
+  partition: undefined,
+  autoCreate: undefined,
+  marker: undefined,
+  resultsQueueUrl: undefined,
+  taskQueueUrl: undefined,
+  waitTime: undefined,
+  visibilityTimeout: undefined,
+  visibilityExtendInterval: undefined,
+  connectTimeout: undefined,
+  waitForBroker: undefined
+}
+
+describe("an option given as undefined is the option not given", () => {
+  it.effect("WorkerConfig.layerConfig: the environment's values stand; WorkerConfig.layer and Worker.make: the defaults", () =>
+    Effect.gen(function*() {
+      const config = yield* Effect.provide(
+        WorkerConfig.WorkerConfig,
+        WorkerConfig.layerConfig(workerOptions).pipe(
+          Layer.provide(fromEnv({ DURABLE_WORKER_ID: "from-env", DURABLE_CONCURRENCY: "3", DURABLE_SHUTDOWN_TIMEOUT: "5 seconds" }))
+        )
+      )
+      assert.strictEqual(config.workerId, "from-env")
+      assert.strictEqual(config.concurrency.limit, 3)
+      assert.strictEqual(Duration.toMillis(config.shutdownTimeout), 5_000)
+
+      const defaults = yield* Effect.provide(WorkerConfig.WorkerConfig, WorkerConfig.layer(workerOptions))
+      assert.deepStrictEqual(defaults, yield* Effect.provide(WorkerConfig.WorkerConfig, WorkerConfig.layer({})))
+
+      const worker = yield* Worker.make({ ...workerOptions, steps: undefined, workflows: undefined, durableWorkflows: undefined }).pipe(
+        Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv({ DURABLE_WORKER_ID: "from-env", DURABLE_CONCURRENCY: "3" }))))
+      )
+      assert.strictEqual(worker.id, "from-env")
+      assert.strictEqual((yield* worker.status).concurrency.limit, 3)
+    }))
+
+  it.effect("BullMQTransport: layerConfig keeps REDIS_URL and DURABLE_PREFIX; make takes the defaults", () =>
+    Effect.gen(function*() {
+      const env = fromEnv({ REDIS_URL: "redis://127.0.0.1:1", DURABLE_PREFIX: "from-env" })
+      assert.match(
+        yield* nameOf(BullMQTransport.layerConfig(bullmqOptions).pipe(Layer.provide(env))),
+        /^bullmq redis:\/\/127\.0\.0\.1:1 prefix from-env$/
+      )
+      assert.strictEqual(yield* nameOf(BullMQTransport.layer(bullmqOptions)), yield* nameOf(BullMQTransport.layer()))
+    }))
+
+  it.effect("SqlTransport: layerConfig keeps DATABASE_URL and DURABLE_PREFIX", () =>
+    Effect.gen(function*() {
+      const env = fromEnv({ DATABASE_URL: "postgres://edw@127.0.0.1:1/test", DURABLE_PREFIX: "from_env" })
+      assert.match(
+        yield* nameOf(SqlTransport.layerConfig(sqlOptions).pipe(Layer.provide(env))),
+        /^sql postgres:\/\/edw@127\.0\.0\.1:1\/test prefix from_env/
+      )
+    }))
+
+  it.effect("SqsTransport: layerConfig keeps SQS_ENDPOINT and DURABLE_PREFIX; make takes the defaults", () =>
+    Effect.gen(function*() {
+      const env = fromEnv({ SQS_ENDPOINT: "http://127.0.0.1:1", DURABLE_PREFIX: "from-env" })
+      assert.match(
+        yield* nameOf(SqsTransport.layerConfig(sqsOptions).pipe(Layer.provide(env))),
+        /^sqs http:\/\/127\.0\.0\.1:1 prefix from-env/
+      )
+      assert.strictEqual(
+        yield* nameOf(SqsTransport.layer({ ...sqsOptions, clientConfig: { region: "us-east-1" } })),
+        yield* nameOf(SqsTransport.layer({ clientConfig: { region: "us-east-1" } }))
+      )
+    }))
+
+  it.effect("DurableWorkflowTransport: layerConfig keeps the server URL and namespace", () =>
+    Effect.gen(function*() {
+      const options: AllUndefined<Omit<DurableWorkflowTransport.DurableWorkflowOptions, "taskQueue">> = {
+        baseUrl: undefined,
+        namespace: undefined,
+        token: undefined,
+        workerToken: undefined,
+        controlToken: undefined,
+        protocolVersion: undefined,
+        controlPlaneVersion: undefined,
+        sdkVersion: undefined,
+        requestTimeout: undefined,
+        heartbeatInterval: undefined,
+        externalStorage: undefined,
+        externalStorageThresholdBytes: undefined,
+        interceptors: undefined,
+        waitForBroker: undefined
+      }
+      const env = fromEnv({ DURABLE_WORKFLOW_SERVER_URL: "http://127.0.0.1:1", DURABLE_WORKFLOW_NAMESPACE: "from-env" })
+      const layer = DurableWorkflowTransport.layerConfig({ ...options, taskQueue: "q" }).pipe(Layer.provide(env))
+      assert.match(
+        yield* nameOf(layer as Layer.Layer<Transport, unknown>),
+        /^durable-workflow http:\/\/127\.0\.0\.1:1 namespace from-env queue q/
+      )
+    }))
+
+  it.effect("InMemoryTransport: the defaults", () =>
+    Effect.gen(function*() {
+      const options: AllUndefined<InMemoryTransport.InMemoryOptions> = { heartbeatInterval: undefined, leaseRenewInterval: undefined }
+      assert.strictEqual(yield* nameOf(InMemoryTransport.layer(options)), yield* nameOf(InMemoryTransport.layer()))
+    }))
+
+  it.effect("the promise facade's transport handles take the defaults", () =>
+    Effect.gen(function*() {
+      const redis: AllUndefined<TransportOptions.RedisOptions> = {
+        url: undefined,
+        connection: undefined,
+        prefix: undefined,
+        namespace: undefined,
+        partition: undefined,
+        lockDurationMs: undefined,
+        stepBeatIntervalMs: undefined,
+        connectTimeoutMs: undefined,
+        stalledIntervalMs: undefined,
+        brokers: undefined,
+        brokerId: undefined,
+        commandsPerWrite: undefined,
+        waitForBroker: undefined
+      }
+      const sql: AllUndefined<TransportOptions.PostgresOptions> = sqlOptions
+      const sqs: AllUndefined<TransportOptions.SqsOptions> = sqsOptions
+      const durableWorkflow: AllUndefined<DurableWorkflowFacade.DurableWorkflowOptions> = {
+        baseUrl: undefined,
+        token: undefined,
+        workerToken: undefined,
+        controlToken: undefined,
+        namespace: undefined,
+        taskQueue: undefined,
+        requestTimeoutMs: undefined,
+        heartbeatIntervalMs: undefined,
+        externalStorage: undefined,
+        externalStorageThresholdBytes: undefined,
+        interceptors: undefined,
+        waitForBroker: undefined
+      }
+      const same = (given: TransportHandle, none: TransportHandle) =>
+        Effect.gen(function*() {
+          assert.strictEqual(yield* nameOf(given.layer), yield* nameOf(none.layer))
+        })
+      yield* same(Promise_.redis(redis), Promise_.redis())
+      // a further broker's connection
+      yield* same(
+        Promise_.redis({ ...redis, brokers: { other: { url: "redis://127.0.0.1:1", connection: undefined } } }),
+        Promise_.redis({ brokers: { other: { url: "redis://127.0.0.1:1" } } })
+      )
+      yield* same(Promise_.postgres({ ...sql, url: "postgres://edw@127.0.0.1:1/test" }), Promise_.postgres({ url: "postgres://edw@127.0.0.1:1/test" }))
+      yield* same(Promise_.mysql({ ...sql, url: "mysql://edw@127.0.0.1:1/test" }), Promise_.mysql({ url: "mysql://edw@127.0.0.1:1/test" }))
+      yield* same(Promise_.sqs({ ...sqs, clientConfig: { region: "us-east-1" } }), Promise_.sqs({ clientConfig: { region: "us-east-1" } }))
+      yield* same(
+        Promise_.durableWorkflow({ ...durableWorkflow, baseUrl: "http://127.0.0.1:1", taskQueue: "q" }),
+        Promise_.durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q" })
+      )
+    }))
+
+  it("the promise Worker runs and stops with every option undefined", async () => {
+    const options: AllUndefined<Promise_.WorkerOptions> = {
+      workerId: undefined,
+      buildId: undefined,
+      concurrency: undefined,
+      workflowConcurrency: undefined,
+      pollTimeoutMs: undefined,
+      shutdownTimeoutMs: undefined,
+      heartbeatIntervalMs: undefined,
+      interruptTimeoutMs: undefined,
+      handleSignals: undefined,
+      logLevel: undefined,
+      logger: undefined,
+      onTaskEnd: undefined,
+      health: undefined,
+      metricsIntervalMs: undefined,
+      telemetry: undefined,
+      captureHistories: undefined
+    }
+    const worker = new Promise_.Worker(options)
+    const broker = Promise_.inMemory({ heartbeatIntervalMs: undefined })
+    worker.step("double", async (n: number) => n * 2)
+    const running = worker.run(broker)
+    await waitFor("the worker running", async () => (await worker.status()).state === "running")
+    const status = await worker.status()
+    assert.deepStrictEqual(status.concurrency, { mode: "fixed", limit: 10 })
+    await worker.stop()
+    await running
+
+    // and the nested options: the probe server's
+    const probed = new Promise_.Worker({
+      ...options,
+      health: { port: 0, host: undefined, metrics: undefined, loopDelayThresholdMs: undefined }
+    })
+    probed.step("double", async (n: number) => n * 2)
+    const probedRun = probed.run(Promise_.inMemory())
+    await waitFor("the probed worker running", async () => (await probed.status()).state === "running")
+    await probed.stop()
+    await probedRun
+  })
+})
