@@ -25,6 +25,8 @@ import * as BullMQTransport from "../src/transport/BullMQTransport.js"
 import * as DurableWorkflowTransport from "../src/transport/DurableWorkflowTransport.js"
 import * as InMemoryTransport from "../src/transport/InMemoryTransport.js"
 import * as SqlTransport from "../src/transport/SqlTransport.js"
+import type { SqlTransport as MysqlSql } from "../src/mysql.js"
+import type { SqlTransport as PostgresSql } from "../src/postgres.js"
 import * as SqsTransport from "../src/transport/SqsTransport.js"
 import { waitFor } from "./support/local.js"
 
@@ -69,7 +71,7 @@ const bullmqOptions: AllUndefined<BullMQTransport.BullMQOptions> = {
   waitForBroker: undefined
 }
 
-const sqlOptions: AllUndefined<SqlTransport.PostgresOptions> = {
+const sqlOptions: AllUndefined<PostgresSql.PostgresOptions> & AllUndefined<MysqlSql.MysqlOptions> = {
   prefix: undefined,
   partition: undefined,
   lease: undefined,

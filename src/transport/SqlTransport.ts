@@ -95,7 +95,7 @@ import {
 } from "../seam/Transport.js"
 import type { ConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
-export type { ConnectionOptions, MysqlOptions, PostgresOptions, SqlTransportOptions } from "./sql/internal/options.js"
+export type { ConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
 /**
  * The SQL dialects the engine's DB transport supports.

@@ -8,9 +8,11 @@ import type * as Layer from "effect/Layer"
 import type { Transport } from "../seam/Transport.js"
 import { driver } from "./sql/mysql.js"
 import type { SqlConfigError } from "./sql/internal/config.js"
-import { layerDriver, type MysqlOptions } from "./SqlTransport.js"
+import type { MysqlOptions } from "./sql/internal/options.js"
+import { layerDriver } from "./SqlTransport.js"
 
 export * from "./SqlTransport.js"
+export type { MysqlOptions } from "./sql/internal/options.js"
 export { connectMysql, driver } from "./sql/mysql.js"
 
 /**

@@ -8,9 +8,11 @@ import type * as Layer from "effect/Layer"
 import type { Transport } from "../seam/Transport.js"
 import { driver } from "./sql/postgres.js"
 import type { SqlConfigError } from "./sql/internal/config.js"
-import { layerDriver, type PostgresOptions } from "./SqlTransport.js"
+import type { PostgresOptions } from "./sql/internal/options.js"
+import { layerDriver } from "./SqlTransport.js"
 
 export * from "./SqlTransport.js"
+export type { PostgresOptions } from "./sql/internal/options.js"
 export { connectPostgres, driver } from "./sql/postgres.js"
 
 /**

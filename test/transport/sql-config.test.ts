@@ -47,14 +47,24 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["a password that is not a string", { password: 5 }, "password", /password must be a string or a Redacted string/]
 ]
 
+/** Options both dialects take. */
+type Options = SqlTransport.SqlTransportOptions & SqlTransport.ConnectionOptions
+
+// each entry point's SqlTransport names its own dialect's options, not the other's
+export type OwnDialect = [PostgresSql.PostgresOptions, MysqlSql.MysqlOptions]
+// @ts-expect-error: `effect-durable-worker/mysql` has no PostgresOptions
+export type NoPostgresOnMysql = MysqlSql.PostgresOptions
+// @ts-expect-error: `effect-durable-worker/postgres` has no MysqlOptions
+export type NoMysqlOnPostgres = PostgresSql.MysqlOptions
+
 describe.each(["postgres", "mysql"] as const)("SQL transport options on %s", (dialect) => {
-  const layer = (options: SqlTransport.PostgresOptions) =>
+  const layer = (options: Options) =>
     dialect === "postgres" ? PostgresSql.layerPostgres(options) : MysqlSql.layerMysql(options)
 
   for (const [what, options, option, message] of cases) {
     it.effect(`${what} fails the layer build, naming ${option}`, () =>
       Effect.gen(function*() {
-        const error = yield* buildError(layer({ url: unreachable[dialect], ...options } as SqlTransport.PostgresOptions))
+        const error = yield* buildError(layer({ url: unreachable[dialect], ...options } as Options))
         assert.instanceOf(error, SqlTransport.SqlConfigError)
         assert.strictEqual(error._tag, "SqlConfigError")
         assert.strictEqual(error.option, option)
