@@ -43,6 +43,7 @@ import { type Registration, Transport, type WorkerDescription, type WorkerStatus
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
+import { makeReachability } from "./internal/reachability.js"
 import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
@@ -151,6 +152,14 @@ export const make = <R = never>(
     const enter = (state: WorkerState, failure?: string) =>
       Ref.set(lifecycleState, failure === undefined ? { state } : { state, failure })
     const status = makeStatus(config, pools, controllerRef, lifecycleState)
+    const reachability = yield* makeReachability
+    /** Ready while running and the broker can be reached; the probe's body says which state, and why not. */
+    const readiness = Effect.gen(function*() {
+      const { state } = yield* Ref.get(lifecycleState)
+      if (state !== "running") return { ready: false, state }
+      const away = yield* reachability.unreachable
+      return Option.isNone(away) ? { ready: true, state } : { ready: false, state: `${state}; broker unreachable: ${away.value}` }
+    })
     const description: WorkerDescription = {
       workerId,
       buildId: config.buildId,
@@ -236,10 +245,7 @@ export const make = <R = never>(
       const probes = yield* Scope.make()
       yield* Effect.addFinalizer(() => Scope.close(probes, Exit.void))
       if (config.health !== undefined) {
-        yield* serveHealth(
-          config.health,
-          Effect.map(Ref.get(lifecycleState), ({ state }) => ({ ready: state === "running", state }))
-        ).pipe(
+        yield* serveHealth(config.health, readiness).pipe(
           Scope.extend(probes),
           Effect.tapErrorCause((cause) =>
             Effect.zipRight(Deferred.succeed(shutdownOutcome, undefined), Deferred.failCause(registered, cause))
@@ -271,6 +277,7 @@ export const make = <R = never>(
         return
       }
       const registration = registering.value.value
+      yield* reachability.watch(registration)
       yield* pools.declare(registration.pollers.map((poller) => poller.pool))
       const controller = yield* ConcurrencyController.make(config.concurrencyOption).pipe(Effect.orDie, Scope.extend(resources))
       yield* Ref.set(controllerRef, Option.some(controller))
@@ -290,7 +297,16 @@ export const make = <R = never>(
       const work = yield* FiberSet.make().pipe(Scope.extend(fibers))
       const loopNames = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
       const serving = new Map<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>()
-      const dispatcher = makeDispatcher({ config, handlers, pools, leases, controller, stopping: stopRequested, serving })
+      const dispatcher = makeDispatcher({
+        config,
+        handlers,
+        pools,
+        leases,
+        controller,
+        stopping: stopRequested,
+        serving,
+        reachability
+      })
       const pollersOf = new Map<string, number>()
       for (const poller of registration.pollers) pollersOf.set(poller.pool.name, (pollersOf.get(poller.pool.name) ?? 0) + 1)
       for (const poller of registration.pollers) {

@@ -254,6 +254,16 @@ export interface Registration {
    * reports its failure from `stop()` and `run()`.
    */
   readonly deregister: Effect.Effect<void, DeregistrationError>
+  /**
+   * Why the broker cannot be reached just now, as the transport knows it between calls; none while
+   * it can. The runtime reads it for readiness (`/readyz`), beside what its own polls see: a poller
+   * whose last poll failed makes the worker unready until one works. A transport whose calls fail
+   * while the broker is away need not tell it; one whose calls wait instead (a Redis client that
+   * holds its commands while it reconnects) must, or it looks ready throughout an outage.
+   *
+   * @since 0.3.0
+   */
+  readonly unreachable?: Effect.Effect<Option.Option<string>>
 }
 
 /**

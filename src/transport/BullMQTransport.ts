@@ -264,6 +264,8 @@ const duplicate = (client: Redis) =>
 interface Broker {
   readonly id: string
   readonly client: Redis
+  /** Where its Redis is, credentials masked, for messages. */
+  readonly where: string
   /** Adds the reply job on its own (a reply for a task of another broker, a synthetic result). */
   readonly addNestReply: (reply: NestReply) => Promise<unknown>
   /**
@@ -816,6 +818,7 @@ const build = (config: Resolved): Transport["Type"] => {
           const broker: Broker = {
             id,
             client,
+            where: describeTarget(target),
             addNestReply,
             answer: (reply, tasks, job, token, fetchNext) => {
               const { data, to } = route(reply)
@@ -865,6 +868,11 @@ const build = (config: Resolved): Transport["Type"] => {
       return {
         pollers,
         heartbeat: Option.some({ interval: Duration.seconds(10), beat }),
+        // the client holds its commands while it reconnects (no failure to see): its state tells
+        unreachable: Effect.sync(() => {
+          const away = brokers.find(({ client }) => client.status !== "ready")
+          return away === undefined ? Option.none() : Option.some(`Redis at ${away.where} is ${away.client.status}`)
+        }),
         deregister: Effect.tryPromise(() => Promise.all(brokers.map(({ client }) => client.del(...keys)))).pipe(
           Effect.asVoid,
           Effect.mapError((cause) =>

@@ -18,6 +18,7 @@ import { WorkerLoopError } from "../WorkerError.js"
 import { watchCancel } from "./cancellation.js"
 import type { Leases } from "./leases.js"
 import type { Pools } from "./pools.js"
+import type { Reachability } from "./reachability.js"
 import { replyRetry } from "./replyRetry.js"
 import { taskSeries } from "./taskMetrics.js"
 
@@ -38,6 +39,8 @@ export interface DispatchEnv<R> {
   readonly stopping: Deferred.Deferred<void>
   /** Serving fibers and the task each is on. */
   readonly serving: Map<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>
+  /** Told of a poll that failed, and of the first that worked after it, for readiness. */
+  readonly reachability: Reachability
 }
 
 /** Logs about one delivery carry its id (annotated here rather than on the whole task path). */
@@ -54,7 +57,7 @@ const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.e
  * @internal
  */
 export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
-  const { config, controller, handlers, leases, pools, serving, stopping } = env
+  const { config, controller, handlers, leases, pools, reachability, serving, stopping } = env
   const series = taskSeries()
 
   /**
@@ -317,15 +320,18 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
           const next = taken > 0 ? Effect.succeed(Number.MAX_SAFE_INTEGER) : Effect.as(Effect.yieldNow(), idle)
           return failures === 0
             ? next
-            : Effect.zipRight(Effect.logInfo(`polling ${poller.name} again after ${failures} failed attempt(s)`), next)
+            : Effect.logInfo(`polling ${poller.name} again after ${failures} failed attempt(s)`).pipe(
+              Effect.zipRight(reachability.pollWorked(poller.name)),
+              Effect.zipRight(next)
+            )
         }),
         Effect.map((next) => ({ next, failures: 0 })),
         Effect.catchIf(
           (error: TransportError) => !error.fatal,
           (error) =>
-            (failures === 0
+            reachability.pollFailed(poller.name, messageOf(error)).pipe(Effect.zipRight(failures === 0
               ? Effect.logWarning(`poll failed on ${poller.name}: ${messageOf(error)}; ${retrying} (until it works again, further failures are debug lines)`)
-              : Effect.logDebug(`poll failed on ${poller.name} again (${failures + 1}): ${messageOf(error)}`)).pipe(
+              : Effect.logDebug(`poll failed on ${poller.name} again (${failures + 1}): ${messageOf(error)}`))).pipe(
                 Effect.zipRight(Effect.sleep(config.pollRetryDelay)),
                 Effect.as({ next: idle, failures: failures + 1 })
               )

@@ -1,0 +1,136 @@
+/**
+ * A broker that goes away under a running worker. `/readyz` answers 503 while the broker cannot be
+ * reached, with the reason, and 200 again once it can: from what the worker's polls see (in memory, SQS, PostgreSQL: their calls fail) and from what
+ * the transport knows between calls (BullMQ: its Redis client holds commands while it reconnects,
+ * so no poll fails). Real servers, on loopback, each one the test's own.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import type { ChildProcess } from "node:child_process"
+import * as Step from "../../src/core/Step.js"
+import { SqlTransport as PostgresSql } from "../../src/postgres.js"
+import * as Worker from "../../src/runtime/Worker.js"
+import type { Transport } from "../../src/seam/Transport.js"
+import * as Memory from "../../src/services/Memory.js"
+import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
+import * as InMemory from "../../src/transport/InMemoryTransport.js"
+import * as SqsTransport from "../../src/transport/SqsTransport.js"
+import { cuttingProxy } from "../support/cuttingProxy.js"
+import { sqsPrefix, startFauxqs } from "../support/fauxqs.js"
+import { freePort, startRedisServer } from "../support/local.js"
+import { dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
+
+const memory = Memory.layerTest({ usage: 1, limit: 1024 })
+
+/** GET /readyz over real HTTP. */
+const readyz = (port: number) =>
+  Effect.promise(() =>
+    fetch(`http://127.0.0.1:${port}/readyz`).then(
+      async (response) => ({ status: response.status, body: await response.text() }),
+      () => ({ status: 0, body: "refused" })
+    )
+  )
+
+/** Polls `/readyz` on the wall clock (server I/O) until `done`, up to 20 s. */
+const readyzUntil = (port: number, what: string, done: (r: { status: number; body: string }) => boolean) =>
+  Effect.gen(function*() {
+    let last = { status: 0, body: "" }
+    for (let i = 0; i < 400; i++) {
+      last = yield* readyz(port)
+      if (done(last)) return last
+      yield* Effect.sleep("50 millis")
+    }
+    return assert.fail(`timed out waiting for ${what}; /readyz last answered ${last.status} ${JSON.stringify(last.body)}`)
+  })
+
+/** Runs a worker with the probe server on `transport` for the scope; resolves once it is registered. */
+const serve = <E>(transport: Layer.Layer<Transport, E>, options: { readonly pollTimeout?: Duration.DurationInput } = {}) =>
+  Effect.gen(function*() {
+    const port = yield* Effect.promise(freePort)
+    const worker = yield* Worker.make({
+      steps: [Step.make("work", () => Effect.succeed(1))],
+      health: { port },
+      pollTimeout: options.pollTimeout ?? "200 millis",
+      pollRetryDelay: "100 millis",
+      shutdownTimeout: "2 seconds"
+    })
+    const run = yield* Effect.fork(Effect.provide(worker.run, Layer.merge(transport, memory)))
+    yield* Effect.addFinalizer(() => Effect.zipRight(worker.stop.pipe(Effect.ignore), Fiber.await(run)))
+    yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+    assert.deepStrictEqual(yield* readyz(port), { status: 200, body: "running\n" })
+    return port
+  })
+
+const notReady = (r: { status: number }) => r.status === 503
+const ready = (r: { status: number }) => r.status === 200
+
+describe("readiness follows the broker", () => {
+  it.live("in memory: a failing poll makes the worker unready, with the reason, until a poll works", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const port = yield* serve(broker.layer)
+      yield* broker.setPollFault({ _tag: "Fail", message: "connection refused" })
+      const away = yield* readyzUntil(port, "503", notReady)
+      assert.strictEqual(away.body, "running; broker unreachable: the last poll of in-memory queue failed: connection refused\n")
+      yield* broker.setPollFault(undefined)
+      assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+    })))
+
+  it.live("BullMQ: Redis gone makes the worker unready while its client reconnects (no poll fails); back, ready", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const redisPort = yield* Effect.promise(freePort)
+      let server: ChildProcess | undefined
+      const start = Effect.promise(async () => {
+        server = await startRedisServer(redisPort)
+      })
+      const kill = Effect.sync(() => {
+        if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
+        server = undefined
+      })
+      yield* start
+      yield* Effect.addFinalizer(() => kill)
+      const port = yield* serve(BullMQTransport.layer({ url: `redis://127.0.0.1:${redisPort}`, prefix: `edw-ready-${redisPort}` }))
+      yield* kill
+      const away = yield* readyzUntil(port, "503", notReady)
+      assert.match(away.body, new RegExp(`^running; broker unreachable: Redis at redis://127\\.0\\.0\\.1:${redisPort} is (reconnecting|connecting|connect|end)\\n$`))
+      yield* start
+      assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+    })))
+
+  it.live("SQS: the endpoint gone makes the worker unready, naming the failed receive", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* Effect.promise(startFauxqs)
+      let stopped = false
+      yield* Effect.addFinalizer(() => stopped ? Effect.void : Effect.promise(server.stop))
+      const port = yield* serve(
+        SqsTransport.layer({ clientConfig: server.clientConfig, prefix: sqsPrefix("edwready"), autoCreate: true, waitTime: "1 second" }),
+        { pollTimeout: "1 second" }
+      )
+      yield* Effect.promise(server.stop)
+      stopped = true
+      const away = yield* readyzUntil(port, "503", notReady)
+      assert.match(away.body, /^running; broker unreachable: the last poll of queue \S+ failed: /)
+    })))
+
+  it.live("PostgreSQL: the database gone makes the worker unready, naming the failed poll", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const prefix = uniqueTablePrefix("edwready")
+      const db = openDb("postgres", 1)
+      yield* Effect.addFinalizer(() => Effect.promise(() => dropTables(db, prefix).finally(() => db.end())))
+      const proxy = yield* Effect.promise(() => cuttingProxy(5432))
+      let closed = false
+      yield* Effect.addFinalizer(() => closed ? Effect.void : Effect.promise(proxy.close))
+      const port = yield* serve(
+        PostgresSql.layerPostgres({ url: `postgres://postgres@127.0.0.1:${proxy.port}/test`, prefix, pollInterval: "100 millis" })
+      )
+      // the proxy stops taking connections and cuts those it has: the database is away
+      yield* Effect.promise(proxy.close)
+      closed = true
+      const away = yield* readyzUntil(port, "503", notReady)
+      assert.match(away.body, /^running; broker unreachable: the last poll of \S+.* failed: /)
+    })))
+
+})
