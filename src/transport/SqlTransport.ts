@@ -53,6 +53,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
+import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -294,7 +295,9 @@ const build = (
       const releaseUnknownClaim = (claim: string) =>
         FiberSet.run(
           unknownClaims,
-          run(Statements.releaseClaim(dialect, names, claim)).raw.pipe(
+          // forked from the uninterruptible poll: without this, closing the registration (a stop) would
+          // wait for the retries to end, up to a lease, while the database is away
+          Effect.interruptible(run(Statements.releaseClaim(dialect, names, claim)).raw.pipe(
             Effect.retry(Schedule.spaced(RELEASE_RETRY).pipe(Schedule.upTo(lease))),
             Effect.flatMap((raw) =>
               affected(raw) === 0 ? Effect.void : Effect.logWarning(
@@ -308,7 +311,7 @@ const build = (
                 error
               )
             )
-          )
+          ))
         )
 
       const release = (stepId: string, claim: string, grp: string) =>
@@ -767,6 +770,8 @@ const startListening = (
     // an array, not `wakes.values()`: that iterator would be spent by the first wake-up
     const everyWake = Array.from(wakes.values())
     const wakeAll = Effect.forEach(everyWake, (wake) => Queue.offer(wake, undefined), { discard: true })
+    /** Whether this outage was warned of: a database away for an hour must not write a warning every retry. */
+    const warned = yield* Ref.make(false)
     const subscription = Effect.gen(function*() {
       const probe = ` listening ${Math.random().toString(36).slice(2)}`
       const live = yield* Deferred.make<void>()
@@ -784,6 +789,8 @@ const startListening = (
       const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
       const confirm = Effect.raceFirst(Deferred.await(live), Effect.zipRight(probing, new ListenNotLive({ channel }))).pipe(
         Effect.zipRight(wakeAll),
+        Effect.zipRight(Effect.flatMap(Ref.getAndSet(warned, false), (wasDown) =>
+          wasDown ? Effect.logInfo(`LISTEN ${channel} is back`) : Effect.void)),
         Effect.zipRight(Deferred.succeed(first, undefined))
       )
       // serving only ends by failing; confirming only ends by failing or confirming
@@ -793,7 +800,13 @@ const startListening = (
       Effect.tapError((error) =>
         Effect.zipRight(
           Deferred.succeed(first, undefined),
-          Effect.logWarning(`LISTEN ${channel} is down (${sqlMessageOf(error)}); idle subscriptions poll until it is back`)
+          Effect.flatMap(Ref.getAndSet(warned, true), (again) =>
+            again
+              ? Effect.logDebug(`LISTEN ${channel} is still down (${sqlMessageOf(error)})`)
+              : Effect.logWarning(
+                `LISTEN ${channel} is down (${sqlMessageOf(error)}); idle subscriptions poll until it is back ` +
+                  "(until then, further failures are debug lines)"
+              ))
         )
       ),
       // a lost connection is worth another try; a live one that delivers nothing (a pooler in

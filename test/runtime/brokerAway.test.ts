@@ -9,6 +9,8 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import type { ChildProcess } from "node:child_process"
 import * as Step from "../../src/core/Step.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
@@ -20,7 +22,7 @@ import * as InMemory from "../../src/transport/InMemoryTransport.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { cuttingProxy } from "../support/cuttingProxy.js"
 import { sqsPrefix, startFauxqs } from "../support/fauxqs.js"
-import { freePort, startRedisServer } from "../support/local.js"
+import { captureLogs, freePort, startRedisServer } from "../support/local.js"
 import { dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
@@ -132,5 +134,68 @@ describe("readiness follows the broker", () => {
       const away = yield* readyzUntil(port, "503", notReady)
       assert.match(away.body, /^running; broker unreachable: the last poll of \S+.* failed: /)
     })))
+})
 
+/**
+ * A registered worker on PostgreSQL through a proxy the test closes to take the database away, with
+ * `extra` layers (a logger); `end` stops it and drops its tables.
+ */
+const onPostgresBehindProxy = (label: string, extra: Layer.Layer<never> = Layer.empty) =>
+  Effect.gen(function*() {
+    const prefix = uniqueTablePrefix(label)
+    const db = openDb("postgres", 1)
+    const proxy = yield* Effect.promise(() => cuttingProxy(5432))
+    const worker = yield* Worker.make({ steps: [Step.make("work", () => Effect.succeed(1))], pollRetryDelay: "100 millis", shutdownTimeout: "2 seconds" })
+    const transport = PostgresSql.layerPostgres({ url: `postgres://postgres@127.0.0.1:${proxy.port}/test`, prefix, pollInterval: "100 millis" })
+    const run = yield* Effect.fork(Effect.provide(worker.run, Layer.mergeAll(transport, memory, extra)))
+    yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+    const end = Effect.promise(() => dropTables(db, prefix).finally(() => db.end()))
+    return { prefix, db, proxy, worker, run, end }
+  })
+
+describe("a stop while the broker is away", () => {
+  it.live("PostgreSQL: a stop while the database is away ends the run within the shutdown deadline", () =>
+    Effect.gen(function*() {
+      const { end, proxy, run, worker } = yield* onPostgresBehindProxy("edwaway")
+      yield* Effect.promise(proxy.close)
+      // polls fail now (each leaves a claim whose outcome is unknown, released in the background)
+      yield* Effect.sleep("500 millis")
+      const started = Date.now()
+      yield* worker.stop.pipe(Effect.ignore)
+      yield* Fiber.await(run)
+      const took = Date.now() - started
+      yield* end
+      // the background releases used to hold the run's end for a lease (30 s by default)
+      assert.isBelow(took, 10_000, `the run ended ${took} ms after the stop`)
+    }))
+})
+
+describe("the logs of an outage", () => {
+  it.live("PostgreSQL: a LISTEN connection that stays down is warned of once, and said to be back once it is", () =>
+    Effect.gen(function*() {
+      const logs = captureLogs()
+      const { db, end, prefix, proxy, run, worker } = yield* onPostgresBehindProxy(
+        "edwlisten",
+        Layer.merge(logs.layer, Logger.minimumLogLevel(LogLevel.Debug))
+      )
+      const listenLines = () => logs.lines.filter((line) => line.includes(`LISTEN ${prefix}_transport_tasks`))
+
+      // back: its backend killed, the LISTEN connection comes back at once through the proxy
+      yield* Effect.promise(() =>
+        db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1", [`LISTEN "${prefix}_transport_tasks"`])
+      )
+      for (let i = 0; i < 200 && !listenLines().some((line) => line.startsWith("INFO")); i++) yield* Effect.sleep("50 millis")
+      assert.deepStrictEqual(listenLines().map((line) => line.split(" ")[0] + " " + / is (down|back)/.exec(line)?.[1]), ["WARN down", "INFO back"])
+
+      // away for good: the retries (100 ms, 200 ms, 400 ms, ... up to every 5 s) write one warning
+      yield* Effect.promise(proxy.close)
+      yield* Effect.sleep("3 seconds")
+      const outage = listenLines().slice(2)
+      assert.strictEqual(outage.filter((line) => line.startsWith("WARN")).length, 1, outage.join("\n"))
+      assert.isAbove(outage.filter((line) => line.startsWith("DEBUG")).length, 0, "the retries go on, as debug lines")
+
+      yield* worker.stop.pipe(Effect.ignore)
+      yield* Fiber.await(run)
+      yield* end
+    }))
 })
