@@ -328,13 +328,18 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         Effect.map((next) => ({ next, failures: 0 })),
         Effect.catchIf(
           (error: TransportError) => !error.fatal,
-          (error) =>
-            reachability.pollFailed(poller.name, messageOf(error)).pipe(Effect.zipRight(failures === 0
-              ? Effect.logWarning(`poll failed on ${poller.name}: ${messageOf(error)}; ${retrying} (until it works again, further failures are debug lines)`)
-              : Effect.logDebug(`poll failed on ${poller.name} again (${failures + 1}): ${messageOf(error)}`))).pipe(
-                Effect.zipRight(Effect.sleep(config.pollRetryDelay)),
-                Effect.as({ next: idle, failures: failures + 1 })
-              )
+          (error) => {
+            const reason = messageOf(error)
+            return reachability.pollFailed(poller.name, reason).pipe(
+              Effect.zipRight(
+                failures === 0
+                  ? Effect.logWarning(`poll failed on ${poller.name}: ${reason}; ${retrying} (until it works again, further failures are debug lines)`)
+                  : Effect.logDebug(`poll failed on ${poller.name} again (${failures + 1}): ${reason}`)
+              ),
+              Effect.zipRight(Effect.sleep(config.pollRetryDelay)),
+              Effect.as({ next: idle, failures: failures + 1 })
+            )
+          }
         ),
         Effect.flatMap((state) => loop(state.next, state.failures))
       )

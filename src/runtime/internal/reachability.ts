@@ -39,6 +39,9 @@ export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function
         return next
       }),
     watch: (registration) => Ref.set(transport, registration.unreachable ?? Effect.succeedNone),
-    unreachable: Effect.flatMap(Ref.get(transport), (own) => Effect.flatMap(own, (away) => Option.isSome(away) ? Effect.succeed(away) : firstFailing))
+    unreachable: Effect.gen(function*() {
+      const own = yield* Effect.flatten(Ref.get(transport))
+      return Option.isSome(own) ? own : yield* firstFailing
+    })
   }
 })
