@@ -8,6 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import { execFile } from "node:child_process"
+import * as net from "node:net"
 import { fileURLToPath } from "node:url"
 import * as Step from "../../src/core/Step.js"
 import { LOOP_WINDOW, loopSampleInterval, sampleLoopDelay } from "../../src/runtime/internal/health.js"
@@ -84,6 +85,36 @@ describe("health probe server", () => {
       // stopped: the server is closed with the run
       assert.strictEqual((yield* get(port, "/readyz")).status, "refused")
       assert.strictEqual((yield* worker.status).state, "stopped")
+    }))
+
+  it.live("a probe connection still open when the worker stops does not hold the run's end", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(freePort)
+      const broker = yield* InMemory.make()
+      const worker = yield* Worker.make({ health: { port }, shutdownTimeout: "2 seconds" })
+      // a daemon, and the stop disconnected below: a run held by the server fails the test at the
+      // timeout instead of hanging it
+      const run = yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.merge(broker.layer, memory)))
+      yield* worker.registered
+      // a probe caught mid-request (its headers not finished) and one connected that has sent nothing
+      // yet: Node's server waits for such connections up to its request timeouts (60 s and 300 s)
+      const connect = (request: string) =>
+        Effect.async<net.Socket>((resume) => {
+          const socket = net.connect(port, "127.0.0.1", () => {
+            socket.write(request)
+            resume(Effect.succeed(socket))
+          })
+        })
+      const midRequest = yield* connect("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+      const silent = yield* connect("")
+      const closedBy = (socket: net.Socket) => Effect.async<void>((resume) => void socket.once("close", () => resume(Effect.void)))
+      yield* Effect.sleep("50 millis")
+      const ended = yield* worker.stop.pipe(Effect.zipRight(Fiber.join(run)), Effect.disconnect, Effect.timeout("5 seconds"), Effect.either)
+      assert.isTrue(Either.isRight(ended), "the run ended within the shutdown deadline")
+      assert.strictEqual((yield* worker.status).state, "stopped")
+      // the server closed both connections itself
+      yield* Effect.all([closedBy(midRequest), closedBy(silent)]).pipe(Effect.timeout("1 second"))
+      assert.strictEqual((yield* get(port, "/readyz")).status, "refused")
     }))
 
   it.live("/livez answers 503 after the event loop was blocked beyond the threshold, 200 again once it is not", () =>

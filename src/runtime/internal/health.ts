@@ -87,8 +87,19 @@ export const serveHealth = (
       }
       return text("not found\n", 404)
     })
-    const server = yield* NodeHttpServer.make(() => createServer(), { port: options.port, host: options.host }).pipe(
+    const node = createServer()
+    const server = yield* NodeHttpServer.make(() => node, { port: options.port, host: options.host }).pipe(
       Effect.mapError(failed)
     )
     yield* server.serve(app)
+    // Runs first on close. The platform's close waits for every open connection, and one whose request
+    // was not read yet (a probe caught mid-request, or that arrives once the handler is gone) would be
+    // answered by nobody and hold the worker's end for Node's request timeouts (minutes). A probe has
+    // nothing to lose: stop listening, then cut them all.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        node.close()
+        node.closeAllConnections()
+      })
+    )
   })
