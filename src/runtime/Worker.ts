@@ -307,6 +307,7 @@ export const make = <R = never>(
         serving,
         reachability
       })
+      yield* dispatcher.countersAtZero
       const pollersOf = new Map<string, number>()
       for (const poller of registration.pollers) pollersOf.set(poller.pool.name, (pollersOf.get(poller.pool.name) ?? 0) + 1)
       for (const poller of registration.pollers) {

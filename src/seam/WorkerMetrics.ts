@@ -23,6 +23,10 @@
  * | `durable_worker_connections_lost` | counter | `transport` |
  * | `durable_worker_event_loop_delay_seconds` | gauge | — (only with the health server) |
  *
+ * The runtime publishes every registered handler's task counters and the reply counters at 0 when
+ * the worker starts; a transport that counts lost connections publishes its series at 0 as it
+ * registers ({@link connectionsLostFrom}), so a first event is an increase an alert sees.
+ *
  * The Durable Workflow transport's series, named and tagged as the Durable Workflow Python SDK
  * names them, are defined here too ({@link durableWorkflow}).
  *
@@ -220,6 +224,17 @@ export const eventLoopDelay = Metric.gauge("durable_worker_event_loop_delay_seco
 export const connectionLost = (transport: string): void => {
   Metric.tagged(connectionsLost, "transport", transport).unsafeUpdate(1, [])
 }
+
+/**
+ * Publishes `transport`'s {@link connectionsLost} at 0, for a transport to run as it registers: a
+ * series that first appears at 1 is no increase to `increase()` or `rate()`, so an alert on the
+ * first lost connection would never fire.
+ *
+ * @since 0.3.0
+ * @category transports
+ */
+export const connectionsLostFrom = (transport: string): Effect.Effect<void> =>
+  Effect.sync(() => Metric.tagged(connectionsLost, "transport", transport).unsafeUpdate(0, []))
 
 /**
  * The Durable Workflow transport's series, as the Durable Workflow Python SDK names and tags them

@@ -43,6 +43,7 @@ import { forEachAtOnce, waitFor } from "./internal/startup.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import { type NestReply, stepIdentity, turnIdentity } from "../protocol/NestDurableProtocol.js"
 import * as Protocol from "../seam/Protocol.js"
+import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import type { StepResult } from "../wire/StepProtocol.js"
 import { countLostConnections, waitingJobs } from "./bullmq/internal/backlog.js"
 import { coalesceWrites } from "./bullmq/internal/coalesce.js"
@@ -642,6 +643,7 @@ const build = (config: Resolved): Transport["Type"] => {
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
+      yield* WorkerMetrics.connectionsLostFrom(NAME)
       const runtime = yield* Effect.runtime<never>()
       const cancellations = makeCancellations()
 

@@ -243,6 +243,7 @@ const build = (
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
+      yield* WorkerMetrics.connectionsLostFrom(NAME)
       const { dialect, listen, sql } = yield* (config.waitForBroker
         ? waitFor(connect, (error) => isRefusal(error) ? undefined : `the database at ${target} to answer`, {
           describe: (error) => error.message

@@ -228,6 +228,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
 
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
+      yield* WorkerMetrics.connectionsLostFrom(NAME)
       const workflows = Protocol.names(worker.handlers.workflows)
       if (workflows.length > 0) {
         return yield* registrationError(

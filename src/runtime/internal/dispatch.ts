@@ -351,5 +351,5 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     )
   }
 
-  return { pollLoop }
+  return { pollLoop, countersAtZero: series.atZero(handlers) }
 }

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import type * as Metric from "effect/Metric"
-import type { TaskLabel } from "../../seam/Protocol.js"
+import { type Handlers, names, type TaskLabel } from "../../seam/Protocol.js"
 import * as WorkerMetrics from "../../seam/WorkerMetrics.js"
 import type { TaskOutcome } from "../WorkerConfig.js"
 
@@ -18,6 +18,7 @@ const failed = WorkerMetrics.taggedCache(WorkerMetrics.tasksFailed)
 const duration = WorkerMetrics.taggedCache(WorkerMetrics.taskDuration)
 const polls = WorkerMetrics.taggedCache(WorkerMetrics.pollDuration)
 const deferrals = WorkerMetrics.taggedCache(WorkerMetrics.deferrals)
+const failedOutcomes: ReadonlyArray<Exclude<TaskOutcome, "completed">> = ["failed", "rejected", "cancelled", "abandoned"]
 
 /** `make(key)`, tagged once per key: the task path only looks the series up. */
 const byOutcome = <K extends string, M>(make: (key: K) => M): (key: K) => M => {
@@ -62,6 +63,26 @@ export const taskSeries = () => {
   }
   const byPoller = new Map<string, (outcome: "tasks" | "empty" | "error") => Metric.Metric.Histogram<number>>()
   return {
+    /**
+     * Publishes the counters an alert is written on at 0 (every handler's started, completed and
+     * failed by outcome; replies retried and lost): a series that first appears at 1 is no increase
+     * to `increase()` or `rate()`, so the first failure of a step would go unseen.
+     */
+    atZero: (handlers: Handlers<any>): Effect.Effect<void> =>
+      Effect.sync(() => {
+        const labels: Array<TaskLabel> = [
+          ...names(handlers.steps).map((name) => ({ kind: "step" as const, name })),
+          ...[...names(handlers.workflows), ...names(handlers.durableWorkflows)].map((name) => ({ kind: "workflow" as const, name }))
+        ]
+        for (const label of labels) {
+          const series = of(label)
+          series.started.unsafeUpdate(0, [])
+          series.completed.unsafeUpdate(0, [])
+          for (const outcome of failedOutcomes) series.failed(outcome).unsafeUpdate(0, [])
+        }
+        WorkerMetrics.repliesRetried.unsafeUpdate(0, [])
+        WorkerMetrics.repliesLost.unsafeUpdate(0, [])
+      }),
     started: (label: TaskLabel): void => of(label).started.unsafeUpdate(1, []),
     ended: (label: TaskLabel, outcome: TaskOutcome, durationMs: number): void => {
       const series = of(label)
