@@ -397,28 +397,20 @@ export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerC
  * @category config
  */
 export const config: Config.Config<WorkerOptions> = Config.all({
-  workerId: Config.option(Config.string("DURABLE_WORKER_ID")),
-  buildId: Config.option(Config.string("DURABLE_BUILD_ID")),
-  concurrency: Config.option(
+  workerId: Options.optional(Config.string("DURABLE_WORKER_ID")),
+  buildId: Options.optional(Config.string("DURABLE_BUILD_ID")),
+  concurrency: Options.optional(
     Config.orElse(Config.integer("DURABLE_CONCURRENCY"), () => Config.literal("adaptive")("DURABLE_CONCURRENCY"))
   ),
-  workflowConcurrency: Config.option(Config.integer("DURABLE_WORKFLOW_CONCURRENCY")),
-  pollTimeout: Config.option(Config.duration("DURABLE_POLL_TIMEOUT")),
-  shutdownTimeout: Config.option(Config.duration("DURABLE_SHUTDOWN_TIMEOUT")),
-  heartbeatInterval: Config.option(Config.duration("DURABLE_HEARTBEAT_INTERVAL")),
-  interruptTimeout: Config.option(Config.duration("DURABLE_INTERRUPT_TIMEOUT")),
-  pollRetryDelay: Config.option(Config.duration("DURABLE_POLL_RETRY_DELAY")),
-  metricsInterval: Config.option(Config.duration("DURABLE_METRICS_INTERVAL")),
-  health: Config.option(Config.map(Config.integer("DURABLE_HEALTH_PORT"), (port): HealthOptions => ({ port })))
-}).pipe(
-  Config.map((read) =>
-    Object.fromEntries(
-      Object.entries(read as Record<string, Option.Option<unknown>>).flatMap(([key, value]) =>
-        Option.isSome(value) ? [[key, value.value]] : []
-      )
-    ) as WorkerOptions
-  )
-)
+  workflowConcurrency: Options.optional(Config.integer("DURABLE_WORKFLOW_CONCURRENCY")),
+  pollTimeout: Options.optional(Config.duration("DURABLE_POLL_TIMEOUT")),
+  shutdownTimeout: Options.optional(Config.duration("DURABLE_SHUTDOWN_TIMEOUT")),
+  heartbeatInterval: Options.optional(Config.duration("DURABLE_HEARTBEAT_INTERVAL")),
+  interruptTimeout: Options.optional(Config.duration("DURABLE_INTERRUPT_TIMEOUT")),
+  pollRetryDelay: Options.optional(Config.duration("DURABLE_POLL_RETRY_DELAY")),
+  metricsInterval: Options.optional(Config.duration("DURABLE_METRICS_INTERVAL")),
+  health: Options.optional(Config.map(Config.integer("DURABLE_HEALTH_PORT"), (port): HealthOptions => ({ port })))
+}).pipe(Config.map(Options.definedOnly))
 
 /**
  * A layer with the options read from `source` (the environment's {@link config} by default); the

@@ -36,7 +36,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf } from "../core/internal/errors.js"
-import { definedOnly } from "../core/internal/options.js"
+import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
 import { forEachAtOnce, waitFor } from "./internal/startup.js"
@@ -956,16 +956,9 @@ export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport,
       Config.all({
         url: Config.redacted("REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
-        namespace: Config.option(Config.string("DURABLE_NAMESPACE")),
-        partition: Config.option(Config.string("DURABLE_PARTITION"))
+        namespace: optional(Config.string("DURABLE_NAMESPACE")),
+        partition: optional(Config.string("DURABLE_PARTITION"))
       }),
-      (env) =>
-        make({
-          url: env.url,
-          prefix: env.prefix,
-          ...Option.match(env.namespace, { onNone: () => ({}), onSome: (namespace) => ({ namespace }) }),
-          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
-          ...definedOnly(options)
-        })
+      (env) => make({ ...definedOnly(env), ...definedOnly(options) })
     )
   )

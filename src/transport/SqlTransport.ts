@@ -58,7 +58,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { definedOnly } from "../core/internal/options.js"
+import { definedOnly, optional } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
@@ -931,7 +931,7 @@ export const layerConfig = (
           )
         )),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Statements.DEFAULT_PREFIX)),
-        partition: Config.option(Config.string("DURABLE_PARTITION"))
+        partition: optional(Config.string("DURABLE_PARTITION"))
       }),
       (env) => {
         if (Option.isNone(env.url)) {
@@ -944,12 +944,7 @@ export const layerConfig = (
           )
         }
         const url = env.url.value
-        const merged = {
-          url: url.url,
-          prefix: env.prefix,
-          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
-          ...definedOnly(options)
-        }
+        const merged = { ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }), ...definedOnly(options) }
         return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )

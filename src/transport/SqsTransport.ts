@@ -51,10 +51,9 @@ import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { messageOf } from "../core/internal/errors.js"
-import { definedOnly } from "../core/internal/options.js"
+import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { redact, redactUrl, safeCause } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
@@ -786,49 +785,23 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
     Transport,
     Effect.flatMap(
       Config.all({
-        endpoint: Config.option(Config.string("SQS_ENDPOINT")),
-        region: Config.option(Config.string("AWS_REGION")),
-        accessKeyId: Config.option(Config.redacted("AWS_ACCESS_KEY_ID")),
-        secretAccessKey: Config.option(Config.redacted("AWS_SECRET_ACCESS_KEY")),
-        sessionToken: Config.option(Config.redacted("AWS_SESSION_TOKEN")),
+        endpoint: optional(Config.string("SQS_ENDPOINT")),
+        region: optional(Config.string("AWS_REGION")),
+        accessKeyId: optional(Config.redacted("AWS_ACCESS_KEY_ID")),
+        secretAccessKey: optional(Config.redacted("AWS_SECRET_ACCESS_KEY")),
+        sessionToken: optional(Config.redacted("AWS_SESSION_TOKEN")),
         prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
-        partition: Config.option(Config.string("DURABLE_PARTITION")),
+        partition: optional(Config.string("DURABLE_PARTITION")),
         autoCreate: Config.boolean("SQS_AUTO_CREATE").pipe(Config.withDefault(false)),
-        marker: Config.option(Config.string("SQS_MARKER")),
-        resultsQueueUrl: Config.option(Config.string("SQS_RESULTS_QUEUE_URL"))
+        marker: optional(Config.string("SQS_MARKER")),
+        resultsQueueUrl: optional(Config.string("SQS_RESULTS_QUEUE_URL"))
       }),
-      (env) => {
-        const region = Option.orElse(env.region, () => Option.as(env.endpoint, "us-east-1"))
-        const credentials = Option.all({ accessKeyId: env.accessKeyId, secretAccessKey: env.secretAccessKey })
-        const clientConfig: SQSClientConfig = {
-          ...Option.match(env.endpoint, { onNone: () => ({}), onSome: (endpoint) => ({ endpoint }) }),
-          ...Option.match(region, { onNone: () => ({}), onSome: (region) => ({ region }) }),
-          ...Option.match(credentials, {
-            onNone: () => ({}),
-            // a provider, so the keys stay Redacted in the settings and are read only to sign a request
-            onSome: (c) => ({
-              credentials: () =>
-                Promise.resolve({
-                  accessKeyId: Redacted.value(c.accessKeyId),
-                  secretAccessKey: Redacted.value(c.secretAccessKey),
-                  ...Option.match(env.sessionToken, {
-                    onNone: () => ({}),
-                    onSome: (token) => ({ sessionToken: Redacted.value(token) })
-                  })
-                })
-            })
-          })
-        }
-        return make({
-          clientConfig,
-          prefix: env.prefix,
-          autoCreate: env.autoCreate,
-          ...Option.match(env.partition, { onNone: () => ({}), onSome: (partition) => ({ partition }) }),
-          ...Option.match(env.marker, { onNone: () => ({}), onSome: (marker) => ({ marker }) }),
-          ...Option.match(env.resultsQueueUrl, { onNone: () => ({}), onSome: (resultsQueueUrl) => ({ resultsQueueUrl }) }),
+      ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
+        make({
+          clientConfig: SqsConfig.clientConfigOf({ endpoint, region, accessKeyId, secretAccessKey, sessionToken }),
+          ...definedOnly(env),
           ...definedOnly(options)
         })
-      }
     )
   )
 

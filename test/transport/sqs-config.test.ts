@@ -8,8 +8,10 @@ import { assert, describe, it } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
+import { clientConfigOf } from "../../src/transport/sqs/internal/config.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 
 const clientConfig = {
@@ -127,4 +129,36 @@ describe("SQS transport options", () => {
       )
       assert.strictEqual((marker as SqsTransport.SqsConfigError).option, "marker")
     }))
+})
+
+describe("SQS client settings read from the environment", () => {
+  const none = { endpoint: undefined, region: undefined, accessKeyId: undefined, secretAccessKey: undefined, sessionToken: undefined }
+
+  it("nothing set leaves everything to the AWS SDK's own lookup", () => {
+    assert.deepStrictEqual(clientConfigOf(none), {})
+  })
+
+  it("an endpoint without a region gets us-east-1; a region given wins", () => {
+    assert.deepStrictEqual(clientConfigOf({ ...none, endpoint: "http://127.0.0.1:4566" }), { endpoint: "http://127.0.0.1:4566", region: "us-east-1" })
+    assert.deepStrictEqual(clientConfigOf({ ...none, endpoint: "http://127.0.0.1:4566", region: "eu-west-1" }), {
+      endpoint: "http://127.0.0.1:4566",
+      region: "eu-west-1"
+    })
+    assert.deepStrictEqual(clientConfigOf({ ...none, region: "eu-west-1" }), { region: "eu-west-1" })
+  })
+
+  it("the keys become a provider that reads them only when called, the session token with them when set", async () => {
+    const keys = { ...none, accessKeyId: Redacted.make("AKID"), secretAccessKey: Redacted.make("SECRET") }
+    const plain = clientConfigOf(keys)
+    assert.notInclude(JSON.stringify(plain), "SECRET")
+    assert.deepStrictEqual(await (plain.credentials as () => Promise<unknown>)(), { accessKeyId: "AKID", secretAccessKey: "SECRET" })
+    const session = clientConfigOf({ ...keys, sessionToken: Redacted.make("TOKEN") })
+    assert.deepStrictEqual(await (session.credentials as () => Promise<unknown>)(), {
+      accessKeyId: "AKID",
+      secretAccessKey: "SECRET",
+      sessionToken: "TOKEN"
+    })
+    // one key alone is not credentials: the SDK's chain is left to find them
+    assert.deepStrictEqual(clientConfigOf({ ...none, accessKeyId: Redacted.make("AKID") }), {})
+  })
 })

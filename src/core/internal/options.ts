@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as Config from "effect/Config"
 
 /**
  * The first key of `options` not in `known`.
@@ -78,5 +79,23 @@ export const unknownOption = (
  *
  * @internal
  */
-export const definedOnly = <A extends object>(options: A): A =>
-  Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as A
+export const definedOnly = <A extends object>(options: A): DefinedOnly<A> =>
+  Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as DefinedOnly<A>
+
+/**
+ * `A` with each key that may be `undefined` made optional and not `undefined`, as
+ * {@link definedOnly} leaves it.
+ *
+ * @internal
+ */
+export type DefinedOnly<A> =
+  & { [K in keyof A as undefined extends A[K] ? never : K]: A[K] }
+  & { [K in keyof A as undefined extends A[K] ? K : never]?: Exclude<A[K], undefined> }
+
+/**
+ * A variable that may be unset, read as its value or `undefined` (the option not given), so that
+ * what is read from the environment and what is given in code follow one rule, {@link definedOnly}.
+ *
+ * @internal
+ */
+export const optional = <A>(config: Config.Config<A>): Config.Config<A | undefined> => Config.withDefault(config, undefined)

@@ -10,9 +10,10 @@ import type { SQSClient, SQSClientConfig } from "@aws-sdk/client-sqs"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
-import { unknownKey } from "../../../core/internal/options.js"
+import { definedOnly, unknownKey } from "../../../core/internal/options.js"
 import { checks, isRecord, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
@@ -28,6 +29,34 @@ export class SqsConfigError extends Schema.TaggedError<SqsConfigError>()("SqsCon
   option: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * The client settings `layerConfig` reads from the environment: the endpoint, the region (`us-east-1`
+ * for an endpoint with none, as a local SQS-compatible server needs one), and the keys as a
+ * provider, so they stay `Redacted` in the settings and are read only to sign a request. What is not
+ * set is left to the AWS SDK's own lookup.
+ *
+ * @internal
+ */
+export const clientConfigOf = (env: {
+  readonly endpoint: string | undefined
+  readonly region: string | undefined
+  readonly accessKeyId: Redacted.Redacted | undefined
+  readonly secretAccessKey: Redacted.Redacted | undefined
+  readonly sessionToken: Redacted.Redacted | undefined
+}): SQSClientConfig => {
+  const { accessKeyId, secretAccessKey, sessionToken } = env
+  return definedOnly({
+    endpoint: env.endpoint,
+    region: env.region ?? (env.endpoint === undefined ? undefined : "us-east-1"),
+    credentials: accessKeyId === undefined || secretAccessKey === undefined ? undefined : () =>
+      Promise.resolve(definedOnly({
+        accessKeyId: Redacted.value(accessKeyId),
+        secretAccessKey: Redacted.value(secretAccessKey),
+        sessionToken: sessionToken === undefined ? undefined : Redacted.value(sessionToken)
+      }))
+  })
+}
 
 /**
  * The visibility a received task gets and how often it is extended while it runs or waits.
