@@ -94,7 +94,7 @@ import {
   TransportError,
   type WorkerDescription
 } from "../seam/Transport.js"
-import type { ConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
+import type { ConnectionOptions, PostgresConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
 export type { ConnectionOptions, SqlTransportOptions } from "./sql/internal/options.js"
 
@@ -910,13 +910,14 @@ const loadDriver = (dialect: Dialect): Effect.Effect<Driver, MissingDriverError>
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
  * PostgreSQL or MySQL/MariaDB), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`. Explicit
- * options win over the environment.
+ * options win over the environment. `applicationName` is used on PostgreSQL and left out on
+ * MySQL/MariaDB, whose connections have no such name: the dialect is the environment's choice here.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  options: SqlTransportOptions & Omit<ConnectionOptions, "url"> = {}
+  options: SqlTransportOptions & Omit<PostgresConnectionOptions, "url"> = {}
 ): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
   Layer.unwrapEffect(
     Effect.map(
@@ -944,7 +945,11 @@ export const layerConfig = (
           )
         }
         const url = env.url.value
-        const merged = { ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }), ...definedOnly(options) }
+        const { applicationName, ...rest } = options
+        const merged = {
+          ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }),
+          ...definedOnly({ ...rest, applicationName: url.dialect === "postgres" ? applicationName : undefined })
+        }
         return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )

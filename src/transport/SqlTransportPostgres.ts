@@ -12,7 +12,7 @@ import type { PostgresOptions } from "./sql/internal/options.js"
 import { layerDriver } from "./SqlTransport.js"
 
 export * from "./SqlTransport.js"
-export type { PostgresOptions } from "./sql/internal/options.js"
+export type { PostgresConnectionOptions, PostgresOptions } from "./sql/internal/options.js"
 export { connectPostgres, driver } from "./sql/postgres.js"
 
 /**

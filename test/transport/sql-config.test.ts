@@ -16,6 +16,7 @@ import { Transport } from "../../src/seam/Transport.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
+import { mysql, type MysqlOptions, Worker as PromiseWorker } from "../../src/promise.js"
 
 const unreachable = { postgres: "postgres://postgres:s3cret@127.0.0.1:1/test", mysql: "mysql://root:s3cret@127.0.0.1:1/test" } as const
 
@@ -56,6 +57,48 @@ export type OwnDialect = [PostgresSql.PostgresOptions, MysqlSql.MysqlOptions]
 export type NoPostgresOnMysql = MysqlSql.PostgresOptions
 // @ts-expect-error: `effect-durable-worker/postgres` has no MysqlOptions
 export type NoMysqlOnPostgres = PostgresSql.MysqlOptions
+
+// `applicationName` is PostgreSQL's alone: MySQL's options and `mysql()` do not take it
+export const onPostgres: PostgresSql.PostgresOptions = { applicationName: "billing-worker" }
+// @ts-expect-error: MySQL/MariaDB connections have no application_name
+export const onMysql: MysqlSql.MysqlOptions = { applicationName: "billing-worker" }
+// @ts-expect-error: the promise facade's `mysql()` refuses it at compile time too
+export const onPromiseMysql = () => mysql({ applicationName: "billing-worker" })
+
+describe("applicationName, PostgreSQL's alone", () => {
+  it.effect("MySQL/MariaDB refuses it, saying why; given as undefined, it is not given", () =>
+    Effect.gen(function*() {
+      const error = yield* buildError(MysqlSql.layerMysql({ url: unreachable.mysql, applicationName: "x" } as MysqlSql.MysqlOptions))
+      assert.strictEqual(error._tag, "SqlConfigError")
+      assert.strictEqual(error.option, "applicationName")
+      assert.match(error.message, /PostgreSQL's application_name; MySQL\/MariaDB connections have none/)
+      yield* Effect.scoped(Layer.build(MysqlSql.layerMysql({ url: unreachable.mysql, applicationName: undefined } as MysqlSql.MysqlOptions)))
+    }))
+
+  it("the promise facade's mysql() rejects run with it, before anything connects", async () => {
+    const worker = new PromiseWorker({ logLevel: "None", handleSignals: false })
+    worker.step("x", () => 1)
+    const error = await worker.run(mysql({ url: unreachable.mysql, applicationName: "x" } as MysqlOptions)).then(() => undefined, (e) => e)
+    assert.strictEqual(error?._tag, "SqlConfigError")
+    assert.strictEqual(error?.option, "applicationName")
+  })
+
+  it.effect("PostgreSQL checks it; layerConfig leaves it out on a MySQL DATABASE_URL", () =>
+    Effect.gen(function*() {
+      const error = yield* buildError(PostgresSql.layerPostgres({ url: unreachable.postgres, applicationName: 5 } as unknown as PostgresSql.PostgresOptions))
+      assert.strictEqual(error.option, "applicationName")
+      assert.match(error.message, /applicationName must be a non-empty string, got 5/)
+      const fromEnv = (url: string) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["DATABASE_URL", url]])))
+      const onMysql = yield* Effect.scoped(
+        Layer.build(SqlTransport.layerConfig({ applicationName: "billing-worker" }).pipe(Layer.provide(fromEnv(unreachable.mysql))))
+      )
+      assert.match(Context.get(onMysql, Transport).name, /^sql mysql:/)
+      const refused = yield* buildError(
+        SqlTransport.layerConfig({ applicationName: "" }).pipe(Layer.provide(fromEnv(unreachable.postgres)))
+      )
+      assert.strictEqual((refused as SqlTransport.SqlConfigError).option, "applicationName")
+    }))
+})
 
 describe.each(["postgres", "mysql"] as const)("SQL transport options on %s", (dialect) => {
   const layer = (options: Options) =>

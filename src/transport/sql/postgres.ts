@@ -11,7 +11,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { RegistrationError } from "../../seam/Transport.js"
-import type { Connection, ConnectionOptions, Driver } from "../SqlTransport.js"
+import type { Connection, Driver } from "../SqlTransport.js"
+import type { PostgresConnectionOptions } from "./internal/options.js"
 import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
 import * as Listen from "./internal/listen.js"
 
@@ -26,7 +27,7 @@ const listenOn = (client: PgClient.PgClient) => Listen.listen(Listen.clientConfi
  * @since 0.1.0
  * @category constructors
  */
-export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> =>
+export const connectPostgres = (options: PostgresConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> =>
   PgClient.make({
     url: redact(options.url),
     host: options.url === undefined ? options.host ?? "127.0.0.1" : undefined,
@@ -50,4 +51,4 @@ export const connectPostgres = (options: ConnectionOptions): Effect.Effect<Conne
  * @since 0.3.0
  * @category drivers
  */
-export const driver: Driver = { dialect: "postgres", connect: connectPostgres }
+export const driver: Driver<PostgresConnectionOptions> = { dialect: "postgres", connect: connectPostgres }

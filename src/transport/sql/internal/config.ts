@@ -11,7 +11,7 @@ import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { checks, show } from "../../internal/options.js"
-import type { ConnectionOptions, SqlTransportOptions } from "./options.js"
+import type { ConnectionOptions, PostgresConnectionOptions, SqlTransportOptions } from "./options.js"
 import * as Statements from "./statements.js"
 
 /**
@@ -65,8 +65,7 @@ const CONNECTION_KEYS: ReadonlyArray<keyof ConnectionOptions> = [
   "username",
   "password",
   "maxConnections",
-  "connectTimeout",
-  "applicationName"
+  "connectTimeout"
 ]
 
 const DEFAULT_LEASE = Duration.seconds(30)
@@ -123,7 +122,7 @@ export const dialectOfUrl = (url: string): Either.Either<Statements.Dialect, str
 const schemes = { postgres: "postgres:// or postgresql://", mysql: "mysql:// or mariadb://" } as const
 
 /** Checks the connection options of a pool the transport opens on `dialect`. */
-const connection = (dialect: Statements.Dialect, options: ConnectionOptions) =>
+const connection = (dialect: Statements.Dialect, options: PostgresConnectionOptions) =>
   Either.gen(function*() {
     if (options.url !== undefined) {
       const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
@@ -138,9 +137,10 @@ const connection = (dialect: Statements.Dialect, options: ConnectionOptions) =>
         )
       }
     }
-    for (const option of ["host", "database", "username", "applicationName"] as const) {
+    for (const option of ["host", "database", "username"] as const) {
       yield* string(option, options[option])
     }
+    yield* string("applicationName", options.applicationName)
     if (options.password !== undefined && typeof options.password !== "string" && !Redacted.isRedacted(options.password)) {
       return yield* fail("password", "password must be a string or a Redacted string")
     }
@@ -165,10 +165,16 @@ export const resolve = (options: SqlTransportOptions): Either.Either<Resolved, S
  */
 export const resolvePool = (
   dialect: Statements.Dialect,
-  options: SqlTransportOptions & ConnectionOptions
+  options: SqlTransportOptions & PostgresConnectionOptions
 ): Either.Either<Resolved, SqlConfigError> =>
   Either.gen(function*() {
-    yield* refuseUnknown(options, [...TRANSPORT_KEYS, ...CONNECTION_KEYS])
+    if (dialect === "mysql" && options.applicationName !== undefined) {
+      return yield* fail(
+        "applicationName",
+        "applicationName sets PostgreSQL's application_name; MySQL/MariaDB connections have none, so leave it out there"
+      )
+    }
+    yield* refuseUnknown(options, [...TRANSPORT_KEYS, ...CONNECTION_KEYS, "applicationName"])
     yield* connection(dialect, options)
     return yield* transport(options)
   })

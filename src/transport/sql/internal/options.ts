@@ -74,7 +74,16 @@ export interface ConnectionOptions {
   readonly maxConnections?: number | undefined
   /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
   readonly connectTimeout?: Duration.DurationInput | undefined
-  /** PostgreSQL `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
+}
+
+/**
+ * Where the PostgreSQL database is: {@link ConnectionOptions}, and the name the connections show.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostgresConnectionOptions extends ConnectionOptions {
+  /** `application_name` of the connections (visible in `pg_stat_activity`). Default `effect-durable-worker`. */
   readonly applicationName?: string | undefined
 }
 
@@ -84,7 +93,7 @@ export interface ConnectionOptions {
  * @since 0.1.0
  * @category models
  */
-export interface PostgresOptions extends SqlTransportOptions, ConnectionOptions {}
+export interface PostgresOptions extends SqlTransportOptions, PostgresConnectionOptions {}
 
 /**
  * Options of `layerMysql` (`effect-durable-worker/mysql`).
