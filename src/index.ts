@@ -24,6 +24,13 @@
 export { FatalError } from "./core/FatalError.js"
 
 /**
+ * The reason a task's `ctx.signal` is aborted with: why the worker stopped it.
+ *
+ * @since 0.3.0
+ */
+export { StepAborted } from "./core/internal/interruption.js"
+
+/**
  * A transport's driver is not installed; its message says which packages to install.
  *
  * @since 0.3.0

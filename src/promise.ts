@@ -70,6 +70,7 @@ export type {
   GeneratorWorkflowContext as DurableWorkflowGeneratorContext
 } from "./core/DurableWorkflow.js"
 export { FatalError } from "./core/FatalError.js"
+export { StepAborted } from "./core/internal/interruption.js"
 export type { StepContext, StepLogger } from "./core/Step.js"
 export type { AsyncWorkflowContext } from "./core/Workflow.js"
 export { GatherFailed, NondeterminismError, StepFailed, UnsupportedInRemoteWorkflow } from "./core/Workflow.js"

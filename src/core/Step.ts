@@ -21,11 +21,13 @@ import { unencodable, unserializableError } from "../wire/internal/json.js"
 import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
 import { taskSpanWanted } from "./internal/fiberRefs.js"
+import { abortReason, type StepAborted } from "./internal/interruption.js"
 import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
 
 export { FatalError } from "./FatalError.js"
+export { StepAborted } from "./internal/interruption.js"
 export type { StepLogger } from "./internal/stepLogger.js"
 
 /**
@@ -49,7 +51,10 @@ export interface StepContext {
   readonly context: Readonly<Record<string, unknown>> | undefined
   /** Records step events (returned to the engine with the result) and logs them. */
   readonly log: StepLogger
-  /** Aborted when the step is interrupted (shutdown deadline, run cancelled). */
+  /**
+   * Aborted when the step is interrupted, with a {@link StepAborted} reason (an `AbortError` whose
+   * `why` is `cancelled`, `shutdown`, `forced` or `interrupted`).
+   */
   readonly signal: AbortSignal
 }
 
@@ -153,10 +158,12 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
       const pending = output
       return Effect.async<O, unknown>((resume) => {
         Promise.resolve(pending).then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
-        // interrupted while the promise is pending: the handler's signal fires
-        return Effect.sync(() => {
-          if (ctx instanceof Context) ctx.abort()
-        })
+        // interrupted while the promise is pending: the handler's signal fires, saying why
+        return Effect.descriptorWith((fiber) =>
+          Effect.sync(() => {
+            if (ctx instanceof Context) ctx.abort(abortReason(fiber.interruptors))
+          })
+        )
       })
     })
   // no Effect code of the user's runs inside: no log context to set per task
@@ -255,8 +262,8 @@ class Context implements StepContext {
     return this.#log
   }
 
-  abort(): void {
-    this.#controller?.abort()
+  abort(reason: StepAborted): void {
+    this.#controller?.abort(reason)
   }
 }
 
@@ -374,7 +381,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         handled = Effect.exit(running)
       } else {
         handled = captureTaskLogs(annotations(), events)(
-          Effect.exit(Effect.onInterrupt(running, () => Effect.sync(() => ctx.abort())))
+          Effect.exit(Effect.onInterrupt(running, (interruptors) => Effect.sync(() => ctx.abort(abortReason(interruptors)))))
         )
       }
     }

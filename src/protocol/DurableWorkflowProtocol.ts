@@ -22,6 +22,7 @@ import * as Codec from "../wire/DurableWorkflowCodec.js"
 import type { StepEvent } from "../wire/StepProtocol.js"
 import type { StepContext } from "../core/Step.js"
 import { isNonRetryable, messageOf } from "../core/internal/errors.js"
+import { abortReason } from "../core/internal/interruption.js"
 import { makeStepLogger } from "../core/internal/stepLogger.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { Handlers, Outcome, Task } from "../seam/Protocol.js"
@@ -277,7 +278,7 @@ const runActivity = <R>(
       (i) => i.executeActivity === undefined ? undefined : (next) => i.executeActivity!({ workerId, taskQueue, task, activityType, args }, next),
       step.run(args, stepCtx) as Effect.Effect<unknown, unknown>
     ) as Effect.Effect<unknown, unknown, R>).pipe(
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort())),
+      Effect.onInterrupt((interruptors) => Effect.sync(() => controller.abort(abortReason(interruptors)))),
       Effect.exit
     )
     if (Exit.isSuccess(exit)) {

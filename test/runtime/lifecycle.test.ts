@@ -467,6 +467,76 @@ describe("Worker dispatch", () => {
       assert.deepStrictEqual(resultOf(reply).error, { message: "run run-x was cancelled", code: "cancelled", retryable: false })
     }))
 
+  describe("a stopped task's signal says why", () => {
+    /** A promise step and an Effect step that wait for their signal and keep its reason. */
+    const listeners = Effect.gen(function*() {
+      const reasons = yield* Ref.make<ReadonlyArray<readonly [string, unknown]>>([])
+      const keep = (name: string) => (reason: unknown) => Effect.runSync(Ref.update(reasons, (r) => [...r, [name, reason] as const]))
+      const promised = Step.fromPromise("promised", (_: unknown, ctx) =>
+        new Promise(() => ctx.signal.addEventListener("abort", () => keep("promised")(ctx.signal.reason))))
+      const effectful = Step.make("effectful", (_: unknown, ctx) =>
+        Effect.zipRight(Effect.sync(() => ctx.signal.addEventListener("abort", () => keep("effectful")(ctx.signal.reason))), Effect.never))
+      return { reasons, steps: [promised, effectful] }
+    })
+    const whys = (reasons: ReadonlyArray<readonly [string, unknown]>) =>
+      reasons.map(([name, reason]) => {
+        assert.instanceOf(reason, Step.StepAborted)
+        // an AbortError as a signal aborted without a reason gives: code that checks for one still works
+        assert.instanceOf(reason, DOMException)
+        assert.strictEqual((reason as DOMException).name, "AbortError")
+        return [name, (reason as Step.StepAborted).why, (reason as Step.StepAborted).message] as const
+      }).sort()
+
+    it.effect("cancelled: the run was cancelled", () =>
+      Effect.gen(function*() {
+        const { reasons, steps } = yield* listeners
+        const { broker, worker, start } = yield* setup({}, steps)
+        yield* start(worker.run)
+        yield* broker.enqueue(task("run-p", "promised"))
+        yield* broker.enqueue(task("run-e", "effectful"))
+        yield* settle
+        yield* broker.cancel("run-p")
+        yield* broker.cancel("run-e")
+        yield* settle
+        assert.deepStrictEqual(whys(yield* Ref.get(reasons)), [
+          ["effectful", "cancelled", "the run was cancelled while this task ran"],
+          ["promised", "cancelled", "the run was cancelled while this task ran"]
+        ])
+      }))
+
+    it.effect("shutdown: the shutdown deadline passed", () =>
+      Effect.gen(function*() {
+        const { reasons, steps } = yield* listeners
+        const { broker, worker, start } = yield* setup({}, steps)
+        const run = yield* start(worker.run)
+        yield* broker.enqueue(task("r1", "promised"))
+        yield* broker.enqueue(task("r2", "effectful"))
+        yield* settle
+        yield* Effect.fork(worker.stop)
+        yield* settle
+        assert.deepStrictEqual(yield* Ref.get(reasons), [], "nothing is aborted before the deadline")
+        yield* TestClock.adjust("10 seconds")
+        yield* Fiber.join(run)
+        assert.deepStrictEqual(whys(yield* Ref.get(reasons)).map(([name, why]) => [name, why]), [["effectful", "shutdown"], ["promised", "shutdown"]])
+        assert.match(whys(yield* Ref.get(reasons))[0]![2], /shutdown deadline passed .* goes back to the broker/)
+      }))
+
+    it.effect("forced: the worker was stopped at once", () =>
+      Effect.gen(function*() {
+        const { reasons, steps } = yield* listeners
+        const { broker, worker, start } = yield* setup({}, steps)
+        const run = yield* start(worker.run)
+        yield* broker.enqueue(task("r1", "promised"))
+        yield* broker.enqueue(task("r2", "effectful"))
+        yield* settle
+        yield* Effect.fork(worker.stop)
+        yield* settle
+        yield* worker.forceStop
+        yield* Fiber.join(run)
+        assert.deepStrictEqual(whys(yield* Ref.get(reasons)).map(([name, why]) => [name, why]), [["effectful", "forced"], ["promised", "forced"]])
+      }))
+  })
+
   it.effect("bad input loses nothing: malformed tasks are answered or rejected and the worker goes on", () =>
     Effect.gen(function*() {
       const { broker, worker, start } = yield* setup()

@@ -1,4 +1,5 @@
 import type * as Fiber from "effect/Fiber"
+import * as Interruption from "../../core/internal/interruption.js"
 import type { Delivery } from "../../seam/Transport.js"
 
 /**
@@ -19,7 +20,7 @@ export const watchCancel = (delivery: Delivery, fiber: Fiber.RuntimeFiber<unknow
   const unwatch = delivery.onCancel(() => {
     if (state !== "processing") return
     state = "cancelled"
-    fiber.unsafeInterruptAsFork(fiber.id())
+    fiber.unsafeInterruptAsFork(Interruption.byCancel)
   })
   return {
     end: () => {

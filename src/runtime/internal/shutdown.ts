@@ -3,8 +3,10 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
+import * as Interruption from "../../core/internal/interruption.js"
 import type { Registration } from "../../seam/Transport.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
 import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
@@ -31,10 +33,11 @@ export interface ShutdownEnv {
 const stopFibers = (
   fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>,
   bound: Duration.Duration,
-  label: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => string
+  label: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => string,
+  by?: FiberId.FiberId
 ) =>
   Effect.gen(function*() {
-    for (const fiber of fibers) yield* Fiber.interruptFork(fiber)
+    for (const fiber of fibers) yield* (by === undefined ? Fiber.interruptFork(fiber) : Fiber.interruptAsFork(fiber, by))
     const stopped = yield* Effect.forEach(
       fibers,
       (fiber) => Fiber.await(fiber).pipe(Effect.timeout(bound), Effect.option),
@@ -71,10 +74,12 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
     if (!drained && leftover.length > 0) {
       yield* Effect.logWarning(`interrupting ${leftover.length} task(s) still running at the shutdown deadline`)
     }
+    // the tasks' signals say why they were stopped: the deadline, or a stop made at once
+    const by = (yield* Deferred.isDone(env.forced)) ? Interruption.byForcedStop : Interruption.byDeadline
     const stuckTasks = yield* stopFibers(leftover, config.interruptTimeout, (fiber) => {
       const label = serving.get(fiber)
       return label === undefined ? "a task" : `task ${label.delivery.id} from ${label.poller}`
-    })
+    }, by)
     if (stuckPollers.length > 0 || stuckTasks.length > 0) {
       return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
     }

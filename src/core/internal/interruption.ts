@@ -1,0 +1,55 @@
+/**
+ * Why the runtime interrupted a task, told to the task's abort signal. The runtime interrupts a
+ * serving fiber with one of the ids below (as `@effect/platform`'s server marks a client's abort), so
+ * the handler's `ctx.signal.reason` can say why without anything on the task path: the reason is read
+ * from the fiber's interruptors only when it is interrupted.
+ *
+ * @internal
+ */
+import * as FiberId from "effect/FiberId"
+import * as HashSet from "effect/HashSet"
+
+/** The run the task belongs to was cancelled. @internal */
+export const byCancel: FiberId.FiberId = FiberId.make(-4101, 0)
+/** The worker's shutdown deadline passed with the task still running. @internal */
+export const byDeadline: FiberId.FiberId = FiberId.make(-4102, 0)
+/** The worker was stopped at once (`forceStop`, a second signal). @internal */
+export const byForcedStop: FiberId.FiberId = FiberId.make(-4103, 0)
+
+/**
+ * The reason a step's (or an activity's) `ctx.signal` is aborted with. It is a `DOMException` named
+ * `AbortError`, as a signal aborted without a reason gives, so code that checks for an `AbortError`
+ * (or that passes the signal to `fetch`) works as before; `why` and the message say what happened.
+ *
+ * - `cancelled`: the run was cancelled; the task is answered as cancelled.
+ * - `shutdown`: the worker's shutdown deadline passed; the task is given back to the broker.
+ * - `forced`: the worker was stopped at once (`forceStop`, a second signal); the task is given back.
+ * - `interrupted`: the worker's fiber was interrupted otherwise (by the application's own code).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class StepAborted extends DOMException {
+  constructor(readonly why: "cancelled" | "shutdown" | "forced" | "interrupted") {
+    super(messages[why], "AbortError")
+  }
+}
+
+const messages: Record<StepAborted["why"], string> = {
+  cancelled: "the run was cancelled while this task ran",
+  shutdown: "the worker's shutdown deadline passed while this task ran; the task goes back to the broker",
+  forced: "the worker was stopped at once (forceStop, or a second signal) while this task ran; the task goes back to the broker",
+  interrupted: "the worker interrupted this task"
+}
+
+/** Why a fiber interrupted by `interruptors` was: the reason its task's signal is aborted with. @internal */
+export const abortReason = (interruptors: HashSet.HashSet<FiberId.FiberId>): StepAborted =>
+  new StepAborted(
+    HashSet.has(interruptors, byCancel)
+      ? "cancelled"
+      : HashSet.has(interruptors, byForcedStop)
+      ? "forced"
+      : HashSet.has(interruptors, byDeadline)
+      ? "shutdown"
+      : "interrupted"
+  )
