@@ -504,7 +504,8 @@ describe("Worker dispatch", () => {
         ])
       }))
 
-    it.effect("shutdown: the shutdown deadline passed", () =>
+    /** Two tasks running, a graceful stop asked for, then `cut` (what ends the drain early): the reasons. */
+    const stoppedBy = (cut: (worker: Worker.Worker) => Effect.Effect<void, unknown>) =>
       Effect.gen(function*() {
         const { reasons, steps } = yield* listeners
         const { broker, worker, start } = yield* setup({}, steps)
@@ -514,26 +515,23 @@ describe("Worker dispatch", () => {
         yield* settle
         yield* Effect.fork(worker.stop)
         yield* settle
-        assert.deepStrictEqual(yield* Ref.get(reasons), [], "nothing is aborted before the deadline")
-        yield* TestClock.adjust("10 seconds")
+        assert.deepStrictEqual(yield* Ref.get(reasons), [], "nothing is aborted by the stop itself")
+        yield* cut(worker)
         yield* Fiber.join(run)
-        assert.deepStrictEqual(whys(yield* Ref.get(reasons)).map(([name, why]) => [name, why]), [["effectful", "shutdown"], ["promised", "shutdown"]])
-        assert.match(whys(yield* Ref.get(reasons))[0]![2], /shutdown deadline passed .* goes back to the broker/)
+        return whys(yield* Ref.get(reasons))
+      })
+
+    it.effect("shutdown: the shutdown deadline passed", () =>
+      Effect.gen(function*() {
+        const reasons = yield* stoppedBy(() => TestClock.adjust("10 seconds"))
+        assert.deepStrictEqual(reasons.map(([name, why]) => [name, why]), [["effectful", "shutdown"], ["promised", "shutdown"]])
+        assert.match(reasons[0]![2], /shutdown deadline passed .* goes back to the broker/)
       }))
 
     it.effect("forced: the worker was stopped at once", () =>
       Effect.gen(function*() {
-        const { reasons, steps } = yield* listeners
-        const { broker, worker, start } = yield* setup({}, steps)
-        const run = yield* start(worker.run)
-        yield* broker.enqueue(task("r1", "promised"))
-        yield* broker.enqueue(task("r2", "effectful"))
-        yield* settle
-        yield* Effect.fork(worker.stop)
-        yield* settle
-        yield* worker.forceStop
-        yield* Fiber.join(run)
-        assert.deepStrictEqual(whys(yield* Ref.get(reasons)).map(([name, why]) => [name, why]), [["effectful", "forced"], ["promised", "forced"]])
+        const reasons = yield* stoppedBy((worker) => worker.forceStop)
+        assert.deepStrictEqual(reasons.map(([name, why]) => [name, why]), [["effectful", "forced"], ["promised", "forced"]])
       }))
   })
 
