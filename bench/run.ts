@@ -25,6 +25,7 @@ import { benchConnection, type PeerOptions, type RunningPeer } from "./peers/pee
 import * as plain from "./peers/plainBullmq.js"
 import * as upstream from "./peers/upstream.js"
 import { deletePrefixKeys, runLoad } from "./support/load.js"
+import { median, roundRatio } from "./support/stats.js"
 
 interface Peer {
   readonly name: string
@@ -45,10 +46,6 @@ const warmup = Number(process.env.BENCH_WARMUP ?? 2000)
 const levels = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number)
 const stepName = "bench.noop"
 
-const median = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]!
-}
 
 /** What one run measured: its rate, and the CPU time per task of this process and of Redis (µs). */
 interface Sample {
@@ -113,8 +110,7 @@ export const main = async () => {
     const [mine, bull, up, best, commonJs] = peers.map((p) => samples.get(p.name)!.map((s) => s.stepsPerSec))
     // a ratio compares the runs of one round (seconds apart), then takes the median over the rounds:
     // the host's speed drifts between rounds far more than within one
-    const ratio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
-      `${median(a.map((x, round) => x / b[round]!)).toFixed(2)}x`
+    const ratio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => `${roundRatio(a, b).toFixed(2)}x`
     const steps = (a: ReadonlyArray<number>) => Math.round(median(a))
     rows.push(
       `| ${concurrency} | ${steps(mine!)} | ${steps(bull!)} | ${steps(up!)} | ${steps(best!)} | ${ratio(mine!, bull!)} | ${

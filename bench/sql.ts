@@ -13,14 +13,16 @@
  * BENCH_SQL_N (default 2000) tasks per run, BENCH_SQL_ROUNDS (default 3), BENCH_SQL_CONCURRENCY
  * (default "1,16,64"), BENCH_SQL_DIALECTS (default "postgres,mysql"), PG_URL / MYSQL_URL.
  *
- * Run: `npx tsx --conditions=source bench/sql.ts`, or call `main()`.
+ * Run: `npm run bench:sql` (builds first: the worker is measured from the built package, as a user
+ * runs it), or call `main()`.
  */
-import { Worker } from "../src/promise.js"
+import { SqlTransport as MysqlSql } from "effect-durable-worker/mysql"
+import { SqlTransport as PostgresSql } from "effect-durable-worker/postgres"
+import { Worker } from "effect-durable-worker/promise"
+// the plain peer's tables, made as the engine makes them (not timed)
 import * as Statements from "../src/transport/sql/internal/statements.js"
-import * as SqlTransport from "../src/transport/SqlTransport.js"
 import { databaseUrl, type Db, type DialectName, dropTables, openDb, uniqueTablePrefix } from "../test/support/sqlEngine.js"
-import { SqlTransport as PostgresSql } from "../src/postgres.js"
-import { SqlTransport as MysqlSql } from "../src/mysql.js"
+import { median, percentile, roundRatio } from "./support/stats.js"
 
 const n = Number(process.env.BENCH_SQL_N ?? 2_000)
 const rounds = Number(process.env.BENCH_SQL_ROUNDS ?? 3)
@@ -30,9 +32,6 @@ const stepName = "bench.noop"
 const POLL_MS = 20
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-const percentile = (values: ReadonlyArray<number>, p: number) =>
-  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
 
 interface Running {
   readonly stop: () => Promise<void>
@@ -43,7 +42,7 @@ const startOurs = async (
   dialect: DialectName,
   prefix: string,
   concurrency: number,
-  options: SqlTransport.SqlTransportOptions = {},
+  options: PostgresSql.SqlTransportOptions = {},
   onStart?: () => void
 ): Promise<Running> => {
   const worker = new Worker({ handleSignals: false, logLevel: "None", concurrency })
@@ -215,7 +214,7 @@ const pickupLatency = async (notify: boolean, samples: number) => {
 
 /** Runs the benchmark and prints the markdown tables. */
 export const main = async (): Promise<void> => {
-  console.log(`SQL transport: ${n} no-op tasks per run, ${rounds} alternating rounds, median steps/s\n`)
+  console.log(`SQL transport: ${n} no-op tasks per run, ${rounds} alternating rounds; median steps/s, and ratios as the median of each round's ratio\n`)
   const rows: Array<string> = []
   for (const dialect of dialects) {
     for (const concurrency of levels) {
@@ -228,9 +227,11 @@ export const main = async (): Promise<void> => {
           console.log(`  ${dialect} c=${concurrency} round ${round + 1} ${peer}: ${Math.round(stepsPerSec)} steps/s`)
         }
       }
-      const ours = median(samples.ours)
-      const plain = median(samples.plain)
-      rows.push(`| ${dialect} | ${concurrency} | ${Math.round(ours)} | ${Math.round(plain)} | ${(ours / plain).toFixed(2)}x |`)
+      rows.push(
+        `| ${dialect} | ${concurrency} | ${Math.round(median(samples.ours))} | ${Math.round(median(samples.plain))} | ${
+          roundRatio(samples.ours, samples.plain).toFixed(2)
+        }x |`
+      )
     }
   }
   console.log("\n| database | concurrency | effect-durable-worker (steps/s) | plain claim loop (steps/s) | ratio |")

@@ -12,3 +12,7 @@ export const median = (values: ReadonlyArray<number>): number => {
 
 /** The median over the rounds of each round's `a / b` (`a[i]` and `b[i]` from round `i`). */
 export const roundRatio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => median(a.map((x, i) => x / b[i]!))
+
+/** The `p` quantile (0–1) by the nearest rank at or below it. */
+export const percentile = (values: ReadonlyArray<number>, p: number): number =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
