@@ -499,6 +499,31 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           })
       })
 
+      /**
+       * With `autoCreate`, a queue resolved by name that SQS says is gone (deleted while the worker
+       * ran) is created again, so the next poll or the reply's retry finds it; `error` still fails
+       * this call. Said once per loss; a create refused (AWS keeps a name for 60 s after a delete) is
+       * tried again at the next failure.
+       */
+      const remade = new Set<string>()
+      const remakeIfDeleted = (queueName: string | undefined) => (error: TransportError) =>
+        queueName === undefined || !config.autoCreate || !isMissingQueue(error.cause)
+          ? Effect.fail(error)
+          : Effect.tryPromise((signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal })).pipe(
+            Effect.matchEffect({
+              onFailure: (cause) => Effect.logDebug(`could not create queue "${queueName}" again yet: ${messageOf(cause)}`),
+              onSuccess: () =>
+                remade.has(queueName) ? Effect.void : Effect.zipRight(
+                  Effect.sync(() => remade.add(queueName)),
+                  Effect.logWarning(
+                    `queue "${queueName}" at ${endpoint} was deleted while the worker ran: created it again (autoCreate); ` +
+                      "what it held when it was deleted is gone with it"
+                  )
+                )
+            }),
+            Effect.zipRight(Effect.fail(error))
+          )
+
       /** Sends a result to the results queue (with the marker, if any). */
       const sendResult = yield* Batcher.make<string, void, TransportError>({
         maxItems: Naming.MAX_RECEIVE,
@@ -520,7 +545,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
                 }),
                 { abortSignal: signal }
               )
-          ).pipe(Effect.map((out) => {
+          ).pipe(Effect.catchAll(remakeIfDeleted(resultsOption === undefined ? Naming.resultsQueueName(prefix) : undefined)), Effect.map((out) => {
             const outcomes: Array<Exit.Exit<void, TransportError>> = bodies.map(() => Exit.void)
             for (const failed of out.Failed ?? []) {
               outcomes[Number(failed.Id)] = Exit.fail(
@@ -629,7 +654,10 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               }),
               { abortSignal: signal }
             )
-        ).pipe(Effect.map((out) => out.Messages ?? []))
+        ).pipe(
+          Effect.catchAll(remakeIfDeleted(byName ? queueName : undefined)),
+          Effect.map((out) => out.Messages ?? [])
+        )
 
       /** Gives received messages back at once (visibility 0). */
       const release = (queueUrl: string, messages: ReadonlyArray<Message>) =>

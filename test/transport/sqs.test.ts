@@ -2,6 +2,7 @@ import {
   ChangeMessageVisibilityCommand,
   CreateQueueCommand,
   DeleteMessageCommand,
+  DeleteQueueCommand,
   ReceiveMessageCommand,
   SendMessageCommand
 } from "@aws-sdk/client-sqs"
@@ -450,6 +451,62 @@ describe("SQS transport on fauxqs", () => {
       yield* worker.stop
       const commands = new Set(f.recorder.calls.map((c) => c.command))
       assert.deepStrictEqual([...commands].sort(), ["CreateQueueCommand", "GetQueueUrlCommand", "ReceiveMessageCommand"])
+    }))
+
+  it.scopedLive("autoCreate: a task queue or the results queue deleted while the worker runs is created again, and work goes on", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture()
+      const echo = Step.make("echo", (input: unknown) => Effect.succeed(input))
+      const worker = yield* Worker.make({ steps: [echo], pollTimeout: "1 second", pollRetryDelay: "50 millis" })
+      const logs = captureLogs()
+      yield* f.start(Effect.provide(worker.run, logs.layer))
+      yield* f.nextCall("ReceiveMessageCommand")
+      const client = server().client
+      const deleteQueue = (name: string) =>
+        Effect.promise(async () => client.send(new DeleteQueueCommand({ QueueUrl: await server().queueUrl(name) })))
+
+      const created = f.nextCall("CreateQueueCommand").pipe(
+        Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the worker did not create the deleted queue again") })
+      )
+      // the task queue: the next receive finds it gone, and the worker creates it again
+      yield* deleteQueue(f.tasksQueue("echo"))
+      const remade = yield* created
+      assert.strictEqual(remade.input.QueueName, f.tasksQueue("echo"))
+      yield* f.send("echo", task("r1", "echo", "after the task queue"))
+      assert.deepStrictEqual((yield* f.results(1)).map((r) => r.output), ["after the task queue"])
+
+      // the results queue: the reply's send finds it gone, the queue is created again, the retry delivers
+      yield* deleteQueue(f.resultsQueue)
+      yield* f.send("echo", task("r2", "echo", "after the results queue"))
+      const again = yield* created
+      assert.strictEqual(again.input.QueueName, f.resultsQueue)
+      assert.deepStrictEqual((yield* f.results(1)).map((r) => r.output), ["after the results queue"])
+
+      const warned = logs.lines.filter((line) => line.includes("was deleted while the worker ran"))
+      assert.strictEqual(warned.length, 2, logs.lines.join("\n"))
+      assert.match(warned[0]!, /^WARN queue "edw-\w+-tasks-echo" at .* created it again \(autoCreate\); what it held when it was deleted is gone with it$/)
+      yield* worker.stop
+    }))
+
+  it.scopedLive("without autoCreate, a queue deleted while the worker runs is not created again: the polls fail until it is back", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ autoCreate: false })
+      // made beforehand, as the engine would
+      for (const name of [f.tasksQueue("echo"), f.resultsQueue]) {
+        yield* Effect.promise(() => server().client.send(new CreateQueueCommand({ QueueName: name })))
+      }
+      const worker = yield* Worker.make({ steps: [Step.make("echo", (input: unknown) => Effect.succeed(input))], pollTimeout: "1 second", pollRetryDelay: "50 millis" })
+      yield* f.start(worker.run)
+      yield* f.nextCall("ReceiveMessageCommand")
+      yield* Effect.promise(async () => server().client.send(new DeleteQueueCommand({ QueueUrl: await server().queueUrl(f.tasksQueue("echo")) })))
+      // two failed receives and no create in between
+      yield* f.nextCall("ReceiveMessageCommand")
+      yield* f.nextCall("ReceiveMessageCommand")
+      assert.deepStrictEqual(yield* f.callsOf("CreateQueueCommand"), [])
+      // once the engine makes it again, work goes on
+      yield* f.send("echo", task("r1", "echo", "back"))
+      assert.deepStrictEqual((yield* f.results(1)).map((r) => r.output), ["back"])
+      yield* worker.stop
     }))
 
   it.live("layerConfig reads SQS_ENDPOINT, AWS_REGION, the credentials and DURABLE_PREFIX", () =>
