@@ -46,7 +46,6 @@ const warmup = Number(process.env.BENCH_WARMUP ?? 2000)
 const levels = (process.env.BENCH_CONCURRENCY ?? "1,16,64").split(",").map(Number)
 const stepName = "bench.noop"
 
-
 /** What one run measured: its rate, and the CPU time per task of this process and of Redis (µs). */
 interface Sample {
   readonly stepsPerSec: number

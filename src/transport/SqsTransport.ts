@@ -502,27 +502,33 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       /**
        * With `autoCreate`, a queue resolved by name that SQS says is gone (deleted while the worker
        * ran) is created again, so the next poll or the reply's retry finds it; `error` still fails
-       * this call. Said once per loss; a create refused (AWS keeps a name for 60 s after a delete) is
-       * tried again at the next failure.
+       * this call. Warned of once per queue; a create refused (AWS keeps a name for 60 s after a
+       * delete) is tried again at the next failure.
        */
       const remade = new Set<string>()
       const remakeIfDeleted = (queueName: string | undefined) => (error: TransportError) =>
         queueName === undefined || !config.autoCreate || !isMissingQueue(error.cause)
           ? Effect.fail(error)
-          : Effect.tryPromise((signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal })).pipe(
+          : call(
+            `creating queue "${queueName}" again`,
+            (signal) => client.send(new CreateQueueCommand({ QueueName: queueName }), { abortSignal: signal })
+          ).pipe(
             Effect.matchEffect({
-              onFailure: (cause) => Effect.logDebug(`could not create queue "${queueName}" again yet: ${messageOf(cause)}`),
+              onFailure: (failed) => Effect.logDebug(`could not create queue "${queueName}" again yet: ${failed.message}`),
               onSuccess: () =>
-                remade.has(queueName) ? Effect.void : Effect.zipRight(
-                  Effect.sync(() => remade.add(queueName)),
-                  Effect.logWarning(
+                Effect.suspend(() => {
+                  if (remade.has(queueName)) return Effect.void
+                  remade.add(queueName)
+                  return Effect.logWarning(
                     `queue "${queueName}" at ${endpoint} was deleted while the worker ran: created it again (autoCreate); ` +
                       "what it held when it was deleted is gone with it"
                   )
-                )
+                })
             }),
             Effect.zipRight(Effect.fail(error))
           )
+      // the results queue is made again only where it was resolved by name (not given by URL)
+      const remakeResults = remakeIfDeleted(resultsOption === undefined ? Naming.resultsQueueName(prefix) : undefined)
 
       /** Sends a result to the results queue (with the marker, if any). */
       const sendResult = yield* Batcher.make<string, void, TransportError>({
@@ -545,7 +551,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
                 }),
                 { abortSignal: signal }
               )
-          ).pipe(Effect.catchAll(remakeIfDeleted(resultsOption === undefined ? Naming.resultsQueueName(prefix) : undefined)), Effect.map((out) => {
+          ).pipe(Effect.catchAll(remakeResults), Effect.map((out) => {
             const outcomes: Array<Exit.Exit<void, TransportError>> = bodies.map(() => Exit.void)
             for (const failed of out.Failed ?? []) {
               outcomes[Number(failed.Id)] = Exit.fail(

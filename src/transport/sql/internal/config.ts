@@ -137,10 +137,9 @@ const connection = (dialect: Statements.Dialect, options: PostgresConnectionOpti
         )
       }
     }
-    for (const option of ["host", "database", "username"] as const) {
+    for (const option of ["host", "database", "username", "applicationName"] as const) {
       yield* string(option, options[option])
     }
-    yield* string("applicationName", options.applicationName)
     if (options.password !== undefined && typeof options.password !== "string" && !Redacted.isRedacted(options.password)) {
       return yield* fail("password", "password must be a string or a Redacted string")
     }
