@@ -646,6 +646,10 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         })
       }
 
+      // After a failed receive the next one does not wait: on an idle queue, a long poll that works
+      // answers only at the end of its wait, and until a poll works the worker reads as unreachable
+      // (`/readyz`) although SQS is back.
+      const failedLast = new Set<string>()
       const receive = (queueUrl: string, queueName: string, max: number) =>
         call(
           `receiving from ${queueName}`,
@@ -654,7 +658,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               new ReceiveMessageCommand({
                 QueueUrl: queueUrl,
                 MaxNumberOfMessages: max,
-                WaitTimeSeconds: waitSeconds,
+                WaitTimeSeconds: failedLast.has(queueUrl) ? 0 : waitSeconds,
                 VisibilityTimeout: visibility.timeoutSeconds,
                 ...(marker === undefined ? {} : { MessageAttributeNames: ["All"] })
               }),
@@ -662,7 +666,11 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
             )
         ).pipe(
           Effect.catchAll(remakeIfDeleted(byName ? queueName : undefined)),
-          Effect.map((out) => out.Messages ?? [])
+          Effect.tapError(() => Effect.sync(() => failedLast.add(queueUrl))),
+          Effect.map((out) => {
+            failedLast.delete(queueUrl)
+            return out.Messages ?? []
+          })
         )
 
       /** Gives received messages back at once (visibility 0). */

@@ -117,6 +117,30 @@ describe("readiness follows the broker", () => {
       assert.match(away.body, /^running; broker unreachable: the last poll of queue \S+ failed: /)
     })))
 
+  it.live("SQS: back, the worker is ready again at once, not at the end of a long poll's wait", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* Effect.promise(startFauxqs)
+      yield* Effect.addFinalizer(() => Effect.promise(server.stop))
+      const proxy = yield* Effect.promise(() => cuttingProxy(server.port))
+      yield* Effect.addFinalizer(() => Effect.promise(proxy.close))
+      // the default wait (20 s): an idle queue's receive that works answers only at its end
+      const port = yield* serve(
+        SqsTransport.layer({
+          clientConfig: { ...server.clientConfig, endpoint: `http://127.0.0.1:${proxy.port}` },
+          prefix: sqsPrefix("edwback"),
+          autoCreate: true
+        }),
+        { pollTimeout: "20 seconds" }
+      )
+      proxy.setDown(true)
+      yield* readyzUntil(port, "503", notReady)
+      proxy.setDown(false)
+      const back = Date.now()
+      assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+      const took = Date.now() - back
+      assert.isBelow(took, 5_000, `ready again ${took} ms after SQS came back`)
+    })))
+
   it.live("PostgreSQL: the database gone makes the worker unready, naming the failed poll", () =>
     Effect.scoped(Effect.gen(function*() {
       const prefix = uniqueTablePrefix("edwready")

@@ -20,6 +20,11 @@ export interface CuttingProxy {
   readonly cutAll: () => void
   /** How many connections were cut so far. */
   readonly cuts: () => number
+  /**
+   * Takes the server away (`true`: every connection cut, new ones closed at once, as a server that is
+   * down) or brings it back (`false`), without the proxy's port changing.
+   */
+  readonly setDown: (down: boolean) => void
   readonly close: () => Promise<void>
 }
 
@@ -28,8 +33,13 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
   let armed: Buffer | undefined
   let forward = true
   let cuts = 0
+  let down = false
   const sockets = new Set<Socket>()
   const server = createServer((client) => {
+    if (down) {
+      client.destroy()
+      return
+    }
     // writes before the upstream connection is up are buffered by the socket
     const upstream = connect(target, "127.0.0.1")
     for (const socket of [client, upstream]) {
@@ -82,6 +92,10 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
       cuts++
     },
     cuts: () => cuts,
+    setDown: (value) => {
+      down = value
+      if (value) for (const socket of sockets) socket.destroy()
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
