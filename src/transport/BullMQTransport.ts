@@ -52,6 +52,7 @@ import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_S
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import * as Orphans from "./bullmq/internal/orphans.js"
+import * as Outage from "./bullmq/internal/outage.js"
 import { type Cancellations, makeCancellations } from "./internal/cancellations.js"
 import {
   type Delivery,
@@ -678,7 +679,7 @@ const build = (config: Resolved): Transport["Type"] => {
        * The blocking wait for jobs goes over the worker's own blocking connection (which BullMQ
        * opens with it), and takes wait only for the command connection.
        */
-      const openTaskQueue = (client: Redis, token: string) =>
+      const openTaskQueue = (client: Redis, outage: Outage.Outage, token: string) =>
         Effect.gen(function*() {
           const queueName = Naming.tasksQueue(prefix, token)
           const bull = yield* Effect.acquireRelease(
@@ -693,7 +694,9 @@ const build = (config: Resolved): Transport["Type"] => {
             ),
             (w) => Effect.promise(() => w.close(true).catch(() => undefined))
           )
-          bull.on("error", (error) => Runtime.runFork(runtime)(Effect.logWarning(`BullMQ error on ${queueName}`, error)))
+          bull.on("error", (error) => outage.error(`BullMQ error on ${queueName}`, error))
+          // its blocking connection is part of the broker's outage too (not awaited: the start does not wait for it)
+          bull.waitUntilReady().then(outage.follow, () => {})
           // a job BullMQ's worker fails as it takes it: its data is not JSON, or it carries a deferred failure
           bull.on("failed", (_job, error) => Runtime.runFork(runtime)(Effect.logError(`${error.message}; failed it`)))
           yield* Effect.promise(() => bull.startStalledCheckTimer())
@@ -779,6 +782,8 @@ const build = (config: Resolved): Transport["Type"] => {
       const openBroker = (id: string, target: Target) =>
         Effect.gen(function*() {
           const client = yield* connect(target, connectTimeout, commandsPerWrite, config.waitForBroker)
+          const outage = Outage.make(describeTarget(target), runtime)
+          outage.follow(client)
           /** A reply queue, with a writer of its jobs (one name, the engine's reply job options). */
           const replyQueue = (queueName: string, jobName: string) =>
             Effect.gen(function*() {
@@ -801,7 +806,7 @@ const build = (config: Resolved): Transport["Type"] => {
               catch: (cause) => new RegistrationError({ transport: NAME, message: messageOf(cause), cause })
             }),
             subscribeCancellations(client, Naming.controlChannel(prefix), cancellations),
-            forEachAtOnce(tokens, (token) => openTaskQueue(client, token))
+            forEachAtOnce(tokens, (token) => openTaskQueue(client, outage, token))
           ], { concurrency: "unbounded" })
           if (!answerJob.fastPath) {
             yield* Effect.logWarning(

@@ -66,6 +66,25 @@ const serve = <E>(transport: Layer.Layer<Transport, E>, options: { readonly poll
     return port
   })
 
+/**
+ * A redis-server of the test's own on a free port, started; `kill` takes it away (SIGKILL, by PID),
+ * `start` brings it back on the same port. Killed with the scope.
+ */
+const ownRedis = Effect.gen(function*() {
+  const redisPort = yield* Effect.promise(freePort)
+  let server: ChildProcess | undefined
+  const start = Effect.promise(async () => {
+    server = await startRedisServer(redisPort)
+  })
+  const kill = Effect.sync(() => {
+    if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
+    server = undefined
+  })
+  yield* start
+  yield* Effect.addFinalizer(() => kill)
+  return { redisPort, start, kill }
+})
+
 const notReady = (r: { status: number }) => r.status === 503
 const ready = (r: { status: number }) => r.status === 200
 
@@ -83,17 +102,7 @@ describe("readiness follows the broker", () => {
 
   it.live("BullMQ: Redis gone makes the worker unready while its client reconnects (no poll fails); back, ready", () =>
     Effect.scoped(Effect.gen(function*() {
-      const redisPort = yield* Effect.promise(freePort)
-      let server: ChildProcess | undefined
-      const start = Effect.promise(async () => {
-        server = await startRedisServer(redisPort)
-      })
-      const kill = Effect.sync(() => {
-        if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
-        server = undefined
-      })
-      yield* start
-      yield* Effect.addFinalizer(() => kill)
+      const { kill, redisPort, start } = yield* ownRedis
       const port = yield* serve(BullMQTransport.layer({ url: `redis://127.0.0.1:${redisPort}`, prefix: `edw-ready-${redisPort}` }))
       yield* kill
       const away = yield* readyzUntil(port, "503", notReady)
@@ -195,6 +204,42 @@ describe("a stop while the broker is away", () => {
 })
 
 describe("the logs of an outage", () => {
+  it.live("BullMQ: Redis away is warned of once, not at every reconnection attempt, and said to be back once it is", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const logs = captureLogs()
+      const { kill, redisPort, start } = yield* ownRedis
+      const where = `redis://127.0.0.1:${redisPort}`
+      // two steps: two task queues, each with a BullMQ worker repeating the errors of the shared connection
+      const worker = yield* Worker.make({
+        steps: [Step.make("one", () => Effect.succeed(1)), Step.make("two", () => Effect.succeed(2))],
+        shutdownTimeout: "2 seconds"
+      })
+      const run = yield* Effect.fork(Effect.provide(
+        worker.run,
+        Layer.mergeAll(BullMQTransport.layer({ url: where, prefix: `edw-logs-${redisPort}` }), memory, logs.layer, Logger.minimumLogLevel(LogLevel.Debug))
+      ))
+      yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+      const about = () => logs.lines.filter((line) => line.includes(`Redis at ${where}`) || line.includes("BullMQ error"))
+
+      // away for 3 s: ioredis tries again every 50 ms, 100 ms, ... so some 20 attempts per connection
+      yield* kill
+      yield* Effect.sleep("3 seconds")
+      const outage = about()
+      assert.deepStrictEqual(outage.filter((line) => !line.startsWith("DEBUG")).map((line) => line.split(" (")[0]), [
+        `WARN Redis at ${where} cannot be reached`
+      ], outage.join("\n"))
+      assert.isAbove(outage.length, 10, "the attempts go on, as debug lines")
+
+      yield* start
+      for (let i = 0; i < 200 && !about().some((line) => line.startsWith("INFO")); i++) yield* Effect.sleep("50 millis")
+      assert.deepStrictEqual(about().filter((line) => !line.startsWith("DEBUG")).map((line) => line.split(" (")[0]), [
+        `WARN Redis at ${where} cannot be reached`,
+        `INFO Redis at ${where} is back`
+      ])
+      yield* worker.stop
+      yield* Fiber.await(run)
+    })))
+
   it.live("PostgreSQL: a LISTEN connection that stays down is warned of once, and said to be back once it is", () =>
     Effect.gen(function*() {
       const logs = captureLogs()

@@ -1,0 +1,71 @@
+/**
+ * How a broker's Redis outage reaches the log: once when it starts, once when it ends, the errors
+ * in between as debug lines. ioredis reports every failed reconnection attempt, and BullMQ's
+ * workers repeat each error of the connection they share and of their own blocking one, so an
+ * outage of an hour would otherwise write a warning every second or two per task queue.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
+import { messageOf } from "../../../core/internal/errors.js"
+
+/** A connection as far as the outage log reads it (an ioredis client, or BullMQ's view of one). */
+export interface Connection {
+  readonly status: string
+  on(event: "ready", listener: () => void): unknown
+}
+
+/** A broker's outage log. */
+export interface Outage {
+  /** Follows a connection of the broker: the outage ends once every connection followed is ready. */
+  readonly follow: (connection: Connection) => void
+  /**
+   * Logs an error of one of the broker's connections or of a BullMQ worker on it: a connection
+   * failure starts the outage (a warning) or is a debug line within it; anything else is a warning
+   * under `label`, as before.
+   */
+  readonly error: (label: string, error: unknown) => void
+}
+
+/**
+ * A connection that failed, as opposed to an error a command or a script answered: a Node socket
+ * error (it names its system call), or ioredis' and BullMQ's "connection is closed".
+ */
+export const isConnectionFailure = (error: unknown): boolean => {
+  if (typeof error !== "object" || error === null) return false
+  if (typeof (error as { syscall?: unknown }).syscall === "string") return true
+  if ((error as { name?: unknown }).name === "ConnectionClosedError") return true
+  return /^Connection is closed\.?$|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT/.test(messageOf(error))
+}
+
+/** The outage log of the broker at `where` (e.g. `redis://127.0.0.1:6379`), logging through `runtime`. */
+export const make = (where: string, runtime: Runtime.Runtime<never>): Outage => {
+  const log = Runtime.runFork(runtime)
+  const connections: Array<Connection> = []
+  let down = false
+  const follow = (connection: Connection) => {
+    connections.push(connection)
+    connection.on("ready", () => {
+      if (!down || connections.some((c) => c.status !== "ready")) return
+      down = false
+      log(Effect.logInfo(`Redis at ${where} is back`))
+    })
+  }
+  const error = (label: string, error: unknown) => {
+    if (!isConnectionFailure(error)) {
+      log(Effect.logWarning(label, error))
+      return
+    }
+    if (down) {
+      log(Effect.logDebug(`Redis at ${where} still cannot be reached (${label}): ${messageOf(error)}`))
+      return
+    }
+    down = true
+    log(Effect.logWarning(
+      `Redis at ${where} cannot be reached (${messageOf(error)}); reconnecting by itself ` +
+        "(until it is back, further connection errors are debug lines)"
+    ))
+  }
+  return { follow, error }
+}
