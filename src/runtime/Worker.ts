@@ -323,7 +323,17 @@ export const make = <R = never>(
       )
       yield* enter("draining")
       const shutdownExit = yield* Effect.exit(
-        shutdown({ config, registration, controller, loops, loopNames, work, serving, forced: forceRequested })
+        shutdown({
+          config,
+          registration,
+          transport: transport.name,
+          controller,
+          loops,
+          loopNames,
+          work,
+          serving,
+          forced: forceRequested
+        })
       )
       yield* Scope.close(leaseScope, Exit.void)
       yield* Deferred.done(shutdownOutcome, shutdownExit)

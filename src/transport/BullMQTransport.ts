@@ -27,6 +27,7 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as EffectQueue from "effect/Queue"
@@ -160,6 +161,14 @@ const secretsOf = (options: Target) => [passwordOf(options.url), options.connect
 
 const transportError = (operation: string) => (cause: unknown) =>
   new TransportError({ transport: NAME, operation, message: `${operation} failed: ${messageOf(cause)}`, cause })
+
+/** An operation not tried because `broker`'s connection is away (its client would hold the commands until it is back). */
+const unreachableError = (operation: string, broker: { readonly where: string; readonly client: Redis }) =>
+  new TransportError({
+    transport: NAME,
+    operation,
+    message: `${operation} was not tried: Redis at ${broker.where} is ${broker.client.status}`
+  })
 
 /**
  * The error of a first connection that failed: the server's refusal of the credentials or of a
@@ -880,15 +889,28 @@ const build = (config: Resolved): Transport["Type"] => {
           const away = brokers.find(({ client }) => client.status !== "ready")
           return away === undefined ? Option.none() : Option.some(`Redis at ${away.where} is ${away.client.status}`)
         }),
-        deregister: Effect.tryPromise(() => Promise.all(brokers.map(({ client }) => client.del(...keys)))).pipe(
-          Effect.asVoid,
-          Effect.mapError((cause) =>
-            new DeregistrationError({
-              transport: NAME,
-              message: `could not delete the worker's descriptor and heartbeat keys: ${messageOf(cause)}`,
-              cause
-            })
-          )
+        // on a broker whose connection is away, not tried: the keys expire by themselves
+        deregister: Effect.forEach(
+          brokers,
+          (broker) =>
+            Effect.either(
+              broker.client.status === "ready"
+                ? Effect.tryPromise({ try: () => broker.client.del(...keys), catch: transportError("deleting the worker's keys") })
+                : Effect.fail(unreachableError("deleting the worker's keys", broker))
+            ),
+          { concurrency: "unbounded" }
+        ).pipe(
+          Effect.flatMap((outcomes) => {
+            const failed = outcomes.flatMap((outcome) => Either.isLeft(outcome) ? [outcome.left] : [])
+            return failed.length === 0 ? Effect.void : Effect.fail(
+              new DeregistrationError({
+                transport: NAME,
+                message: `could not delete the worker's descriptor and heartbeat keys (${failed.map((e) => e.message).join("; ")}); ` +
+                  `they expire by themselves within ${WORKER_HEARTBEAT_TTL_SECONDS} s`,
+                cause: failed[0]
+              })
+            )
+          })
         )
       }
     })

@@ -187,6 +187,30 @@ const onPostgresBehindProxy = (label: string, extra: Layer.Layer<never> = Layer.
   })
 
 describe("a stop while the broker is away", () => {
+  it.live("BullMQ: a stop while Redis is away ends at once, its deregistration not tried (the keys expire)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { kill, redisPort } = yield* ownRedis
+      const worker = yield* Worker.make({ steps: [Step.make("work", () => Effect.succeed(1))], shutdownTimeout: "2 seconds" })
+      const where = `redis://127.0.0.1:${redisPort}`
+      const run = yield* Effect.fork(Effect.provide(worker.run, Layer.merge(BullMQTransport.layer({ url: where, prefix: `edw-away-${redisPort}` }), memory)))
+      yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+      // idle: its poller waits for the queue's marker
+      yield* Effect.sleep("500 millis")
+      yield* kill
+      yield* Effect.sleep("500 millis")
+      const started = Date.now()
+      // the Redis client would hold the deregistration's command until Redis is back: for ever here
+      const error = yield* Effect.flip(worker.stop).pipe(
+        Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => "the stop did not end within 10 s" }),
+        Effect.orDie
+      )
+      const took = Date.now() - started
+      assert.strictEqual(error._tag, "DeregistrationError")
+      assert.match(error.message, new RegExp(`Redis at ${where.replaceAll(".", "\\.")} is (reconnecting|connecting|connect|end)\\); they expire by themselves within 35 s$`))
+      assert.isBelow(took, 2_000, `the stop ended ${took} ms after it was asked for`)
+      assert.strictEqual(yield* Effect.flip(Fiber.join(run)), error)
+    })))
+
   it.live("PostgreSQL: a stop while the database is away ends the run within the shutdown deadline", () =>
     Effect.gen(function*() {
       const { end, proxy, run, worker } = yield* onPostgresBehindProxy("edwaway")

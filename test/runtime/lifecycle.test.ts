@@ -196,6 +196,25 @@ describe("Worker lifecycle", () => {
       assert.strictEqual((yield* ops).filter((op) => op === "deregister").length, 1)
     }))
 
+  it.effect("L4/L6: a deregistration that gets no answer fails the stop after interruptTimeout, not never", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setDeregisterFault({ _tag: "Hang" })
+      const running = yield* start(worker.run)
+      yield* settle
+      const stopping = yield* Effect.fork(Effect.flip(worker.stop))
+      yield* settle
+      assert.include(yield* ops, "deregister")
+      yield* TestClock.adjust("1999 millis")
+      assert.isNull(stopping.unsafePoll(), "still waiting for the broker, within interruptTimeout (2 s)")
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Fiber.join(stopping)
+      assert.strictEqual(error._tag, "DeregistrationError")
+      assert.match(error.message, /^the deregistration got no answer within 2s \(interruptTimeout\)/)
+      assert.strictEqual(yield* Effect.flip(Fiber.join(running)), error)
+      assert.strictEqual((yield* ops).filter((op) => op === "deregister").length, 1)
+    }))
+
   it.effect("L5: an external stop() ends runUntil with an interruption after accepted work drained", () =>
     Effect.gen(function*() {
       const { broker, worker, ended, start, ops } = yield* setup()

@@ -8,6 +8,7 @@ import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Interruption from "../../core/internal/interruption.js"
 import type { Registration } from "../../seam/Transport.js"
+import { DeregistrationError } from "../../seam/TransportError.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
 import type { ResolvedWorkerConfig } from "../WorkerConfig.js"
 import { ShutdownTimeoutError } from "../WorkerError.js"
@@ -18,6 +19,8 @@ import type { ServingLabel } from "./dispatch.js"
 export interface ShutdownEnv {
   readonly config: ResolvedWorkerConfig
   readonly registration: Registration
+  /** The transport's name, for a deregistration that gets no answer. */
+  readonly transport: string
   readonly controller: ConcurrencyController.ConcurrencyController["Type"]
   /** The poll loops and the heartbeat, with the name each is reported by. */
   readonly loops: FiberSet.FiberSet<never, unknown>
@@ -83,6 +86,20 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
     if (stuckPollers.length > 0 || stuckTasks.length > 0) {
       return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
     }
-    yield* env.registration.deregister
+    // a broker that does not answer (a Redis client holds its commands while it reconnects) must not
+    // hold the stop for as long as it is away; disconnected, so that not even a deregistration that
+    // ignores interruption does
+    yield* env.registration.deregister.pipe(
+      Effect.disconnect,
+      Effect.timeoutFail({
+        duration: config.interruptTimeout,
+        onTimeout: () =>
+          new DeregistrationError({
+            transport: env.transport,
+            message: `the deregistration got no answer within ${Duration.format(config.interruptTimeout)} (interruptTimeout); ` +
+              "the worker's registration is left to expire on the broker"
+          })
+      })
+    )
     yield* Effect.logInfo("worker stopped and deregistered")
   })
