@@ -43,6 +43,7 @@ import { type Registration, Transport, type WorkerDescription, type WorkerStatus
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
+import * as FailureRun from "./internal/failureRun.js"
 import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
@@ -180,10 +181,21 @@ export const make = <R = never>(
         onSome: (heartbeat) =>
           Effect.gen(function*() {
             const interval = yield* Ref.make(config.heartbeatInterval ?? heartbeat.interval)
+            const failures = FailureRun.make()
             const beat = status.pipe(
               Effect.flatMap(heartbeat.beat),
-              Effect.flatMap((next) => Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void),
-              Effect.catchAll((error) => Effect.logWarning("worker heartbeat failed", error))
+              Effect.matchEffect({
+                onSuccess: (next) =>
+                  Effect.zipRight(
+                    failures.worked((n) => `worker heartbeat works again, after ${n} failed beat(s)`),
+                    Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void
+                  ),
+                onFailure: (error) =>
+                  failures.failed(
+                    `worker heartbeat failed: ${error.message} (until a beat works again, further failures are debug lines)`,
+                    (n) => `worker heartbeat failed (${n} beats in a row): ${error.message}`
+                  )
+              })
             )
             // `Effect.schedule` waits before each run, the first one included
             yield* Effect.schedule(beat, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))

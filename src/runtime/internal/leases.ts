@@ -3,11 +3,13 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import type * as Scope from "effect/Scope"
 import type { Delivery, KeepAlive } from "../../seam/Transport.js"
+import * as FailureRun from "./failureRun.js"
 
 /**
  * The leases of the deliveries that run or wait for admission, kept alive by one refresher.
@@ -25,6 +27,11 @@ interface Lease {
   due: number
   readonly interval: number
   readonly keepAlive: KeepAlive
+  /**
+   * Its renewals' failures, from the first one (none on the common path): a broker away for long
+   * makes one warning per task, not one per interval.
+   */
+  failures?: FailureRun.FailureRun
 }
 
 /**
@@ -54,10 +61,26 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
         yield* FiberSet.run(
           renewals,
           lease.keepAlive.renew.pipe(
-            // a defect in a broker's renewal is logged like a failure, never lost with its fiber
-            Effect.catchAllCause((cause) =>
-              Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logWarning("could not extend the task's lease", Cause.pretty(cause))
-            ),
+            Effect.matchCauseEffect({
+              onSuccess: () =>
+                lease.failures === undefined
+                  ? Effect.void
+                  : lease.failures.worked((n) => `extended the task's lease again, after ${n} failed renewal(s)`),
+              onFailure: (cause) =>
+                Either.match(Cause.failureOrCause(cause), {
+                  onLeft: (error) =>
+                    (lease.failures ??= FailureRun.make()).failed(
+                      `could not extend the task's lease: ${error.message}; trying again every ` +
+                        `${Duration.format(lease.interval)} (until it works, its further failures are debug lines)`,
+                      (n) => `could not extend the task's lease (${n} failures in a row): ${error.message}`
+                    ),
+                  // a defect in a broker's renewal is a bug: a warning every time, never lost with its fiber
+                  onRight: (defect) =>
+                    Cause.isInterruptedOnly(defect)
+                      ? Effect.void
+                      : Effect.logWarning("could not extend the task's lease", Cause.pretty(defect))
+                })
+            }),
             Effect.annotateLogs({ delivery: delivery.id })
           )
         )

@@ -1,0 +1,129 @@
+/**
+ * A broker away for long, as the log tells it: the worker's heartbeat and each task's lease renewal
+ * warn at the first failure of a run, write debug lines while it lasts, and one info line once they
+ * work again, rather than a warning every interval. On a transport the test drives, under the
+ * TestClock.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as TestClock from "effect/TestClock"
+import { NestDurableProtocol, Step, Transport, Worker } from "../../src/index.js"
+import * as Memory from "../../src/services/Memory.js"
+import { stepTask } from "../support/local.js"
+
+const memory = Memory.layerTest({ usage: 1, limit: 1024 })
+
+/**
+ * A transport whose heartbeat (every 10 s) and lease renewals (every second) fail while `away` is
+ * set, with every log line at every level.
+ */
+const flaky = Effect.gen(function*() {
+  const queue = yield* Queue.unbounded<{ readonly id: string; readonly payload: unknown }>()
+  let away = false
+  const lines: Array<string> = []
+  const logger = Logger.make(({ annotations, logLevel, message }) => {
+    const task = Option.match(HashMap.get(annotations, "delivery"), { onNone: () => "", onSome: (id) => `[${String(id)}] ` })
+    lines.push(`${logLevel.label} ${task}${Array.isArray(message) ? message.join(" ") : String(message)}`)
+  })
+  const unreachable = (operation: string) =>
+    Effect.suspend(() =>
+      away ? Effect.fail(new Transport.TransportError({ transport: "flaky", operation, message: "connection refused" })) : Effect.void
+    )
+  const protocol = NestDurableProtocol.make()
+  const layer = Layer.succeed(Transport.Transport, {
+    name: "flaky",
+    protocol,
+    register: () =>
+      Effect.succeed(Transport.Registration.make({
+        heartbeat: Option.some({ interval: Duration.seconds(10), beat: () => Effect.as(unreachable("heartbeat"), Option.none()) }),
+        pollers: [Transport.Poller.make({
+          name: "flaky queue",
+          pool: protocol.pools.step,
+          poll: () =>
+            Effect.map(Effect.interruptible(Queue.take(queue)), ({ id, payload }) => [
+              Transport.Delivery.make({
+                id,
+                payload,
+                protocol,
+                keepAlive: Option.some({ interval: Duration.seconds(1), renew: unreachable("renew lease") }),
+                complete: () => Effect.void,
+                abandon: Effect.void
+              })
+            ])
+        })]
+      }))
+  })
+  const setAway = (value: boolean) =>
+    Effect.sync(() => {
+      away = value
+    })
+  return { queue, lines, setAway, layer: Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug)) }
+})
+
+/** The lines that match, each cut at its first colon (the reason and the counts follow it). */
+const about = (lines: ReadonlyArray<string>, what: string) => lines.filter((line) => line.includes(what)).map((line) => line.split(":")[0])
+
+describe("a broker away for long", () => {
+  it.effect("the heartbeat: one warning when it starts failing, debug lines, one info line when it works again", () =>
+    Effect.gen(function*() {
+      const { layer, lines, setAway } = yield* flaky
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.void)] })
+      yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
+      yield* worker.registered
+      yield* TestClock.adjust("10 seconds")
+      yield* setAway(true)
+      // away for 30 beats
+      for (let i = 0; i < 30; i++) yield* TestClock.adjust("10 seconds")
+      yield* setAway(false)
+      yield* TestClock.adjust("10 seconds")
+      yield* TestClock.adjust("10 seconds")
+      // away again: warned of again
+      yield* setAway(true)
+      yield* TestClock.adjust("10 seconds")
+      assert.deepStrictEqual(about(lines, "worker heartbeat"), [
+        "WARN worker heartbeat failed",
+        ...Array.from({ length: 29 }, (_, i) => `DEBUG worker heartbeat failed (${i + 2} beats in a row)`),
+        "INFO worker heartbeat works again, after 30 failed beat(s)",
+        "WARN worker heartbeat failed"
+      ])
+      yield* worker.stop
+    }))
+
+  it.effect("a task's lease: one warning per task, debug lines, one info line per task when renewing works again", () =>
+    Effect.gen(function*() {
+      const { layer, lines, queue, setAway } = yield* flaky
+      const worker = yield* Worker.make({
+        steps: [Step.make("long", () => Effect.sleep("1 hour"))],
+        shutdownTimeout: "1 second"
+      })
+      yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
+      yield* worker.registered
+      yield* Queue.offerAll(queue, [{ id: "t1", payload: stepTask("r1", "long", {}) }, { id: "t2", payload: stepTask("r2", "long", {}) }])
+      yield* TestClock.adjust("1 second")
+      yield* setAway(true)
+      for (let i = 0; i < 60; i++) yield* TestClock.adjust("1 second")
+      yield* setAway(false)
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("1 second")
+      const renewals = about(lines, "the task's lease")
+      for (const task of ["t1", "t2"]) {
+        const own = renewals.filter((line) => line.includes(`[${task}]`))
+        assert.deepStrictEqual(own.filter((line) => !line.startsWith("DEBUG")), [
+          `WARN [${task}] could not extend the task's lease`,
+          `INFO [${task}] extended the task's lease again, after 60 failed renewal(s)`
+        ])
+        assert.strictEqual(own.filter((line) => line.startsWith("DEBUG")).length, 59)
+      }
+      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(stopping)
+    }))
+})
