@@ -48,7 +48,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -289,31 +288,54 @@ const build = (
        * after the server ran it and before its answer came (a backend killed, a network cut). Its
        * rows would then be held by a claim no delivery serves until the lease runs out. They are
        * released by that claim (unique to the failed statement, so nothing served is touched) as
-       * soon as the database answers again, in the background, tried for up to a lease (past it
-       * they are claimable anyway). When it was not committed, nothing holds that claim: a no-op.
+       * soon as the database answers again, in the background. One fiber releases every such claim
+       * in one statement: a database away for minutes fails a poll every `pollRetryDelay`, and each
+       * claim retrying on its own would multiply the attempts and the log lines. A claim still not
+       * released after a lease is let go: its rows, if any, are claimable again anyway. When it was
+       * not committed, nothing holds that claim: a no-op.
        */
-      const unknownClaims = yield* FiberSet.make()
+      const unknownClaims = new Map<string, number>()
+      const claimLost = yield* Queue.sliding<void>(1)
       const releaseUnknownClaim = (claim: string) =>
-        FiberSet.run(
-          unknownClaims,
-          // forked from the uninterruptible poll: without this, closing the registration (a stop) would
-          // wait for the retries to end, up to a lease, while the database is away
-          Effect.interruptible(run(Statements.releaseClaim(dialect, names, claim)).raw.pipe(
-            Effect.retry(Schedule.spaced(RELEASE_RETRY).pipe(Schedule.upTo(lease))),
-            Effect.flatMap((raw) =>
-              affected(raw) === 0 ? Effect.void : Effect.logWarning(
-                `a claim whose outcome was lost with the connection had been committed; its ${affected(raw)} task(s) in ` +
-                  `${names.tasks} were released for the next poll instead of waiting out the lease`
-              )
-            ),
-            Effect.catchAll((error) =>
-              Effect.logWarning(
-                `could not release a claim of unknown outcome on ${names.tasks}; its tasks, if any, are claimable once the lease passes`,
-                error
-              )
-            )
-          ))
-        )
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          unknownClaims.set(claim, now)
+          return Queue.offer(claimLost, undefined)
+        })
+      /** How many claims were let go since it was last said (said once the tries end, not at each). */
+      let letGo = 0
+      /** One try at releasing the claims waiting; fails while the database does not answer. */
+      const releaseWaiting = Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        for (const [claim, lostAt] of unknownClaims) {
+          if (now - lostAt < Duration.toMillis(lease)) continue
+          unknownClaims.delete(claim)
+          letGo++
+        }
+        const claims = Array.from(unknownClaims.keys())
+        const released = claims.length === 0 ? 0 : affected(yield* run(Statements.releaseClaims(dialect, names, claims)).raw)
+        for (const claim of claims) unknownClaims.delete(claim)
+        if (letGo > 0) {
+          yield* Effect.logDebug(
+            `let go ${letGo} claim(s) of unknown outcome on ${names.tasks} unreleased: the database did not answer ` +
+              "within a lease, after which their tasks, if any, are claimable anyway"
+          )
+          letGo = 0
+        }
+        if (released > 0) {
+          yield* Effect.logWarning(
+            `${claims.length === 1 ? "a claim" : "claims"} whose outcome was lost with the connection had been committed; ` +
+              `${claims.length === 1 ? "its" : "their"} ${released} task(s) in ${names.tasks} were released for the next poll ` +
+              "instead of waiting out the lease"
+          )
+        }
+      })
+      yield* Queue.take(claimLost).pipe(
+        Effect.zipRight(releaseWaiting.pipe(Effect.retry(Schedule.spaced(RELEASE_RETRY)))),
+        Effect.forever,
+        // closing the registration (a stop) must not wait for a database that is away
+        Effect.interruptible,
+        Effect.forkScoped
+      )
 
       const release = (stepId: string, claim: string, grp: string) =>
         run(Statements.release(dialect, names, { stepId, claim })).raw.pipe(

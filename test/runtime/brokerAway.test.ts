@@ -173,13 +173,22 @@ describe("readiness follows the broker", () => {
  * A registered worker on PostgreSQL through a proxy the test closes to take the database away, with
  * `extra` layers (a logger); `end` stops it and drops its tables.
  */
-const onPostgresBehindProxy = (label: string, extra: Layer.Layer<never> = Layer.empty) =>
+const onPostgresBehindProxy = (
+  label: string,
+  extra: Layer.Layer<never> = Layer.empty,
+  options: { readonly lease?: Duration.DurationInput } = {}
+) =>
   Effect.gen(function*() {
     const prefix = uniqueTablePrefix(label)
     const db = openDb("postgres", 1)
     const proxy = yield* Effect.promise(() => cuttingProxy(5432))
     const worker = yield* Worker.make({ steps: [Step.make("work", () => Effect.succeed(1))], pollRetryDelay: "100 millis", shutdownTimeout: "2 seconds" })
-    const transport = PostgresSql.layerPostgres({ url: `postgres://postgres@127.0.0.1:${proxy.port}/test`, prefix, pollInterval: "100 millis" })
+    const transport = PostgresSql.layerPostgres({
+      url: `postgres://postgres@127.0.0.1:${proxy.port}/test`,
+      prefix,
+      pollInterval: "100 millis",
+      ...(options.lease === undefined ? {} : { lease: options.lease })
+    })
     const run = yield* Effect.fork(Effect.provide(worker.run, Layer.mergeAll(transport, memory, extra)))
     yield* worker.registered.pipe(Effect.timeout("15 seconds"))
     const end = Effect.promise(() => dropTables(db, prefix).finally(() => db.end()))
@@ -287,6 +296,32 @@ describe("the logs of an outage", () => {
       assert.strictEqual(outage.filter((line) => line.startsWith("WARN")).length, 1, outage.join("\n"))
       assert.isAbove(outage.filter((line) => line.startsWith("DEBUG")).length, 0, "the retries go on, as debug lines")
 
+      yield* worker.stop.pipe(Effect.ignore)
+      yield* Fiber.await(run)
+      yield* end
+    }))
+
+  it.live("PostgreSQL: the database away for longer than a lease writes no line per failed poll", () =>
+    Effect.gen(function*() {
+      const logs = captureLogs()
+      // a poll fails every 100 ms; each failed claim may have been committed, and is released once the
+      // database answers, or let go after the lease (1 s)
+      const { end, prefix, proxy, run, worker } = yield* onPostgresBehindProxy("edwlong", Layer.merge(logs.layer, Logger.minimumLogLevel(LogLevel.Debug)), {
+        lease: "1 second"
+      })
+      const from = logs.lines.length
+      proxy.setDown(true)
+      yield* Effect.sleep("4 seconds")
+      proxy.setDown(false)
+      for (let i = 0; i < 100 && !logs.lines.slice(from).some((line) => line.startsWith("INFO polling")); i++) yield* Effect.sleep("50 millis")
+      const outage = logs.lines.slice(from)
+      const claims = outage.filter((line) => line.includes("of unknown outcome"))
+      assert.deepStrictEqual(claims.filter((line) => !line.startsWith("DEBUG")), [], "no warning for a claim of unknown outcome")
+      // some 40 failed polls: the claims are let go together, a line for several
+      assert.isBelow(claims.length, 12, claims.join("\n"))
+      // the outage's own two warnings, in either order
+      const warnings = outage.filter((line) => line.startsWith("WARN")).map((line) => line.split(" ").slice(0, 3).join(" ")).sort()
+      assert.deepStrictEqual(warnings, [`WARN LISTEN ${prefix}_transport_tasks`, "WARN poll failed"])
       yield* worker.stop.pipe(Effect.ignore)
       yield* Fiber.await(run)
       yield* end

@@ -239,13 +239,13 @@ WHERE ${quote(dialect, "step_id")} = ${ph(dialect, 1)} AND ${quote(dialect, "cla
 })
 
 /**
- * Releases every row held by `claim`: the rows of a claim whose statement failed but may have been
- * committed all the same (its answer lost with the connection), which no delivery holds.
+ * Releases every row held by one of `claims`: the rows of claims whose statements failed but may
+ * have been committed all the same (their answers lost with the connection), which no delivery holds.
  */
-export const releaseClaim = (dialect: Dialect, n: Names, claim: string): Sql => ({
+export const releaseClaims = (dialect: Dialect, n: Names, claims: ReadonlyArray<string>): Sql => ({
   text: `UPDATE ${quote(dialect, n.tasks)} SET ${quote(dialect, "claimed_by")} = NULL, ${quote(dialect, "claimed_at")} = NULL
-WHERE ${quote(dialect, "claimed_by")} = ${ph(dialect, 1)}`,
-  params: [claim]
+WHERE ${quote(dialect, "claimed_by")} IN (${claims.map((_, i) => ph(dialect, i + 1)).join(", ")})`,
+  params: claims
 })
 
 /** The claim a task row is held by now (none when unclaimed; no row when it is gone). */
