@@ -43,7 +43,7 @@ import { type Registration, Transport, type WorkerDescription, type WorkerStatus
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
-import * as FailureRun from "./internal/failureRun.js"
+import * as FailureRun from "../core/internal/failureRun.js"
 import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"

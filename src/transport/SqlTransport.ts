@@ -52,11 +52,11 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
-import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as FailureRun from "../core/internal/failureRun.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
@@ -793,8 +793,8 @@ const startListening = (
     // an array, not `wakes.values()`: that iterator would be spent by the first wake-up
     const everyWake = Array.from(wakes.values())
     const wakeAll = Effect.forEach(everyWake, (wake) => Queue.offer(wake, undefined), { discard: true })
-    /** Whether this outage was warned of: a database away for an hour must not write a warning every retry. */
-    const warned = yield* Ref.make(false)
+    /** A database away for an hour must not write a warning every retry. */
+    const outage = FailureRun.make()
     const subscription = Effect.gen(function*() {
       const probe = ` listening ${Math.random().toString(36).slice(2)}`
       const live = yield* Deferred.make<void>()
@@ -812,8 +812,7 @@ const startListening = (
       const probing = Effect.ignore(notify(probe)).pipe(Effect.repeat(Schedule.recurs(LISTEN_PROBES - 1)))
       const confirm = Effect.raceFirst(Deferred.await(live), Effect.zipRight(probing, new ListenNotLive({ channel }))).pipe(
         Effect.zipRight(wakeAll),
-        Effect.zipRight(Effect.flatMap(Ref.getAndSet(warned, false), (wasDown) =>
-          wasDown ? Effect.logInfo(`LISTEN ${channel} is back`) : Effect.void)),
+        Effect.zipRight(outage.worked(() => `LISTEN ${channel} is back`)),
         Effect.zipRight(Deferred.succeed(first, undefined))
       )
       // serving only ends by failing; confirming only ends by failing or confirming
@@ -823,13 +822,11 @@ const startListening = (
       Effect.tapError((error) =>
         Effect.zipRight(
           Deferred.succeed(first, undefined),
-          Effect.flatMap(Ref.getAndSet(warned, true), (again) =>
-            again
-              ? Effect.logDebug(`LISTEN ${channel} is still down (${sqlMessageOf(error)})`)
-              : Effect.logWarning(
-                `LISTEN ${channel} is down (${sqlMessageOf(error)}); idle subscriptions poll until it is back ` +
-                  "(until then, further failures are debug lines)"
-              ))
+          outage.failed(
+            `LISTEN ${channel} is down (${sqlMessageOf(error)}); idle subscriptions poll until it is back ` +
+              "(until then, further failures are debug lines)",
+            () => `LISTEN ${channel} is still down (${sqlMessageOf(error)})`
+          )
         )
       ),
       // a lost connection is worth another try; a live one that delivers nothing (a pooler in

@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
+import * as FailureRun from "../../../core/internal/failureRun.js"
 import { messageOf } from "../../../core/internal/errors.js"
 
 /** A connection as far as the outage log reads it (an ioredis client, or BullMQ's view of one). */
@@ -41,31 +42,26 @@ export const isConnectionFailure = (error: unknown): boolean => {
 
 /** The outage log of the broker at `where` (e.g. `redis://127.0.0.1:6379`), logging through `runtime`. */
 export const make = (where: string, runtime: Runtime.Runtime<never>): Outage => {
+  // called from the clients' event handlers: each log runs as a fiber of its own
   const log = Runtime.runFork(runtime)
+  const outage = FailureRun.make()
   const connections: Array<Connection> = []
-  let down = false
   const follow = (connection: Connection) => {
     connections.push(connection)
     connection.on("ready", () => {
-      if (!down || connections.some((c) => c.status !== "ready")) return
-      down = false
-      log(Effect.logInfo(`Redis at ${where} is back`))
+      if (connections.every((c) => c.status === "ready")) log(outage.worked(() => `Redis at ${where} is back`))
     })
   }
   const error = (label: string, error: unknown) => {
-    if (!isConnectionFailure(error)) {
-      log(Effect.logWarning(label, error))
-      return
-    }
-    if (down) {
-      log(Effect.logDebug(`Redis at ${where} still cannot be reached (${label}): ${messageOf(error)}`))
-      return
-    }
-    down = true
-    log(Effect.logWarning(
-      `Redis at ${where} cannot be reached (${messageOf(error)}); reconnecting by itself ` +
-        "(until it is back, further connection errors are debug lines)"
-    ))
+    log(
+      isConnectionFailure(error)
+        ? outage.failed(
+          `Redis at ${where} cannot be reached (${messageOf(error)}); reconnecting by itself ` +
+            "(until it is back, further connection errors are debug lines)",
+          () => `Redis at ${where} still cannot be reached (${label}): ${messageOf(error)}`
+        )
+        : Effect.logWarning(label, error)
+    )
   }
   return { follow, error }
 }
