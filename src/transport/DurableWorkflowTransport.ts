@@ -650,44 +650,57 @@ export const make = (
           return undefined
         }
 
-        const poller = (kind: PolledKind): Poller =>
-          Poller.make({
+        const poller = (kind: PolledKind): Poller => {
+          // After a failed poll the next one only asks for `/cluster/info`, which the server answers
+          // at once: it holds a poll for its own timeout (30 s by default), and until a poll works the
+          // worker reads as unreachable (`/readyz`) although the server is back.
+          let failedLast = false
+          const probe = Effect.interruptible(client.requestOnce({ method: "GET", path: "/cluster/info", plane: "discovery" })).pipe(
+            Effect.mapError(transportError(`poll ${kind} tasks`)),
+            Effect.as([]),
+            Effect.tap(() => {
+              failedLast = false
+            })
+          )
+          const take = Effect.gen(function*() {
+            const started = yield* Clock.currentTimeMillis
+            if (kind === "workflow") workflowPollOutstanding = true
+            const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
+              Effect.ensuring(Effect.sync(() => {
+                if (kind === "workflow") workflowPollOutstanding = false
+              }))
+            )
+            const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
+            const record = (taskKind: TaskKind, outcome: string) =>
+              Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
+            if (Either.isLeft(polled)) {
+              yield* record(kind, "error")
+              failedLast = true
+              return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
+            }
+            const task = polled.right
+            if (task === undefined) {
+              yield* record(kind, "empty")
+              return []
+            }
+            const taskKind = kind === "workflow" ? polledKind(task) : kind
+            if (taskKind === undefined) {
+              return yield* new TransportError({
+                transport: NAME,
+                operation: "poll workflow tasks",
+                message: "multiplexed workflow poll returned a task without a supported task.task_kind discriminator",
+                fatal: true
+              })
+            }
+            yield* record(taskKind, "task")
+            return [delivery(taskKind, task, yield* Clock.currentTimeMillis)]
+          })
+          return Poller.make({
             name: `${kind} tasks of ${taskQueue}`,
             pool: kind === "workflow" ? protocol.pools.workflow : kind === "activity" ? protocol.pools.step : protocol.pools.query,
-            poll: () =>
-              Effect.gen(function*() {
-                const started = yield* Clock.currentTimeMillis
-                if (kind === "workflow") workflowPollOutstanding = true
-                const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
-                  Effect.ensuring(Effect.sync(() => {
-                    if (kind === "workflow") workflowPollOutstanding = false
-                  }))
-                )
-                const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
-                const record = (taskKind: TaskKind, outcome: string) =>
-                  Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
-                if (Either.isLeft(polled)) {
-                  yield* record(kind, "error")
-                  return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
-                }
-                const task = polled.right
-                if (task === undefined) {
-                  yield* record(kind, "empty")
-                  return []
-                }
-                const taskKind = kind === "workflow" ? polledKind(task) : kind
-                if (taskKind === undefined) {
-                  return yield* new TransportError({
-                    transport: NAME,
-                    operation: "poll workflow tasks",
-                    message: "multiplexed workflow poll returned a task without a supported task.task_kind discriminator",
-                    fatal: true
-                  })
-                }
-                yield* record(taskKind, "task")
-                return [delivery(taskKind, task, yield* Clock.currentTimeMillis)]
-              })
+            poll: () => failedLast ? probe : take
           })
+        }
 
         const heartbeatBody = (status: WorkerStatus) => {
           const slots = taskSlots(status)

@@ -18,9 +18,11 @@ import * as Worker from "../../src/runtime/Worker.js"
 import type { Transport } from "../../src/seam/Transport.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
+import * as DW from "../../src/transport/DurableWorkflowTransport.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { cuttingProxy } from "../support/cuttingProxy.js"
+import * as DurableWorkflowServer from "../support/durableWorkflowServer.js"
 import { sqsPrefix, startFauxqs } from "../support/fauxqs.js"
 import { captureLogs, freePort, startRedisServer } from "../support/local.js"
 import { dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
@@ -148,6 +150,25 @@ describe("readiness follows the broker", () => {
       assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
       const took = Date.now() - back
       assert.isBelow(took, 5_000, `ready again ${took} ms after SQS came back`)
+    })))
+
+  it.live("Durable Workflow: back, the worker is ready again at once, not at the end of the server's hold of a poll", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // the server holds an empty poll for 30 s
+      const server = yield* DurableWorkflowServer.scoped({ longPollTimeoutSeconds: 30 })
+      const proxy = yield* Effect.promise(() => cuttingProxy(server.port))
+      yield* Effect.addFinalizer(() => Effect.promise(proxy.close))
+      const port = yield* serve(
+        DW.layer({ baseUrl: `http://127.0.0.1:${proxy.port}`, token: server.tokens.worker, taskQueue: "orders" }),
+        { pollTimeout: "30 seconds" }
+      )
+      proxy.setDown(true)
+      yield* readyzUntil(port, "503", notReady)
+      proxy.setDown(false)
+      const back = Date.now()
+      assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+      const took = Date.now() - back
+      assert.isBelow(took, 5_000, `ready again ${took} ms after the server came back`)
     })))
 
   it.live("PostgreSQL: the database gone makes the worker unready, naming the failed poll", () =>
