@@ -201,8 +201,13 @@ export interface Poller {
    * came. It runs uninterruptibly, so the tasks it took are always handed to the runtime; it must mark
    * the part that waits with `Effect.interruptible` (a wait that has taken nothing yet), because
    * stopping the worker interrupts an outstanding poll.
+   *
+   * `after.failure` is true when this poller's previous poll failed (the runtime always tells; a
+   * call without `after` is as after a poll that worked). The worker reads as unreachable
+   * (`/readyz`) until a poll works, so a transport whose broker holds an empty poll (a long poll)
+   * should then not wait for work, and answer as soon as the broker does.
    */
-  readonly poll: (max: number) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
+  readonly poll: (max: number, after?: PollAfter) => Effect.Effect<ReadonlyArray<Delivery>, TransportError>
   /**
    * How many tasks wait in the broker for this subscription, where the broker says so cheaply (one
    * command, no scan); none where it cannot. The runtime samples it for the backlog and saturation
@@ -211,6 +216,17 @@ export interface Poller {
    * @since 0.3.0
    */
   readonly backlog: Effect.Effect<Option.Option<number>, TransportError>
+}
+
+/**
+ * What the runtime tells a poll of the poller's previous one.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PollAfter {
+  /** The previous poll failed (the broker may just be back). */
+  readonly failure: boolean
 }
 
 /**

@@ -651,16 +651,11 @@ export const make = (
         }
 
         const poller = (kind: PolledKind): Poller => {
-          // After a failed poll the next one only asks for `/cluster/info`, which the server answers
-          // at once: it holds a poll for its own timeout (30 s by default), and until a poll works the
-          // worker reads as unreachable (`/readyz`) although the server is back.
-          let failedLast = false
+          // After a failed poll the next one only asks for `/cluster/info`, which the server answers at
+          // once: it holds a poll for its own timeout (30 s by default).
           const probe = Effect.interruptible(client.requestOnce({ method: "GET", path: "/cluster/info", plane: "discovery" })).pipe(
             Effect.mapError(transportError(`poll ${kind} tasks`)),
-            Effect.as([]),
-            Effect.tap(() => {
-              failedLast = false
-            })
+            Effect.as([])
           )
           const take = Effect.gen(function*() {
             const started = yield* Clock.currentTimeMillis
@@ -675,7 +670,6 @@ export const make = (
               Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
             if (Either.isLeft(polled)) {
               yield* record(kind, "error")
-              failedLast = true
               return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
             }
             const task = polled.right
@@ -698,7 +692,7 @@ export const make = (
           return Poller.make({
             name: `${kind} tasks of ${taskQueue}`,
             pool: kind === "workflow" ? protocol.pools.workflow : kind === "activity" ? protocol.pools.step : protocol.pools.query,
-            poll: () => failedLast ? probe : take
+            poll: (_, after) => after?.failure === true ? probe : take
           })
         }
 

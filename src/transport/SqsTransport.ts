@@ -646,11 +646,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         })
       }
 
-      // After a failed receive the next one does not wait: on an idle queue, a long poll that works
-      // answers only at the end of its wait, and until a poll works the worker reads as unreachable
-      // (`/readyz`) although SQS is back.
-      const failedLast = new Set<string>()
-      const receive = (queueUrl: string, queueName: string, max: number) =>
+      const receive = (queueUrl: string, queueName: string, max: number, wait: number) =>
         call(
           `receiving from ${queueName}`,
           (signal) =>
@@ -658,7 +654,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               new ReceiveMessageCommand({
                 QueueUrl: queueUrl,
                 MaxNumberOfMessages: max,
-                WaitTimeSeconds: failedLast.has(queueUrl) ? 0 : waitSeconds,
+                WaitTimeSeconds: wait,
                 VisibilityTimeout: visibility.timeoutSeconds,
                 ...(marker === undefined ? {} : { MessageAttributeNames: ["All"] })
               }),
@@ -666,11 +662,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
             )
         ).pipe(
           Effect.catchAll(remakeIfDeleted(byName ? queueName : undefined)),
-          Effect.tapError(() => Effect.sync(() => failedLast.add(queueUrl))),
-          Effect.map((out) => {
-            failedLast.delete(queueUrl)
-            return out.Messages ?? []
-          })
+          Effect.map((out) => out.Messages ?? [])
         )
 
       /** Gives received messages back at once (visibility 0). */
@@ -713,14 +705,14 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           )
         })
       )
-      const receiveDetached = (queueUrl: string, queueName: string, max: number) =>
+      const receiveDetached = (queueUrl: string, queueName: string, max: number, wait: number) =>
         Effect.gen(function*() {
           const outcome = yield* Deferred.make<ReadonlyArray<Message>, TransportError>()
           let orphaned = false
           yield* FiberSet.run(
             receives,
             // forked from the uninterruptible poll: only the receive itself may be cut short (at the grace)
-            Effect.flatMap(Effect.exit(Effect.interruptible(receive(queueUrl, queueName, max))), (exit) =>
+            Effect.flatMap(Effect.exit(Effect.interruptible(receive(queueUrl, queueName, max, wait))), (exit) =>
               Effect.suspend(() =>
                 !orphaned
                   ? Deferred.done(outcome, exit)
@@ -777,13 +769,15 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         return Poller.make({
           name: `queue ${queueName}`,
           pool: protocol.pools.step,
-          poll: (max) =>
+          poll: (max, after) =>
             Effect.gen(function*() {
               if (max < 1) return []
-              const messages = yield* receiveDetached(url, queueName, Math.min(max, Naming.MAX_RECEIVE))
+              // after a failed poll, no wait: a long poll on an idle queue would answer only at its end
+              const retrying = after?.failure === true
+              const messages = yield* receiveDetached(url, queueName, Math.min(max, Naming.MAX_RECEIVE), retrying ? 0 : waitSeconds)
               if (messages.length === 0) {
                 // a short poll (poll timeout under a second) waits out the poll timeout, not the broker
-                if (waitSeconds === 0) yield* Effect.interruptible(Effect.sleep(worker.pollTimeout))
+                if (waitSeconds === 0 && !retrying) yield* Effect.interruptible(Effect.sleep(worker.pollTimeout))
                 return []
               }
               const deliveries: Array<Delivery> = []

@@ -293,11 +293,11 @@ export const spy = (
                 name: poller.name,
                 pool: poller.pool,
                 ready: poller.ready,
-                poll: (max) =>
+                poll: (max, after) =>
                   Effect.zipRight(
                     push({ op: "poll", worker }),
                     Effect.tap(
-                      Effect.map(poller.poll(max), (deliveries) => deliveries.map(watch)),
+                      Effect.map(poller.poll(max, after), (deliveries) => deliveries.map(watch)),
                       (deliveries) => push({ op: "taken", worker, ids: deliveries.map(idOfDelivery) })
                     )
                   )

@@ -7,9 +7,10 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
-import { NestDurableProtocol, Step, Transport, Worker } from "../../src/index.js"
+import { Step, Transport, Worker } from "../../src/index.js"
 import * as Memory from "../../src/services/Memory.js"
 import { stepTask } from "../support/local.js"
+import { scriptedTransport } from "../support/scriptedTransport.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 
@@ -19,32 +20,22 @@ const faulty = (dies: "complete" | "renew") =>
     const queue = yield* Queue.unbounded<unknown>()
     const done = yield* Ref.make<ReadonlyArray<string>>([])
     const record = (op: string) => Ref.update(done, (ops) => [...ops, op])
-    const protocol = NestDurableProtocol.make()
-    const layer = Layer.succeed(Transport.Transport, {
-      name: "faulty",
-      protocol,
-      register: () =>
-        Effect.succeed(Transport.Registration.make({
-          pollers: [Transport.Poller.make({
-            name: "faulty queue",
-            pool: protocol.pools.step,
-            poll: () =>
-              Effect.map(Effect.interruptible(Queue.take(queue)), (payload) => [
-                Transport.Delivery.make({
-                  id: "d1",
-                  payload,
-                  protocol,
-                  keepAlive: Option.some({
-                    interval: Duration.millis(100),
-                    renew: dies === "renew" ? Effect.zipRight(record("renew"), Effect.dieMessage("renew exploded")) : record("renew")
-                  }),
-                  complete: () =>
-                    dies === "complete" ? Effect.zipRight(record("complete"), Effect.dieMessage("cannot encode")) : record("complete"),
-                  abandon: record("abandon")
-                })
-              ])
-          })]
-        }))
+    const layer = scriptedTransport("faulty", {
+      poll: (protocol) => () =>
+        Effect.map(Effect.interruptible(Queue.take(queue)), (payload) => [
+          Transport.Delivery.make({
+            id: "d1",
+            payload,
+            protocol,
+            keepAlive: Option.some({
+              interval: Duration.millis(100),
+              renew: dies === "renew" ? Effect.zipRight(record("renew"), Effect.dieMessage("renew exploded")) : record("renew")
+            }),
+            complete: () =>
+              dies === "complete" ? Effect.zipRight(record("complete"), Effect.dieMessage("cannot encode")) : record("complete"),
+            abandon: record("abandon")
+          })
+        ])
     })
     return { queue, done, layer }
   })

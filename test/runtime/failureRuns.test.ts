@@ -15,9 +15,10 @@ import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as TestClock from "effect/TestClock"
-import { NestDurableProtocol, Step, Transport, Worker } from "../../src/index.js"
+import { Step, Transport, Worker } from "../../src/index.js"
 import * as Memory from "../../src/services/Memory.js"
 import { stepTask } from "../support/local.js"
+import { scriptedTransport } from "../support/scriptedTransport.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 
@@ -37,29 +38,19 @@ const flaky = Effect.gen(function*() {
     Effect.suspend(() =>
       away ? Effect.fail(new Transport.TransportError({ transport: "flaky", operation, message: "connection refused" })) : Effect.void
     )
-  const protocol = NestDurableProtocol.make()
-  const layer = Layer.succeed(Transport.Transport, {
-    name: "flaky",
-    protocol,
-    register: () =>
-      Effect.succeed(Transport.Registration.make({
-        heartbeat: Option.some({ interval: Duration.seconds(10), beat: () => Effect.as(unreachable("heartbeat"), Option.none()) }),
-        pollers: [Transport.Poller.make({
-          name: "flaky queue",
-          pool: protocol.pools.step,
-          poll: () =>
-            Effect.map(Effect.interruptible(Queue.take(queue)), ({ id, payload }) => [
-              Transport.Delivery.make({
-                id,
-                payload,
-                protocol,
-                keepAlive: Option.some({ interval: Duration.seconds(1), renew: unreachable("renew lease") }),
-                complete: () => Effect.void,
-                abandon: Effect.void
-              })
-            ])
-        })]
-      }))
+  const layer = scriptedTransport("flaky", {
+    heartbeat: Option.some({ interval: Duration.seconds(10), beat: () => Effect.as(unreachable("heartbeat"), Option.none()) }),
+    poll: (protocol) => () =>
+      Effect.map(Effect.interruptible(Queue.take(queue)), ({ id, payload }) => [
+        Transport.Delivery.make({
+          id,
+          payload,
+          protocol,
+          keepAlive: Option.some({ interval: Duration.seconds(1), renew: unreachable("renew lease") }),
+          complete: () => Effect.void,
+          abandon: Effect.void
+        })
+      ])
   })
   const setAway = (value: boolean) =>
     Effect.sync(() => {

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { messageOf } from "../../core/internal/errors.js"
 import type { Handlers, Outcome, TaskLabel } from "../../seam/Protocol.js"
-import type { Delivery, Poller, TransportError } from "../../seam/Transport.js"
+import type { Delivery, PollAfter, Poller, TransportError } from "../../seam/Transport.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
 import type { ResolvedWorkerConfig, TaskOutcome } from "../WorkerConfig.js"
 import { WorkerLoopError } from "../WorkerError.js"
@@ -47,6 +47,10 @@ export interface DispatchEnv<R> {
 const aboutDelivery = (delivery: Delivery) => Effect.annotateLogs("delivery", delivery.id)
 
 /** Runs a task's processing, the one interruptible part of the task path, to its exit. */
+/** What a poll is told of the previous one (shared: a poll allocates nothing for it). */
+const AFTER_SUCCESS: PollAfter = { failure: false }
+const AFTER_FAILURE: PollAfter = { failure: true }
+
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
 /**
@@ -267,8 +271,8 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       })
     )
 
-  /** One poll with up to `max` permits of the poller's pool; how many tasks it took. */
-  const pollOnce = (poller: Poller, work: FiberSet.FiberSet, max: number) =>
+  /** One poll with up to `max` permits of the poller's pool, told how the previous one went; how many tasks it took. */
+  const pollOnce = (poller: Poller, work: FiberSet.FiberSet, max: number, after: PollAfter) =>
     Effect.flatMap(pools.of(poller.pool), ({ enter, leave, limiter }) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
@@ -277,7 +281,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
           // not restored: a poll is interruptible only where it says so (while it waits and has
           // taken nothing), so the tasks it took are always handed over
           const started = yield* Clock.currentTimeMillis
-          const polled = yield* Effect.exit(poller.poll(taken))
+          const polled = yield* Effect.exit(poller.poll(taken, after))
           const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
           if (Exit.isFailure(polled)) {
             if (!Exit.isInterrupted(polled)) series.polled(poller.name, "error", seconds)
@@ -314,7 +318,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     const idle = shared ? 1 : Number.MAX_SAFE_INTEGER
     const retrying = `retrying every ${Duration.format(config.pollRetryDelay)}`
     const loop = (max: number, failures: number): Effect.Effect<never, TransportError, R> =>
-      pollOnce(poller, work, max).pipe(
+      pollOnce(poller, work, max, failures === 0 ? AFTER_SUCCESS : AFTER_FAILURE).pipe(
         // one that found nothing lets a poller waiting for a permit have it before it asks again
         Effect.flatMap((taken) => {
           const next = taken > 0 ? Effect.succeed(Number.MAX_SAFE_INTEGER) : Effect.as(Effect.yieldNow(), idle)
