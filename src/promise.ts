@@ -134,7 +134,10 @@ export interface WorkerOptions {
   readonly shutdownTimeoutMs?: number | undefined
   /** Overrides the transport's heartbeat interval; positive. Default the transport's. */
   readonly heartbeatIntervalMs?: number | undefined
-  /** How long an interrupted task may take to stop before shutdown reports it stuck. Default 5,000. */
+  /**
+   * How long an interrupted task may take to stop before shutdown reports it stuck, and how long the
+   * deregistration may go unanswered before the stop fails. Default 5,000.
+   */
   readonly interruptTimeoutMs?: number | undefined
   /**
    * Stop gracefully on SIGTERM/SIGINT while running (a second signal forces the stop: running work

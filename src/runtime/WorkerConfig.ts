@@ -62,7 +62,8 @@ export interface WorkerOptions {
   readonly heartbeatInterval?: Duration.DurationInput | undefined
   /**
    * How long an interrupted poller or task may take to stop before shutdown reports it as stuck
-   * (and leaves the registration in place). Default 5 seconds.
+   * (and leaves the registration in place), and how long the deregistration may go unanswered
+   * before the stop fails with a `DeregistrationError`. Default 5 seconds.
    */
   readonly interruptTimeout?: Duration.DurationInput | undefined
   /** The pause after a failed poll before the next one. Default 1 second. */

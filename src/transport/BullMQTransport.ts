@@ -27,7 +27,6 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as EffectQueue from "effect/Queue"
@@ -890,19 +889,16 @@ const build = (config: Resolved): Transport["Type"] => {
           return away === undefined ? Option.none() : Option.some(`Redis at ${away.where} is ${away.client.status}`)
         }),
         // on a broker whose connection is away, not tried: the keys expire by themselves
-        deregister: Effect.forEach(
+        deregister: Effect.partition(
           brokers,
           (broker) =>
-            Effect.either(
-              broker.client.status === "ready"
-                ? Effect.tryPromise({ try: () => broker.client.del(...keys), catch: transportError("deleting the worker's keys") })
-                : Effect.fail(unreachableError("deleting the worker's keys", broker))
-            ),
+            broker.client.status === "ready"
+              ? Effect.tryPromise({ try: () => broker.client.del(...keys), catch: transportError("deleting the worker's keys") })
+              : Effect.fail(unreachableError("deleting the worker's keys", broker)),
           { concurrency: "unbounded" }
         ).pipe(
-          Effect.flatMap((outcomes) => {
-            const failed = outcomes.flatMap((outcome) => Either.isLeft(outcome) ? [outcome.left] : [])
-            return failed.length === 0 ? Effect.void : Effect.fail(
+          Effect.flatMap(([failed]) =>
+            failed.length === 0 ? Effect.void : Effect.fail(
               new DeregistrationError({
                 transport: NAME,
                 message: `could not delete the worker's descriptor and heartbeat keys (${failed.map((e) => e.message).join("; ")}); ` +
@@ -910,7 +906,7 @@ const build = (config: Resolved): Transport["Type"] => {
                 cause: failed[0]
               })
             )
-          })
+          )
         )
       }
     })

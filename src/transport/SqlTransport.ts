@@ -39,6 +39,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
@@ -323,14 +324,30 @@ const build = (
         }
         if (released > 0) {
           yield* Effect.logWarning(
-            `${claims.length === 1 ? "a claim" : "claims"} whose outcome was lost with the connection had been committed; ` +
-              `${claims.length === 1 ? "its" : "their"} ${released} task(s) in ${names.tasks} were released for the next poll ` +
-              "instead of waiting out the lease"
+            (claims.length === 1
+              ? "a claim whose outcome was lost with the connection had been committed; its"
+              : `of ${claims.length} claims whose outcome was lost with the connection, some had been committed; their`) +
+              ` ${released} task(s) in ${names.tasks} were released for the next poll instead of waiting out the lease`
           )
         }
       })
+      const releaseAll = releaseWaiting.pipe(
+        // tried again, unlogged, while the database is away (the failed polls say so already); a
+        // refusal does not change by trying again
+        Effect.retry({ schedule: Schedule.spaced(RELEASE_RETRY), while: (error) => refusalOf(error) === undefined }),
+        // what cannot be released waits out the lease; the releaser goes on for the claims to come
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.zipRight(
+            Effect.sync(() => unknownClaims.clear()),
+            Effect.logWarning(
+              `could not release the claims of unknown outcome on ${names.tasks}; their tasks, if any, are claimable once the lease passes`,
+              Cause.pretty(cause)
+            )
+          )
+        )
+      )
       yield* Queue.take(claimLost).pipe(
-        Effect.zipRight(releaseWaiting.pipe(Effect.retry(Schedule.spaced(RELEASE_RETRY)))),
+        Effect.zipRight(releaseAll),
         Effect.forever,
         // closing the registration (a stop) must not wait for a database that is away
         Effect.interruptible,

@@ -85,6 +85,23 @@ describe("a BullMQ broker's outage log", () => {
       ])
     }))
 
+  it.live("a lost connection while every connection still reads ready is a debug line, not an outage that would never end", () =>
+    Effect.gen(function*() {
+      const { lines, outage } = yield* withOutage
+      const main = new FakeConnection()
+      outage.follow(main)
+      // the socket's error comes before the client changes its state, or after it is back
+      outage.error("BullMQ error on q", socketError("EPIPE", "write"))
+      main.down()
+      outage.error("BullMQ error on q", socketError("ECONNREFUSED", "connect"))
+      main.up()
+      assert.deepStrictEqual((yield* lines).map((line) => line.split(" (")[0].split(": ")[0]), [
+        "DEBUG Redis at redis://127.0.0.1:6379",
+        "WARN Redis at redis://127.0.0.1:6379 cannot be reached",
+        "INFO Redis at redis://127.0.0.1:6379 is back"
+      ])
+    }))
+
   it.live("an error that is not a lost connection is a warning under its label, outage or not", () =>
     Effect.gen(function*() {
       const { lines, outage } = yield* withOutage

@@ -23,8 +23,8 @@ export interface Outage {
   readonly follow: (connection: Connection) => void
   /**
    * Logs an error of one of the broker's connections or of a BullMQ worker on it: a connection
-   * failure starts the outage (a warning) or is a debug line within it; anything else is a warning
-   * under `label`, as before.
+   * failure while a connection is down starts the outage (a warning) or is a debug line within it;
+   * anything else is a warning under `label`, as before.
    */
   readonly error: (label: string, error: unknown) => void
 }
@@ -54,13 +54,17 @@ export const make = (where: string, runtime: Runtime.Runtime<never>): Outage => 
   }
   const error = (label: string, error: unknown) => {
     log(
-      isConnectionFailure(error)
-        ? outage.failed(
+      !isConnectionFailure(error)
+        ? Effect.logWarning(label, error)
+        // every connection still (or again) ready: a blip it has not noticed yet or is over; an
+        // outage begun here would wait for a "ready" that may not come
+        : connections.every((c) => c.status === "ready")
+        ? Effect.logDebug(`Redis at ${where}: ${messageOf(error)} (${label})`)
+        : outage.failed(
           `Redis at ${where} cannot be reached (${messageOf(error)}); reconnecting by itself ` +
             "(until it is back, further connection errors are debug lines)",
           () => `Redis at ${where} still cannot be reached (${label}): ${messageOf(error)}`
         )
-        : Effect.logWarning(label, error)
     )
   }
   return { follow, error }
