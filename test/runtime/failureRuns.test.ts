@@ -56,7 +56,11 @@ const flaky = Effect.gen(function*() {
     Effect.sync(() => {
       away = value
     })
-  return { queue, lines, setAway, layer: Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug)) }
+  const all = Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))
+  /** Runs `worker` on this transport (a daemon fiber), once it is registered. */
+  const serve = (worker: Worker.Worker<never>) =>
+    Effect.zipRight(Effect.forkDaemon(Effect.provide(worker.run, all)), worker.registered)
+  return { queue, lines, setAway, serve }
 })
 
 /** The lines that match, each cut at its first colon (the reason and the counts follow it). */
@@ -65,10 +69,9 @@ const about = (lines: ReadonlyArray<string>, what: string) => lines.filter((line
 describe("a broker away for long", () => {
   it.effect("the heartbeat: one warning when it starts failing, debug lines, one info line when it works again", () =>
     Effect.gen(function*() {
-      const { layer, lines, setAway } = yield* flaky
+      const { lines, serve, setAway } = yield* flaky
       const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.void)] })
-      yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
-      yield* worker.registered
+      yield* serve(worker)
       yield* TestClock.adjust("10 seconds")
       yield* setAway(true)
       // away for 30 beats
@@ -90,13 +93,12 @@ describe("a broker away for long", () => {
 
   it.effect("a task's lease: one warning per task, debug lines, one info line per task when renewing works again", () =>
     Effect.gen(function*() {
-      const { layer, lines, queue, setAway } = yield* flaky
+      const { lines, queue, serve, setAway } = yield* flaky
       const worker = yield* Worker.make({
         steps: [Step.make("long", () => Effect.sleep("1 hour"))],
         shutdownTimeout: "1 second"
       })
-      yield* Effect.forkDaemon(Effect.provide(worker.run, layer))
-      yield* worker.registered
+      yield* serve(worker)
       yield* Queue.offerAll(queue, [{ id: "t1", payload: stepTask("r1", "long", {}) }, { id: "t2", payload: stepTask("r2", "long", {}) }])
       yield* TestClock.adjust("1 second")
       yield* setAway(true)

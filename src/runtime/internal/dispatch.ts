@@ -46,11 +46,11 @@ export interface DispatchEnv<R> {
 /** Logs about one delivery carry its id (annotated here rather than on the whole task path). */
 const aboutDelivery = (delivery: Delivery) => Effect.annotateLogs("delivery", delivery.id)
 
-/** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 /** What a poll is told of the previous one (shared: a poll allocates nothing for it). */
 const AFTER_SUCCESS: PollAfter = { failure: false }
 const AFTER_FAILURE: PollAfter = { failure: true }
 
+/** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
 /**

@@ -8,8 +8,8 @@ import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import type * as Scope from "effect/Scope"
-import type { Delivery, KeepAlive } from "../../seam/Transport.js"
 import * as FailureRun from "../../core/internal/failureRun.js"
+import type { Delivery, KeepAlive } from "../../seam/Transport.js"
 
 /**
  * The leases of the deliveries that run or wait for admission, kept alive by one refresher.
