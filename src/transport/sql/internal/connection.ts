@@ -69,6 +69,10 @@ export const redact = (value: string | Redacted.Redacted | undefined) =>
 export const isConnectionLost = (error: unknown): boolean => {
   for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
     const { code, message } = current as { code?: unknown; message?: unknown }
+    // pg-pool's own connect timeout reads "Connection terminated due to connection timeout": a connect
+    // that timed out, raced against the client's own timeout at the same instant; retried, a database
+    // that never answers would fail `run` after four connect timeouts instead of one
+    if (typeof message === "string" && /connection timeout/i.test(message)) return false
     if (typeof code === "string" && LOST_CONNECTION_CODES.has(code)) return true
     if (typeof message === "string" && /connection terminated|not queryable|connection lost/i.test(message)) return true
     current = (current as { cause?: unknown }).cause
