@@ -352,25 +352,35 @@ const hostileHandlers = () =>
     })
   })
 
-/** A handler that never settles and ignores its abort: the stop ends within its deadline, the task goes back at once. */
+/**
+ * A handler that never settles and ignores its abort: the stop fails once the deadline and
+ * `interruptTimeout` have passed, naming the task (exit 1). The task is not given back while its
+ * handler may still run; the process's exit ends the handler, and another worker runs the task once
+ * its lock has expired.
+ */
 const hungAtShutdown = () =>
   scenario("a hung handler at shutdown (BullMQ)", async (say, fail) => {
     await onBullmqStage(async ({ engine, ledger, redis, watch }) => {
       const shutdownTimeoutMs = 2_000
+      const interruptTimeoutMs = 1_000
+      const lockDurationMs = 5_000
+      const stalledIntervalMs = 2_000
       engine.register("blocking", async (ctx, input) => ctx.step("blocker", input))
-      const spec = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, shutdownTimeoutMs } as const
-      const hung = await startWorker(spec, ledger, { CHAOS_BLOCK: "1" })
+      const locks = { transport: "bullmq", prefix: engine.prefix, redisPort: redis.port, lockDurationMs, stalledIntervalMs } as const
+      const hung = await startWorker({ ...locks, shutdownTimeoutMs, interruptTimeoutMs }, ledger, { CHAOS_BLOCK: "1" })
       const runId = (await startRuns(engine, watch, "blocking", 1, () => ({ i: 1 })))[0]!
       await ledger.next((report) => report.kind === "started" && report.key.startsWith(runId))
       const took = await stop(hung, "SIGTERM", 15_000)
-      say(`SIGTERM with the handler hung: the worker exited after ${(took / 1000).toFixed(2)} s (exit ${hung.exitCode}; shutdownTimeout ${shutdownTimeoutMs / 1000} s)`)
-      figures.push(["hung handler at shutdown (shutdownTimeout 2 s)", `worker exited after ${(took / 1000).toFixed(2)} s`])
-      if (took > shutdownTimeoutMs + 3_000) fail(`the stop took ${took} ms, past the deadline of ${shutdownTimeoutMs} ms`)
+      say(`SIGTERM with the handler hung: the worker exited after ${(took / 1000).toFixed(2)} s (exit ${hung.exitCode}; shutdownTimeout ${shutdownTimeoutMs / 1000} s, interruptTimeout ${interruptTimeoutMs / 1000} s)`)
+      figures.push(["hung handler at shutdown (shutdownTimeout 2 s, interruptTimeout 1 s)", `worker exited after ${(took / 1000).toFixed(2)} s, exit ${hung.exitCode}`])
+      if (took > shutdownTimeoutMs + interruptTimeoutMs + 2_000) fail(`the stop took ${took} ms, past the deadline and interruptTimeout`)
+      if (hung.exitCode !== 1) fail(`the worker exited with ${hung.exitCode}: a stop that left a task running must not end clean`)
       const stopped = Date.now()
-      const other = await startWorker({ transport: "bullmq", prefix: engine.prefix, redisPort: redis.port }, ledger)
+      const other = await startWorker(locks, ledger)
       const open = await watch.settle(30_000)
-      // the hung task was given back (not left to its 30 s lock): the next worker takes it at once
-      judge(watch, ledger, open, say, fail, { since: stopped, boundMs: 10_000, what: "the stop" })
+      // not given back while its handler could still run: the next worker takes it once its lock has expired
+      const bound = lockDurationMs + stalledIntervalMs + 1_000
+      judge(watch, ledger, open, say, fail, { since: stopped, boundMs: bound, what: "the stop" })
       await stop(other)
     })
   })

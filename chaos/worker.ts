@@ -20,6 +20,7 @@ export interface WorkerSpec {
   readonly sqsEndpoint?: string
   readonly visibilityTimeoutMs?: number
   readonly shutdownTimeoutMs?: number
+  readonly interruptTimeoutMs?: number
 }
 
 /** A message to the parent. */
@@ -34,6 +35,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const worker = new Worker({
   concurrency: spec.concurrency ?? 8,
   shutdownTimeoutMs: spec.shutdownTimeoutMs ?? 10_000,
+  ...(spec.interruptTimeoutMs === undefined ? {} : { interruptTimeoutMs: spec.interruptTimeoutMs }),
   logLevel: (process.env.CHAOS_LOG_LEVEL ?? "None") as "None",
   // the parent stops it with SIGTERM: a graceful stop, as in production
   handleSignals: true

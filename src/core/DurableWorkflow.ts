@@ -49,6 +49,7 @@ import {
   WorkflowDefinitionChanged
 } from "./internal/durableWorkflow/errors.js"
 import { queryOffline, replayOffline, type ReplayOptions, updateOffline } from "./internal/durableWorkflow/offline.js"
+import { type Abortable, untilSettled } from "./internal/interruption.js"
 import type { ActivityOptions, ChildOptions, Command, Op } from "./internal/durableWorkflow/replay.js"
 import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
@@ -545,9 +546,15 @@ export const activityFromPromise = <Args extends Array<any>, A>(
 ): Step.Step => ({
   name,
   run: (input, stepCtx) =>
-    EffectRuntime.tryPromise({
-      try: () => storage.run(contextOf(stepCtx), async () => handler(...(argsOf(input) as Args))),
-      catch: (error) => error
+    EffectRuntime.suspend(() => {
+      let pending: Promise<A>
+      try {
+        pending = storage.run(contextOf(stepCtx), async () => handler(...(argsOf(input) as Args)))
+      } catch (error) {
+        return EffectRuntime.fail(error)
+      }
+      // interrupted, the activity's signal is aborted and the interruption waits for the handler
+      return untilSettled(pending, stepCtx as Abortable)
     })
 })
 

@@ -21,7 +21,7 @@ import { unencodable, unserializableError } from "../wire/internal/json.js"
 import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
 import { taskSpanWanted } from "./internal/fiberRefs.js"
-import { abortReason, type StepAborted } from "./internal/interruption.js"
+import { type Abortable, abortReason, abortSignal, type StepAborted, untilSettled } from "./internal/interruption.js"
 import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
@@ -133,8 +133,10 @@ export const make = <I = unknown, O = unknown, E = never, R = never, RS = never>
 ): Step<R | RS> => ({ name, run: withSchemas(name, handler, options) })
 
 /**
- * A step whose handler is an async function. On interruption `ctx.signal` is aborted and the result
- * of the promise, if it still settles, is ignored.
+ * A step whose handler is an async function. On interruption `ctx.signal` is aborted, saying why,
+ * and the interruption ends when the promise settles; its result is then ignored. A handler that
+ * ignores its signal is still running: a stop waits `interruptTimeout` for it and then fails
+ * naming it (`ShutdownTimeoutError`), and its task is not given back to the broker meanwhile.
  *
  * @since 0.1.0
  * @category constructors
@@ -155,16 +157,7 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
       // a handler that answers synchronously costs no promise, no asynchronous resumption and
       // no interruption handler: nothing of it can be interrupted
       if (!Predicate.isPromiseLike(output)) return Effect.succeed(output)
-      const pending = output
-      return Effect.async<O, unknown>((resume) => {
-        Promise.resolve(pending).then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
-        // interrupted while the promise is pending: the handler's signal fires, saying why
-        return Effect.descriptorWith((fiber) =>
-          Effect.sync(() => {
-            if (ctx instanceof Context) ctx.abort(abortReason(fiber.interruptors))
-          })
-        )
-      })
+      return untilSettled(output, ctx as Abortable)
     })
   // no Effect code of the user's runs inside: no log context to set per task
   return { ...make(name, run, options), effectful: false }
@@ -264,6 +257,10 @@ class Context implements StepContext {
 
   abort(reason: StepAborted): void {
     this.#controller?.abort(reason)
+  }
+
+  [abortSignal](reason: StepAborted): void {
+    this.abort(reason)
   }
 }
 

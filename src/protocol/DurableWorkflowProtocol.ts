@@ -22,7 +22,7 @@ import * as Codec from "../wire/DurableWorkflowCodec.js"
 import type { StepEvent } from "../wire/StepProtocol.js"
 import type { StepContext } from "../core/Step.js"
 import { isNonRetryable, messageOf } from "../core/internal/errors.js"
-import { abortReason } from "../core/internal/interruption.js"
+import { abortReason, abortSignal, type StepAborted } from "../core/internal/interruption.js"
 import { makeStepLogger } from "../core/internal/stepLogger.js"
 import * as Protocol from "../seam/Protocol.js"
 import type { Handlers, Outcome, Task } from "../seam/Protocol.js"
@@ -271,7 +271,8 @@ const runActivity = <R>(
       context: undefined,
       log: makeStepLogger(events, clock, yield* Effect.runtime<never>()),
       signal: controller.signal,
-      durableWorkflowActivity: activityCtx
+      durableWorkflowActivity: activityCtx,
+      [abortSignal]: (reason: StepAborted) => controller.abort(reason)
     }
     const exit = yield* (chain<unknown, unknown>(
       interceptors,

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
@@ -281,20 +282,27 @@ describe("processStep", () => {
       assert.notStrictEqual((invalid.output as { traceId: string }).traceId, "0af7651916cd43dd8448eb211c80319c")
     }))
 
-  it.effect("interrupting the step aborts the handler's signal", () =>
+  it.effect("interrupting the step aborts the handler's signal, and the interruption ends when the handler does", () =>
     Effect.gen(function*() {
       let aborted = false
+      let settle: () => void = () => {}
       const step = Step.fromPromise("wait", (_: unknown, ctx) =>
-        new Promise<never>(() => {
+        new Promise<never>((_resolve, reject) => {
           ctx.signal.addEventListener("abort", () => {
             aborted = true
+            settle = () => reject(ctx.signal.reason)
           })
         }))
       const registry = yield* Step.registry([step])
       const fiber = yield* Effect.fork(Step.processStep(registry, task("wait")))
       yield* Effect.yieldNow()
-      yield* Fiber.interrupt(fiber)
+      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
       assert.isTrue(aborted)
+      assert.isNull(interrupting.unsafePoll(), "the handler has not ended yet")
+      settle()
+      const exit = yield* Fiber.join(interrupting)
+      assert.isTrue(Exit.isInterrupted(exit))
     }))
 
   it.effect("input and output schemas: decoded input, encoded output, non-retryable when they do not fit", () =>

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
 import { DeregistrationError } from "../../src/seam/Transport.js"
@@ -75,6 +76,36 @@ describe("Durable Workflow shutdown and deregistration", () => {
       assert.strictEqual(server.failedActivityTasks.length, 0)
       assert.strictEqual(server.completedActivityTasks.length, 0)
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
+    }))
+
+  it.scoped("an async activity that ignores its signal (aborted at the deadline) fails the stop by name, with no DELETE", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const started = yield* Deferred.make<void>()
+      const reasons: Array<unknown> = []
+      const deaf = DurableWorkflow.activityFromPromise("deaf.job", () =>
+        new Promise(() => {
+          const signal = DurableWorkflow.activityContext().signal
+          Deferred.unsafeDone(started, Exit.void)
+          signal.addEventListener("abort", () => void reasons.push(signal.reason))
+        }))
+      const { worker, running } = yield* startWorker(server, {
+        steps: [deaf],
+        shutdownTimeout: "10 millis",
+        interruptTimeout: "1 second"
+      })
+      server.enqueueActivityTask({ activityType: "deaf.job", taskQueue: QUEUE, input: [] })
+      yield* Deferred.await(started)
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* TestClock.adjust("10 millis")
+      yield* Effect.yieldNow()
+      assert.lengthOf(reasons, 1, "the deadline aborts the activity's signal")
+      assert.strictEqual((reasons[0] as { why?: unknown }).why, "shutdown")
+      yield* TestClock.adjust("1 second")
+      const error = yield* Effect.flip(Fiber.join(stopping))
+      assert.strictEqual(error._tag, "ShutdownTimeoutError")
+      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 0, "the registration is left in place")
+      yield* Fiber.interrupt(running)
     }))
 
   it.scoped("concurrent and repeated stops share one DELETE", () =>

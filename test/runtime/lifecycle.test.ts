@@ -291,6 +291,65 @@ describe("Worker lifecycle", () => {
       assert.isFalse((yield* ops).includes("deregister"))
     }))
 
+  it.effect("L6: an async handler that ignores its signal fails stop() by name; its task is not given back while it runs", () =>
+    Effect.gen(function*() {
+      let aborted = false
+      // a client call that ignores its abort: the handler goes on after the signal fires
+      const deaf = Step.fromPromise("deaf", (_: unknown, ctx) => {
+        ctx.signal.addEventListener("abort", () => void (aborted = true))
+        return new Promise<never>(() => {})
+      })
+      const { broker, worker, start, ops } = yield* setup({ shutdownTimeout: "1 second" }, [deaf])
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r9", "deaf"))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      assert.isTrue(aborted, "the deadline aborts the handler's signal")
+      yield* TestClock.adjust("1999 millis")
+      assert.isNull(stopping.unsafePoll(), "the stop waits interruptTimeout for the handler")
+      yield* TestClock.adjust("1 milli")
+      const error = yield* Effect.flip(Fiber.join(stopping))
+      assert.strictEqual(error._tag, "ShutdownTimeoutError")
+      if (error._tag === "ShutdownTimeoutError") assert.deepStrictEqual(error.stuckTasks, ["task m1 from in-memory queue"])
+      const journal = yield* ops
+      assert.isFalse(journal.includes("abandon"), "a task whose handler still runs is not handed to another worker")
+      assert.isFalse(journal.includes("deregister"))
+    }))
+
+  it.effect("an async handler that ends late after its abort holds the stop until it has ended; then its task goes back", () =>
+    Effect.gen(function*() {
+      const release = yield* Deferred.make<void>()
+      let ended = false
+      const slow = Step.fromPromise("slow", (_: unknown, ctx) =>
+        new Promise((_resolve, reject) =>
+          ctx.signal.addEventListener("abort", () =>
+            // it takes a while to wind down after the abort (here: until the test lets it)
+            void Effect.runPromise(Deferred.await(release)).then(() => {
+              ended = true
+              reject(ctx.signal.reason)
+            }))
+        ))
+      const { broker, worker, start, ops } = yield* setup({ shutdownTimeout: "1 second" }, [slow])
+      const run = yield* start(worker.run)
+      yield* broker.enqueue(task("r10", "slow"))
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust("1500 millis")
+      assert.isNull(stopping.unsafePoll(), "the handler is still winding down")
+      assert.isFalse((yield* ops).includes("abandon"), "its task is not given back before it has ended")
+      yield* Deferred.succeed(release, undefined)
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      yield* Fiber.join(stopping)
+      yield* Fiber.join(run)
+      assert.isTrue(ended)
+      const journal = yield* ops
+      assert.isTrue(journal.indexOf("abandon") < journal.indexOf("deregister"), "given back, then deregistered")
+      assert.isTrue(journal.includes("abandon"))
+    }))
+
   it.effect("L8: a loop error is raised with the deregistration error attached as its cause", () =>
     Effect.gen(function*() {
       const { broker, worker, start } = yield* setup()
@@ -472,8 +531,11 @@ describe("Worker dispatch", () => {
     Effect.gen(function*() {
       const aborted = yield* Deferred.make<void>()
       const waiting = Step.fromPromise("wait", (_: unknown, ctx) =>
-        new Promise(() => {
-          ctx.signal.addEventListener("abort", () => Deferred.unsafeDone(aborted, Exit.void))
+        new Promise((_resolve, reject) => {
+          ctx.signal.addEventListener("abort", () => {
+            Deferred.unsafeDone(aborted, Exit.void)
+            reject(ctx.signal.reason)
+          })
         }))
       const { broker, worker, start } = yield* setup({}, [waiting])
       yield* start(worker.run)
@@ -492,7 +554,12 @@ describe("Worker dispatch", () => {
       const reasons = yield* Ref.make<ReadonlyArray<readonly [string, unknown]>>([])
       const keep = (name: string) => (reason: unknown) => Effect.runSync(Ref.update(reasons, (r) => [...r, [name, reason] as const]))
       const promised = Step.fromPromise("promised", (_: unknown, ctx) =>
-        new Promise(() => ctx.signal.addEventListener("abort", () => keep("promised")(ctx.signal.reason))))
+        new Promise((_resolve, reject) =>
+          ctx.signal.addEventListener("abort", () => {
+            keep("promised")(ctx.signal.reason)
+            reject(ctx.signal.reason)
+          })
+        ))
       const effectful = Step.make("effectful", (_: unknown, ctx) =>
         Effect.zipRight(Effect.sync(() => ctx.signal.addEventListener("abort", () => keep("effectful")(ctx.signal.reason))), Effect.never))
       return { reasons, steps: [promised, effectful] }

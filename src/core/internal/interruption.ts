@@ -6,6 +6,7 @@
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import * as HashSet from "effect/HashSet"
 
@@ -53,3 +54,36 @@ export const abortReason = (interruptors: HashSet.HashSet<FiberId.FiberId>): Ste
       ? "shutdown"
       : "interrupted"
   )
+
+/**
+ * Where a handler's context keeps the abort of its signal: the step context and the Durable
+ * Workflow activity context each set it, so one way of waiting for a promise serves both.
+ *
+ * @internal
+ */
+export const abortSignal: unique symbol = Symbol.for("effect-durable-worker/abortSignal")
+
+/** A context whose signal the runtime can abort. @internal */
+export interface Abortable {
+  readonly [abortSignal]?: ((reason: StepAborted) => void) | undefined
+}
+
+/**
+ * Waits for an async handler's promise. Interrupted, it aborts the handler's signal with why and
+ * then waits for the promise to settle, ignoring its result: a handler still running has not been
+ * stopped, so a stop names one that ignores its signal as stuck after `interruptTimeout` (L6)
+ * rather than give its task back to the broker while it goes on.
+ *
+ * @internal
+ */
+export const untilSettled = <A>(pending: PromiseLike<A>, ctx: Abortable): Effect.Effect<A, unknown> =>
+  Effect.async<A, unknown>((resume) => {
+    const settled = Promise.resolve(pending).then(
+      (value) => resume(Effect.succeed(value)),
+      (error) => resume(Effect.fail(error))
+    )
+    return Effect.descriptorWith((fiber) => {
+      ctx[abortSignal]?.(abortReason(fiber.interruptors))
+      return Effect.promise(() => settled)
+    })
+  })
