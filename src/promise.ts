@@ -50,7 +50,7 @@ import {
 } from "./facade/internal/observability.js"
 import type { TaskEnd } from "./runtime/WorkerConfig.js"
 import type { WorkerStatus } from "./seam/Transport.js"
-import { refuseUnknown, settle, settleSync, type TransportHandle, unknownOption } from "./facade/internal/options.js"
+import { layerOf, notOneOf, refuseUnknown, settle, settleSync, type TransportHandle, unknownOption } from "./facade/internal/options.js"
 import type { Transport } from "./seam/Transport.js"
 
 export {
@@ -99,7 +99,27 @@ export type {
   SqsOptions
 } from "./facade/internal/transportOptions.js"
 export type { DurableWorkflowHandle, DurableWorkflowOptions } from "./facade/durableWorkflow.js"
-export type { MissingDriverError } from "./transport/internal/drivers.js"
+/**
+ * The errors `run`, `stop`, the constructor and the registrations reject or throw with, as classes,
+ * for `instanceof` (each also has its `_tag`).
+ */
+export { DuplicateStepError } from "./core/Step.js"
+export { WorkerConfigError } from "./runtime/WorkerConfig.js"
+export {
+  RunUntilTimeoutError,
+  ShutdownTimeoutError,
+  TaskRejected,
+  WorkerLoopError,
+  WorkerStateError
+} from "./runtime/WorkerError.js"
+export {
+  AuthenticationError,
+  DeregistrationError,
+  PermissionError,
+  RegistrationError,
+  TransportError
+} from "./seam/TransportError.js"
+export { MissingDriverError } from "./transport/internal/drivers.js"
 export { externalStorage, filesystemStorage, s3Storage } from "./facade/externalStorage.js"
 export type {
   ExternalPayloadReference,
@@ -231,6 +251,17 @@ const WORKER_KEYS: ReadonlyArray<keyof WorkerOptions> = [
   "captureHistories"
 ]
 
+const LOG_LEVELS: ReadonlyArray<NonNullable<WorkerOptions["logLevel"]>> = [
+  "All",
+  "Trace",
+  "Debug",
+  "Info",
+  "Warning",
+  "Error",
+  "Fatal",
+  "None"
+]
+
 const STEP_KEYS: ReadonlyArray<keyof StepOptions<unknown, unknown>> = ["input", "output"]
 
 const RUN_UNTIL_KEYS: ReadonlyArray<keyof RunUntilOptions> = ["until", "pollIntervalMs", "timeoutMs"]
@@ -290,6 +321,9 @@ export class Worker {
     // validate now, so a bad option fails where it is written rather than at run()
     const unknown = unknownOption(options, WORKER_KEYS, "Worker") ?? unknownHealthOption(options.health)
     if (unknown !== undefined) throw new EffectWorker.WorkerConfigError({ option: unknown.key, message: unknown.message })
+    // the type names the levels; from JavaScript anything comes, and Effect would crash on it at the first log
+    const level = options.logLevel === undefined ? undefined : notOneOf(options.logLevel, LOG_LEVELS, "logLevel")
+    if (level !== undefined) throw new EffectWorker.WorkerConfigError({ option: "logLevel", message: level })
     settleSync(EffectWorker.make({ ...toEffectOptions(options), steps: [] }))
   }
 
@@ -307,11 +341,8 @@ export class Worker {
     handler: (input: I, ctx: Step.StepContext) => Promise<O> | O,
     options?: StepOptions<I, O>
   ): this {
-    if (this.#worker !== undefined) throw new Error(`cannot register step "${name}": the worker has already started`)
+    this.#refuse("step", name, handler, this.#steps)
     refuseUnknown(options, STEP_KEYS, `step "${name}"`)
-    if (this.#steps.some((step) => step.name === name)) {
-      throw new Error(`step "${name}" is registered twice; each step name must have exactly one handler`)
-    }
     this.#steps.push(Step.fromPromise(name, handler, options))
     return this
   }
@@ -328,11 +359,8 @@ export class Worker {
     body: (ctx: Workflow.AsyncWorkflowContext, input: I) => O | PromiseLike<O>,
     options?: { readonly version?: string }
   ): this {
-    if (this.#worker !== undefined) throw new Error(`cannot register workflow "${name}": the worker has already started`)
+    this.#refuse("workflow", name, body, this.#workflows)
     refuseUnknown(options, ["version"], `workflow "${name}"`)
-    if (this.#workflows.some((workflow) => workflow.name === name)) {
-      throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
-    }
     this.#workflows.push(Workflow.fromPromise(name, body, options))
     return this
   }
@@ -342,10 +370,7 @@ export class Worker {
    * arguments; its context (info, `heartbeat(details)`, `signal`) is `activityContext()`.
    */
   activity<Args extends Array<any>>(name: string, handler: (...args: Args) => unknown): this {
-    if (this.#worker !== undefined) throw new Error(`cannot register activity "${name}": the worker has already started`)
-    if (this.#steps.some((step) => step.name === name)) {
-      throw new Error(`activity "${name}" is registered twice; each activity name must have exactly one handler`)
-    }
+    this.#refuse("activity", name, handler, this.#steps)
     this.#steps.push(DurableWorkflow.activityFromPromise(name, handler))
     return this
   }
@@ -362,7 +387,8 @@ export class Worker {
     body: (ctx: DurableWorkflow.AsyncWorkflowContext<D>, ...args: Args) => Promise<unknown>,
     declarations?: D
   ): this {
-    return this.#addDurableWorkflow(name, () => DurableWorkflow.fromAsync(name, body, declarations))
+    this.#refuse("workflow", name, body, this.#durableWorkflows)
+    return this.#addDurableWorkflow(DurableWorkflow.fromAsync(name, body, declarations))
   }
 
   /** Registers a Durable Workflow workflow whose body is a generator yielding `ctx` operations (`declarations` as for {@link Worker.durableWorkflow}). */
@@ -374,17 +400,35 @@ export class Worker {
     ) => Generator<DurableWorkflow.Op | ReadonlyArray<DurableWorkflow.Op>, unknown, any>,
     declarations?: D
   ): this {
-    return this.#addDurableWorkflow(name, () => DurableWorkflow.fromGenerator(name, body, declarations))
+    this.#refuse("workflow", name, body, this.#durableWorkflows)
+    return this.#addDurableWorkflow(DurableWorkflow.fromGenerator(name, body, declarations))
   }
 
-  #addDurableWorkflow(name: string, make: () => DurableWorkflow.DurableWorkflow): this {
-    if (this.#worker !== undefined) {
-      throw new Error(`cannot register workflow "${name}": the worker has already started`)
+  /**
+   * Throws unless a `kind` named `name` with `handler` can be registered now: a name, a function, a
+   * worker not started yet, a name not taken (a step's: `DuplicateStepError`, as the Effect API).
+   * From JavaScript, `step("a")` would otherwise fail every task of "a" as retryable, for ever.
+   */
+  #refuse(
+    kind: "step" | "workflow" | "activity",
+    name: unknown,
+    handler: unknown,
+    registered: ReadonlyArray<{ readonly name: string }>
+  ): void {
+    if (typeof name !== "string" || name === "") {
+      throw new TypeError(`a ${kind} needs a name, a non-empty string; got ${typeof name === "string" ? "\"\"" : typeof name}`)
     }
-    if (this.#durableWorkflows.some((w) => w.name === name)) {
-      throw new Error(`workflow "${name}" is registered twice; each workflow name must have exactly one body`)
+    if (typeof handler !== "function") {
+      throw new TypeError(`${kind} "${name}" needs its ${kind === "workflow" ? "body" : "handler"}, a function; got ${typeof handler}`)
     }
-    const definition = make()
+    if (this.#worker !== undefined) throw new Error(`cannot register ${kind} "${name}": the worker has already started`)
+    if (registered.some((other) => other.name === name)) {
+      if (kind === "step") throw new Step.DuplicateStepError({ name })
+      throw new Error(`${kind} "${name}" is registered twice; each ${kind} name must have exactly one ${kind === "workflow" ? "body" : "handler"}`)
+    }
+  }
+
+  #addDurableWorkflow(definition: DurableWorkflow.DurableWorkflow): this {
     if (this.#options.workerId !== undefined) {
       const guarded = DurableWorkflow.guardDefinitions(this.#options.workerId, [definition])
       if (Either.isLeft(guarded)) throw guarded.left
@@ -494,7 +538,7 @@ export class Worker {
     // the layer is built first (connections); the run claims the worker right after, in the same step
     const { telemetry } = this.#options
     return this.#observed(Effect.zipRight(Effect.sync(() => (reached = true, claimed())), effect).pipe(
-      Effect.provide(transport.layer),
+      Effect.provide(layerOf(transport)),
       // telemetry outlives the run's spans: the SDK flushes when its layer closes, after the drain
       telemetry === undefined ? identity : Effect.provide(telemetryLayer(telemetry)),
       Effect.tapErrorCause((cause) =>

@@ -2,6 +2,7 @@ import { Cause } from "effect"
 import type { RedisOptions as IORedisOptions } from "ioredis"
 import { assert, describe, it } from "vitest"
 import {
+  DuplicateStepError,
   durableWorkflow,
   type DurableWorkflowOptions,
   FatalError,
@@ -17,6 +18,7 @@ import {
   type StepResult,
   type TransportHandle,
   Worker,
+  WorkerConfigError,
   type WorkerOptions
 } from "../src/promise.js"
 import { stepTask as task, waitFor } from "./support/local.js"
@@ -98,6 +100,46 @@ describe("promise facade", () => {
   it("invalid options throw at construction, naming the option", () => {
     assert.throws(() => new Worker({ concurrency: 1.5 }), /concurrency/)
     assert.throws(() => new Worker({ buildId: "" }), /buildId must be a non-empty string/)
+  })
+
+  it("a log level that is not one of Effect's throws a WorkerConfigError with the one most likely meant (it crashed the process at the first log)", () => {
+    const refused = (logLevel: unknown) => {
+      try {
+        new Worker({ handleSignals: false, logLevel: logLevel as "Info" })
+      } catch (error) {
+        assert.instanceOf(error, WorkerConfigError)
+        assert.strictEqual(error.option, "logLevel")
+        return error.message
+      }
+      return assert.fail(`logLevel ${String(logLevel)} was taken`)
+    }
+    assert.match(refused("warn"), /^logLevel must be one of "All", "Trace", "Debug", "Info", "Warning", .*got "warn"; did you mean "Warning"\?$/)
+    assert.match(refused("info"), /got "info"; did you mean "Info"\?$/)
+    assert.match(refused("Eror"), /did you mean "Error"\?$/)
+    assert.match(refused(3), /got 3$/)
+    for (const level of ["All", "Trace", "Debug", "Info", "Warning", "Error", "Fatal", "None"] as const) {
+      new Worker({ handleSignals: false, logLevel: level })
+    }
+  })
+
+  it("run given something other than a transport handle rejects with a TypeError saying what to pass, and the worker is failed", async () => {
+    const cases: ReadonlyArray<readonly [unknown, RegExp]> = [
+      [redis, /got the function redis itself; call it \(e\.g\. redis\(\{ url \}\)\)$/],
+      [undefined, /got undefined$/],
+      ["redis://127.0.0.1:6379", /got a string$/],
+      [{}, /got an object that is not one$/]
+    ]
+    for (const [given, said] of cases) {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      const running = worker.run(given as TransportHandle)
+      assert.instanceOf(running, Promise, "a rejection, not a throw")
+      const error = await running.then(() => assert.fail("run should reject"), (e: unknown) => e)
+      assert.instanceOf(error, TypeError)
+      assert.match((error as TypeError).message, /^run needs a transport handle, as inMemory\(\), redis\(…\)/)
+      assert.match((error as TypeError).message, said)
+      assert.strictEqual((await worker.status()).state, "failed")
+    }
   })
 
   it("unknown options throw at construction, naming the key (and its milliseconds form)", () => {
@@ -265,10 +307,24 @@ describe("promise facade", () => {
     for (const handle of handles) await serveBriefly(handle)
   })
 
-  it("a step cannot be registered twice, nor after the worker started", async () => {
+  it("a step needs a name and a function: from JavaScript, step(\"a\") would fail every task of a as retryable", () => {
+    const worker = new Worker(quiet)
+    const step = worker.step.bind(worker) as (name: unknown, handler?: unknown) => unknown
+    assert.throws(() => step("a"), TypeError, /^step "a" needs its handler, a function; got undefined$/)
+    assert.throws(() => step(() => 1, "a"), TypeError, /^a step needs a name, a non-empty string; got function$/)
+    assert.throws(() => step("", () => 1), TypeError, /^a step needs a name, a non-empty string; got ""$/)
+    const workflow = worker.workflow.bind(worker) as (name: unknown, body?: unknown) => unknown
+    assert.throws(() => workflow("w"), TypeError, /^workflow "w" needs its body, a function; got undefined$/)
+    const activity = worker.activity.bind(worker) as (name: unknown, handler?: unknown) => unknown
+    assert.throws(() => activity("act", 1), TypeError, /^activity "act" needs its handler, a function; got number$/)
+    const durable = worker.durableWorkflow.bind(worker) as (name: unknown, body?: unknown) => unknown
+    assert.throws(() => durable(undefined, async () => 1), TypeError, /^a workflow needs a name/)
+  })
+
+  it("a step cannot be registered twice (a DuplicateStepError, as from the Effect API), nor after the worker started", async () => {
     const worker = new Worker(quiet)
     worker.step("a", () => 1)
-    assert.throws(() => worker.step("a", () => 2), /registered twice/)
+    assert.throws(() => worker.step("a", () => 2), DuplicateStepError, /registered twice/)
     const running = worker.run(inMemory())
     assert.throws(() => worker.step("b", () => 2), /already started/)
     await worker.stop()

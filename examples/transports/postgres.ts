@@ -3,8 +3,11 @@
  * application: the engine's own task and result tables, `LISTEN/NOTIFY` wake-ups.
  *
  *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @effect/platform-node@0.108 \
- *     @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg
+ *     @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg@8
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx tsx examples/transports/postgres.ts
+ *
+ * (In a clone of this repository, which has no build until `npm run build`, run it from the
+ * sources: `npx tsx --conditions=source examples/transports/postgres.ts`.)
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"

@@ -1,8 +1,11 @@
 /**
  * A worker on the nestjs-durable engine's SQS transport, through the promise facade.
  *
- *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @aws-sdk/client-sqs
+ *   npm install effect-durable-worker effect@3 @effect/platform@0.97 @aws-sdk/client-sqs@3
  *   SQS_ENDPOINT=http://127.0.0.1:4566 npx tsx examples/transports/sqs.ts
+ *
+ * (In a clone of this repository, which has no build until `npm run build`, run it from the
+ * sources: `npx tsx --conditions=source examples/transports/sqs.ts`.)
  *
  * Queue names and the results queue are the engine's (`prefix` as the engine's SQS transport has
  * it). A worker started before the engine created its queues waits for them. Step names become queue

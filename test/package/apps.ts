@@ -103,7 +103,8 @@ try {
   }))
 }
 `,
-  // the probe server without @effect/platform-node, and the PostgreSQL transport without its drivers:
+  // the probe server without @effect/platform-node, the PostgreSQL transport without its drivers, and
+  // the telemetry option without OpenTelemetry:
   // each message's install command must work as given (inside the peer ranges)
   "others.mjs": `
 import { Worker, inMemory, postgres } from "effect-durable-worker/promise"
@@ -122,7 +123,8 @@ const pg = await outcome(() => {
   worker.step("${STEP}", () => 1)
   return worker.run(postgres({ url: "postgres://127.0.0.1:5432/never-used" }))
 })
-console.log(JSON.stringify({ health, pg }))
+const telemetry = await outcome(() => new Worker({ handleSignals: false, logLevel: "None", telemetry: {} }).run(inMemory()))
+console.log(JSON.stringify({ health, pg, telemetry }))
 `,
   "missing.cjs": `
 const { Worker, redis } = require("effect-durable-worker/promise")

@@ -171,18 +171,25 @@ describe("the packed package, installed into user projects", () => {
       assert.strictEqual(outcome.outcome, "rejected", script)
       assert.strictEqual(outcome.tag, "MissingDriverError", script)
       assert.deepStrictEqual(outcome.packages, ["bullmq", "ioredis"], script)
-      assert.include(outcome.message, "npm install bullmq ioredis", script)
+      assert.include(outcome.message, "npm install bullmq@5 ioredis@5", script)
       if (script.endsWith(".mjs")) assert.isTrue(outcome.isRootMissingDriverError, "the error is the root's MissingDriverError")
     }
   }, 60_000)
 
-  it("without @effect/platform-node or the PostgreSQL drivers: the messages give install commands inside the peer ranges", async () => {
+  it("without @effect/platform-node, the PostgreSQL drivers or OpenTelemetry: the messages give install commands inside the peer ranges", async () => {
     type Outcome = { outcome: string; tag?: string; message?: string }
-    const { health, pg } = await nodeJson<{ health: Outcome; pg: Outcome }>(projects.noDriver, ["others.mjs"])
+    const { health, pg, telemetry } = await nodeJson<{ health: Outcome; pg: Outcome; telemetry: Outcome }>(projects.noDriver, ["others.mjs"])
     assert.strictEqual(health.tag, "HealthServerError", JSON.stringify(health))
     assert.include(health.message, "install it: npm install @effect/platform-node@0.108")
     assert.strictEqual(pg.tag, "MissingDriverError", JSON.stringify(pg))
-    assert.include(pg.message, "install them: npm install @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg")
+    assert.include(pg.message, "install them: npm install @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg@8")
+    // npm's latest @effect/opentelemetry needs Effect 4, and its latest OpenTelemetry SDK is 3.x
+    assert.strictEqual(telemetry.tag, "MissingDriverError", JSON.stringify(telemetry))
+    assert.match(telemetry.message ?? "", /^the telemetry option \(OpenTelemetry\) needs @effect\/opentelemetry, /)
+    assert.include(
+      telemetry.message,
+      "install them: npm install @effect/opentelemetry@0.64 @opentelemetry/api@1 @opentelemetry/resources@2 @opentelemetry/sdk-trace-base@2 @opentelemetry/sdk-metrics@2"
+    )
   }, 60_000)
 
   it("the package's executable replays recorded histories: `effect-durable-worker verify` exits 0 with the report", async () => {

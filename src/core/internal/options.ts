@@ -43,17 +43,42 @@ const suggestion = (key: string, known: ReadonlyArray<string>): string => {
   if (duration !== undefined && known.includes(duration)) {
     return `; did you mean "${duration}"? it takes a duration: milliseconds, or a string such as "5 seconds"`
   }
-  const lower = key.toLowerCase()
+  const near = closest(key, known)
+  return near === undefined ? "" : `; did you mean "${near}"?`
+}
+
+/** The name of `known` that `word` most likely means: the same letters in another case, or a slip of a letter or two. */
+const closest = (word: string, known: ReadonlyArray<string>): string | undefined => {
+  const lower = word.toLowerCase()
   const sameLetters = known.find((name) => name.toLowerCase() === lower)
-  if (sameLetters !== undefined) return `; did you mean "${sameLetters}"?`
-  // a slip of a letter or two; not for short keys, where two edits reach half the names
-  const limit = key.length <= 4 ? 1 : 2
+  if (sameLetters !== undefined) return sameLetters
+  // not for short words, where two edits reach half the names
+  const limit = word.length <= 4 ? 1 : 2
   let best: { readonly name: string; readonly edits: number } | undefined
   for (const name of known) {
     const edits = distance(lower, name.toLowerCase(), limit)
     if (edits <= limit && (best === undefined || edits < best.edits)) best = { name, edits }
   }
-  return best === undefined ? "" : `; did you mean "${best.name}"?`
+  return best?.name
+}
+
+/**
+ * The message refusing `value` for the option `what` unless it is one of `allowed`, with the value
+ * most likely meant (the same letters in another case, a slip, or the start of a name: `"warn"`
+ * for `"Warning"`).
+ *
+ * @internal
+ */
+export const notOneOf = (value: unknown, allowed: ReadonlyArray<string>, what: string): string | undefined => {
+  if (typeof value === "string" && allowed.includes(value)) return undefined
+  const word = typeof value === "string" ? value : undefined
+  const near = word === undefined
+    ? undefined
+    : closest(word, allowed) ??
+      (word.length >= 3 ? allowed.find((name) => name.toLowerCase().startsWith(word.toLowerCase())) : undefined)
+  return `${what} must be one of ${allowed.map((name) => `"${name}"`).join(", ")}, got ${
+    typeof value === "string" ? JSON.stringify(value) : String(value)
+  }${near === undefined ? "" : `; did you mean "${near}"?`}`
 }
 
 /**

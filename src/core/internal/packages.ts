@@ -4,17 +4,30 @@
  */
 
 /**
- * How to name a package in an install command: npm's `latest` of these is on Effect 4, which this
- * package does not support, so a bare name would install a version outside the peer range.
+ * How to name a package in an install command: at the line of this package's peer range. npm's
+ * `latest` has moved past several of them (Effect 4 for the `@effect/` packages, BullMQ 6, ioredis
+ * 6, OpenTelemetry's SDK 3), so a bare name can install a version outside the range.
  *
  * @internal
  */
 export const INSTALL_SPECS: Readonly<Record<string, string>> = {
-  "@effect/sql": "@effect/sql@0.52",
-  "@effect/sql-pg": "@effect/sql-pg@0.53",
-  "@effect/sql-mysql2": "@effect/sql-mysql2@0.53",
+  "@aws-sdk/client-s3": "@aws-sdk/client-s3@3",
+  "@aws-sdk/client-sqs": "@aws-sdk/client-sqs@3",
   "@effect/experimental": "@effect/experimental@0.61",
-  "@effect/platform-node": "@effect/platform-node@0.108"
+  "@effect/opentelemetry": "@effect/opentelemetry@0.64",
+  "@effect/platform": "@effect/platform@0.97",
+  "@effect/platform-node": "@effect/platform-node@0.108",
+  "@effect/sql": "@effect/sql@0.52",
+  "@effect/sql-mysql2": "@effect/sql-mysql2@0.53",
+  "@effect/sql-pg": "@effect/sql-pg@0.53",
+  "@opentelemetry/api": "@opentelemetry/api@1",
+  "@opentelemetry/resources": "@opentelemetry/resources@2",
+  "@opentelemetry/sdk-metrics": "@opentelemetry/sdk-metrics@2",
+  "@opentelemetry/sdk-trace-base": "@opentelemetry/sdk-trace-base@2",
+  bullmq: "bullmq@5",
+  effect: "effect@3",
+  ioredis: "ioredis@5",
+  pg: "pg@8"
 }
 
 /** `npm install` of `packages`, each inside this package's peer range. */

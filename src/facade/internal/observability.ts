@@ -55,7 +55,7 @@ export const telemetryLayer = (options: TelemetryOptions): Layer.Layer<never, un
     Effect.map(
       Effect.tryPromise({
         try: () => import("@effect/opentelemetry/NodeSdk"),
-        catch: missingDriverError(OTEL_PACKAGES, "OpenTelemetry")
+        catch: missingDriverError(OTEL_PACKAGES, "OpenTelemetry", "the telemetry option (OpenTelemetry)")
       }),
       (NodeSdk) =>
         Layer.discard(NodeSdk.layer(() => ({

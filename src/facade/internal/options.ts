@@ -9,7 +9,7 @@ import * as Layer from "effect/Layer"
 import { unknownOption } from "../../core/internal/options.js"
 import type { Transport } from "../../seam/Transport.js"
 
-export { unknownOption } from "../../core/internal/options.js"
+export { notOneOf, unknownOption } from "../../core/internal/options.js"
 
 /**
  * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
@@ -20,6 +20,28 @@ export { unknownOption } from "../../core/internal/options.js"
  */
 export interface TransportHandle {
   readonly layer: Layer.Layer<Transport, unknown>
+}
+
+/**
+ * The layer of what `run` was given, or one that fails with a `TypeError` saying what a transport
+ * handle is, when it was given something else (from JavaScript: `redis` itself, a URL, nothing).
+ */
+export const layerOf = (transport: unknown): Layer.Layer<Transport, unknown> => {
+  if (typeof transport === "object" && transport !== null && Layer.isLayer((transport as { layer?: unknown }).layer)) {
+    return (transport as TransportHandle).layer
+  }
+  const given = typeof transport === "function"
+    ? `the function ${transport.name === "" ? "" : `${transport.name} `}itself; call it (e.g. redis({ url }))`
+    : transport === null || transport === undefined
+    ? String(transport)
+    : typeof transport === "object"
+    ? "an object that is not one"
+    : `a ${typeof transport}`
+  return Layer.fail(
+    new TypeError(
+      `run needs a transport handle, as inMemory(), redis(…), sqs(…), postgres(…), mysql(…) or durableWorkflow(…) return; got ${given}`
+    )
+  )
 }
 
 /** Throws a `TypeError` naming an unknown key of `options`. */

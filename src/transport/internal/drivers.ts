@@ -28,13 +28,17 @@ export class MissingDriverError extends Schema.TaggedError<MissingDriverError>()
 }) {}
 
 /** The message of a driver that failed to load: what to install, or why it failed when it is installed. */
-const missingDriver = (packages: ReadonlyArray<string>, transport: string, cause: unknown): string =>
+const missingDriver = (packages: ReadonlyArray<string>, user: string, cause: unknown): string =>
   isNotFound(cause)
-    ? `the ${transport} transport needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: ${
+    ? `${user} needs ${packages.join(", ")} (optional peer dependencies of effect-durable-worker); install them: ${
       installCommand(packages)
     } (${messageOf(cause)})`
-    : `the ${transport} transport's driver failed to load: ${messageOf(cause)}`
+    : `${user}'s packages failed to load: ${messageOf(cause)}`
 
-/** A {@link MissingDriverError} for a failed import of a transport's driver. */
-export const missingDriverError = (packages: ReadonlyArray<string>, transport: string) => (cause: unknown) =>
-  new MissingDriverError({ transport, packages: [...packages], message: missingDriver(packages, transport, cause) })
+/**
+ * A {@link MissingDriverError} for a failed import of a transport's driver (`user`, what needs
+ * the packages, defaults to "the <transport> transport").
+ */
+export const missingDriverError =
+  (packages: ReadonlyArray<string>, transport: string, user = `the ${transport} transport`) => (cause: unknown) =>
+    new MissingDriverError({ transport, packages: [...packages], message: missingDriver(packages, user, cause) })
