@@ -246,7 +246,8 @@ export const connectionsLostFrom = (transport: string): Effect.Effect<void> =>
  */
 export const durableWorkflow = {
   clientRequests: Metric.counter("durable_workflow_client_requests", {
-    description: "HTTP requests to the Durable Workflow server, by method, route, plane, status_code and outcome"
+    description: "HTTP requests to the Durable Workflow server, by method, route, plane, status_code and outcome",
+    incremental: true
   }),
   clientRequestDuration: Metric.histogram(
     "durable_workflow_client_request_duration_seconds",
@@ -254,7 +255,8 @@ export const durableWorkflow = {
     "Duration of HTTP requests to the Durable Workflow server, seconds"
   ),
   workerPolls: Metric.counter("durable_workflow_worker_polls", {
-    description: "Worker polls, by task_kind, task_queue and outcome"
+    description: "Worker polls, by task_kind, task_queue and outcome",
+    incremental: true
   }),
   workerPollDuration: Metric.histogram(
     "durable_workflow_worker_poll_duration_seconds",
@@ -262,7 +264,8 @@ export const durableWorkflow = {
     "Duration of worker polls, seconds"
   ),
   workerTasks: Metric.counter("durable_workflow_worker_tasks", {
-    description: "Worker tasks, by task_kind, task_queue and outcome"
+    description: "Worker tasks, by task_kind, task_queue and outcome",
+    incremental: true
   }),
   workerTaskDuration: Metric.histogram(
     "durable_workflow_worker_task_duration_seconds",

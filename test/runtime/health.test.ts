@@ -224,7 +224,13 @@ describe("health probe server", () => {
   it.effect("Prometheus text: counters, gauges and histograms (cumulative buckets, +Inf, sum, count) with their labels", () =>
     Effect.gen(function*() {
       const id = Math.random().toString(16).slice(2, 8)
-      const counter = Metric.counter(`prom_${id}_total`, { description: "a \"counter\"" }).pipe(Metric.tagged("q", "a\"b"))
+      const counter = Metric.counter(`prom_${id}_total`, { description: "a \"counter\"", incremental: true }).pipe(
+        Metric.tagged("q", "a\"b")
+      )
+      // a counter that may go down, as Effect's effect_fiber_active: a Prometheus counter must not
+      const upDown = Metric.counter(`prom_${id}_active`)
+      yield* Metric.incrementBy(upDown, 3)
+      yield* Metric.incrementBy(upDown, -1)
       const gauge = Metric.gauge(`prom_${id}_gauge`)
       const histogram = Metric.histogram(`prom_${id}_seconds`, MetricBoundaries.fromIterable([0.1, 1]))
       yield* Metric.increment(counter)
@@ -235,6 +241,7 @@ describe("health probe server", () => {
       const text = render(yield* Metric.snapshot)
       assert.include(text, `# HELP prom_${id}_total a "counter"\n# TYPE prom_${id}_total counter\nprom_${id}_total{q="a\\"b"} 1\n`)
       assert.include(text, `# TYPE prom_${id}_gauge gauge\nprom_${id}_gauge 2.5\n`)
+      assert.include(text, `# TYPE prom_${id}_active gauge\nprom_${id}_active 2\n`)
       assert.include(
         text,
         [

@@ -413,10 +413,11 @@ describe("Worker lifecycle", () => {
       assert.strictEqual((yield* ops).at(-1), "deregister")
     }))
 
-  it.effect("forceStop interrupts running work at once", () =>
+  it.effect("forceStop interrupts running work at once, and the log says the stop's account", () =>
     Effect.gen(function*() {
       const { broker, worker, ended, start, ops } = yield* setup()
-      yield* start(worker.run)
+      const logs = captureLogs()
+      yield* start(Effect.provide(worker.run, logs.layer))
       yield* broker.enqueue(task("r1", "sleep", { ms: 60_000, id: "a" }))
       yield* settle
       const stopping = yield* Effect.fork(worker.stop)
@@ -425,6 +426,34 @@ describe("Worker lifecycle", () => {
       yield* Fiber.join(stopping)
       assert.deepStrictEqual(yield* Ref.get(ended), ["interrupted a"])
       assert.strictEqual((yield* ops).at(-1), "deregister")
+      assert.deepStrictEqual(logs.lines.filter((line) => /stop|interrupting/.test(line)), [
+        "INFO worker stopping: pollers first, then draining 1 accepted task(s) within 10s (shutdownTimeout)",
+        "WARN interrupting 1 task(s) still running at a stop made at once (forceStop, or a second signal)",
+        "INFO worker stopped and deregistered"
+      ])
+    }))
+
+  it.effect("a stop that does not end clean ends the log's account with why (stuck work, a failed deregistration)", () =>
+    Effect.gen(function*() {
+      const stubborn = Step.make("stubborn", () => Effect.uninterruptible(Effect.sleep("1 hour")))
+      const stuck = yield* setup({ shutdownTimeout: "1 second" }, [stubborn])
+      const stuckLogs = captureLogs()
+      yield* stuck.start(Effect.provide(stuck.worker.run, stuckLogs.layer))
+      yield* stuck.broker.enqueue(task("r9", "stubborn"))
+      yield* settle
+      const stopping = yield* Effect.fork(stuck.worker.stop)
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      yield* Effect.flip(Fiber.join(stopping))
+      assert.match(stuckLogs.lines.at(-1)!, /^ERROR worker stop incomplete: worker shutdown timed out while stopping 1 in-flight task/)
+
+      const refused = yield* setup()
+      const refusedLogs = captureLogs()
+      yield* refused.broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" })
+      yield* refused.start(Effect.provide(refused.worker.run, refusedLogs.layer))
+      yield* settle
+      yield* Effect.flip(refused.worker.stop)
+      assert.match(refusedLogs.lines.at(-1)!, /^ERROR worker stopped, but its deregistration failed: .*403 forbidden/)
     }))
 })
 

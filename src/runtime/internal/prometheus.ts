@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as MetricKeyType from "effect/MetricKeyType"
 import type * as MetricPair from "effect/MetricPair"
 import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
@@ -24,7 +25,8 @@ const num = (value: number | bigint) =>
     : String(value)
 
 /**
- * Renders metric pairs in the Prometheus text exposition format (0.0.4): counters, gauges,
+ * Renders metric pairs in the Prometheus text exposition format (0.0.4): counters (incremental
+ * ones; a counter that may go down is a gauge), gauges,
  * histograms (cumulative buckets, `_sum`, `_count`), summaries (quantiles, `_sum`, `_count`) and
  * frequencies (a counter per occurrence, labelled `key`).
  *
@@ -46,7 +48,11 @@ export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): str
     const tags = pair.metricKey.tags.map((tag) => [tag.key, tag.value] as const)
     const state: unknown = pair.metricState
     if (MetricState.isCounterState(state)) {
-      family(metric, "counter", help).push(`${metric}${labels(tags)} ${num(state.count)}`)
+      // a counter that is not incremental may go down (Effect's own effect_fiber_active): to
+      // Prometheus that is a gauge, as @effect/opentelemetry makes it an up-down counter
+      const keyType: unknown = pair.metricKey.keyType
+      const type = MetricKeyType.isCounterKey(keyType) && keyType.incremental ? "counter" : "gauge"
+      family(metric, type, help).push(`${metric}${labels(tags)} ${num(state.count)}`)
     } else if (MetricState.isGaugeState(state)) {
       family(metric, "gauge", help).push(`${metric}${labels(tags)} ${num(state.value)}`)
     } else if (MetricState.isHistogramState(state)) {

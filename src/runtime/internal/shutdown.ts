@@ -60,7 +60,12 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
   Effect.gen(function*() {
     const { config, serving, work } = env
     const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(config.shutdownTimeout)
-    yield* Effect.logInfo("worker stopping: pollers first, then draining accepted work")
+    const accepted = yield* FiberSet.size(work)
+    yield* Effect.logInfo(
+      `worker stopping: pollers first, then draining ${accepted} accepted task(s) within ${
+        Duration.format(config.shutdownTimeout)
+      } (shutdownTimeout)`
+    )
     yield* env.controller.beginDrain
     const stuckPollers = yield* stopFibers(
       Array.from(env.loops),
@@ -74,17 +79,25 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       Effect.raceFirst(Effect.as(Deferred.await(env.forced), false))
     )
     const leftover = Array.from(work)
-    if (!drained && leftover.length > 0) {
-      yield* Effect.logWarning(`interrupting ${leftover.length} task(s) still running at the shutdown deadline`)
-    }
     // the tasks' signals say why they were stopped: the deadline, or a stop made at once
-    const by = (yield* Deferred.isDone(env.forced)) ? Interruption.byForcedStop : Interruption.byDeadline
+    const forced = yield* Deferred.isDone(env.forced)
+    if (!drained && leftover.length > 0) {
+      yield* Effect.logWarning(
+        `interrupting ${leftover.length} task(s) still running ${
+          forced ? "at a stop made at once (forceStop, or a second signal)" : "at the shutdown deadline"
+        }`
+      )
+    }
+    const by = forced ? Interruption.byForcedStop : Interruption.byDeadline
     const stuckTasks = yield* stopFibers(leftover, config.interruptTimeout, (fiber) => {
       const label = serving.get(fiber)
       return label === undefined ? "a task" : `task ${label.delivery.id} from ${label.poller}`
     }, by)
     if (stuckPollers.length > 0 || stuckTasks.length > 0) {
-      return yield* new ShutdownTimeoutError({ stuckPollers, stuckTasks })
+      const stuck = new ShutdownTimeoutError({ stuckPollers, stuckTasks })
+      // the log's account of the stop ends with why it did not end clean, as a clean one ends with its line
+      yield* Effect.logError(`worker stop incomplete: ${stuck.message}`)
+      return yield* stuck
     }
     // a broker that does not answer (a Redis client holds its commands while it reconnects) must not
     // hold the stop for as long as it is away; disconnected, so that not even a deregistration that
@@ -99,7 +112,8 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
             message: `the deregistration got no answer within ${Duration.format(config.interruptTimeout)} (interruptTimeout); ` +
               "the worker's registration is left to expire on the broker"
           })
-      })
+      }),
+      Effect.tapError((error) => Effect.logError(`worker stopped, but its deregistration failed: ${error.message}`))
     )
     yield* Effect.logInfo("worker stopped and deregistered")
   })
