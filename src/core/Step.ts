@@ -346,6 +346,11 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
       )
       const error = toStepError(failure)
       return Effect.logWarning(`step failed: ${error.message}`).pipe(
+        // whether the engine retries it, and its code: what an alert on final failures filters on
+        Effect.annotateLogs(error.code === undefined ? { retryable: error.retryable !== false } : {
+          retryable: error.retryable !== false,
+          code: error.code
+        }),
         // rendered only when asked for, and a cause whose error throws when read is not the task's problem
         Effect.zipRight(Effect.suspend(() => Effect.logDebug(prettyOrElse(exit.cause)))),
         Effect.annotateLogs(annotations()),

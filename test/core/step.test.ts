@@ -227,6 +227,32 @@ describe("processStep", () => {
       }
     }))
 
+  it.effect("the worker's line of a failed step says whether the engine retries it, and its code", () =>
+    Effect.gen(function*() {
+      const lines: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown> }> = []
+      const collect = Logger.make(({ annotations, message }) => {
+        lines.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+      })
+      const declined = Step.fromPromise("charge", async () => {
+        throw new Step.FatalError("card declined", "card_declined")
+      })
+      const timedOut = Step.fromPromise("mail", async () => {
+        throw Object.assign(new Error("smtp timeout"), { code: "ETIMEDOUT" })
+      })
+      const plain = Step.fromPromise("plain", async () => {
+        throw new Error("boom")
+      })
+      for (const [step, name] of [[declined, "charge"], [timedOut, "mail"], [plain, "plain"]] as const) {
+        yield* Effect.provide(run([step], task(name)), Logger.replace(Logger.defaultLogger, collect))
+      }
+      const failedLines = lines.filter((line) => String(line.message).startsWith("step failed: "))
+      assert.deepStrictEqual(failedLines.map((line) => [String(line.message), line.annotations["step"], line.annotations["retryable"], line.annotations["code"]]), [
+        ["step failed: card declined", "charge", false, "card_declined"],
+        ["step failed: smtp timeout", "mail", true, "ETIMEDOUT"],
+        ["step failed: boom", "plain", true, undefined]
+      ])
+    }))
+
   it.effect("events are kept when the handler fails", () =>
     Effect.gen(function*() {
       const step = Step.fromPromise("pay", async (_: unknown, ctx) => {
