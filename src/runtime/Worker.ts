@@ -33,7 +33,7 @@ import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
-import { messageOf } from "../core/internal/errors.js"
+import { messageOf, withReason } from "../core/internal/errors.js"
 import * as FailureRun from "../core/internal/failureRun.js"
 import { unknownOption } from "../core/internal/options.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
@@ -221,7 +221,7 @@ export const make = <R = never>(
         let backlog = 0
         for (const { gauge, poller } of backlogs) {
           const waiting = yield* poller.backlog.pipe(
-            Effect.tapError((error) => Effect.logDebug(`could not read the backlog of ${poller.name}`, error)),
+            Effect.tapError((error) => Effect.logDebug(withReason(`could not read the backlog of ${poller.name}`, error))),
             Effect.orElseSucceed(() => Option.none<number>())
           )
           if (Option.isSome(waiting)) {

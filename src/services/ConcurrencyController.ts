@@ -25,6 +25,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -381,7 +382,8 @@ export const make = (
       const adjust = core.tick(r, measureCpu(micros, now), now)
       if (adjust !== undefined) yield* SubscriptionRef.set(limitRef, adjust.to)
     }).pipe(
-      Effect.catchAllDefect((defect) => Effect.logWarning("concurrency controller tick failed", defect))
+      // a defect as the line's cause: one field with its stack, not a second message
+      Effect.catchAllDefect((defect) => Effect.logWarning("concurrency controller tick failed", Cause.die(defect)))
     )
     yield* Effect.sleep(config.tickMs).pipe(Effect.zipRight(tick), Effect.forever, Effect.forkScoped)
 

@@ -35,7 +35,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
-import { messageOf } from "../core/internal/errors.js"
+import { messageOf, withReason } from "../core/internal/errors.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
@@ -538,7 +538,7 @@ const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => 
   const reason = job.deferredFailure
   return Effect.logError(`${reason}; failing it`).pipe(
     Effect.zipRight(Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token))),
-    Effect.catchAll((error) => Effect.logWarning(`could not fail job ${next.id} on ${queue.name}`, error))
+    Effect.catchAll((error) => Effect.logWarning(withReason(`could not fail job ${next.id} on ${queue.name}`, error)))
   )
 }
 
@@ -576,7 +576,7 @@ const sweepOrphansOnReconnect = (broker: Broker, queues: ReadonlyArray<TaskQueue
               )
             ), { discard: true })
         ),
-        Effect.catchAll((error) => Effect.logWarning(`could not look for orphaned jobs on ${queue.name}`, error))
+        Effect.catchAll((error) => Effect.logWarning(withReason(`could not look for orphaned jobs on ${queue.name}`, error)))
       )
     yield* EffectQueue.take(reconnected).pipe(
       Effect.zipRight(Effect.sleep(ORPHAN_SWEEP_DELAY)),
@@ -594,7 +594,7 @@ const sweepOrphansOnReconnect = (broker: Broker, queues: ReadonlyArray<TaskQueue
 const handBack = (queue: TaskQueue, next: Jobs.NextJob, token: string) =>
   Effect.tryPromise(() => Jobs.TaskJob.fromJSON(queue.bull, next.fields, next.id).moveToWait(token)).pipe(
     Effect.catchAll((error) =>
-      Effect.logWarning(`could not give job ${next.id} on ${queue.name} back; it is redelivered once its lock expires`, error)
+      Effect.logWarning(withReason(`could not give job ${next.id} on ${queue.name} back`, error, "it is redelivered once its lock expires"))
     )
   )
 
@@ -949,7 +949,7 @@ const bridgeFailures = (
       const failed = yield* Effect.tryPromise(() => client.zrangebyscore(tasks.keys.failed!, `(${since}`, until))
       since = until
       yield* Effect.forEach(failed, bridge, { discard: true })
-    }).pipe(Effect.catchAll((error) => Effect.logWarning(`could not read the failed jobs of ${queueName}`, error)))
+    }).pipe(Effect.catchAll((error) => Effect.logWarning(withReason(`could not read the failed jobs of ${queueName}`, error))))
     yield* scan.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.delay(interval), Effect.forkScoped)
   })
 

@@ -39,6 +39,7 @@ import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
+import { withReason } from "../core/internal/errors.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
 import { WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
@@ -460,7 +461,7 @@ export const make = (
             }
             const error = last!
             if (isDefiniteCompletionError(error)) {
-              yield* Effect.logError("workflow task completion was refused; reporting the task as failed", error)
+              yield* Effect.logError(withReason("workflow task completion was refused", error, "reporting the task as failed"))
               yield* post(`/worker/workflow-tasks/${taskId}/fail`, {
                 lease_owner: workerId,
                 workflow_task_attempt: attempt,
@@ -469,10 +470,10 @@ export const make = (
                   type: error._tag,
                   stack_trace: error.stack ?? ""
                 }
-              }).pipe(Effect.catchAll((e) => Effect.logWarning("could not report the workflow task failure", e)))
+              }).pipe(Effect.catchAll((e) => Effect.logWarning(withReason("could not report the workflow task failure", e))))
               return "failed" as const
             }
-            yield* Effect.logWarning("workflow task completion outcome is unknown (the commands may be recorded)", error)
+            yield* Effect.logWarning(withReason("workflow task completion outcome is unknown", error, "the commands may be recorded"))
             return "completed" as const
           })
 
@@ -488,7 +489,7 @@ export const make = (
                 workflow_task_attempt: attempt
               }))
               if (Either.isLeft(page)) {
-                yield* Effect.logWarning("could not fetch a history page; replaying the partial history", page.left)
+                yield* Effect.logWarning(withReason("could not fetch a history page", page.left, "replaying the partial history"))
                 break
               }
               const body = Predicate.isRecord(page.right) ? page.right : {}
@@ -522,7 +523,7 @@ export const make = (
           const queryAttempt = task["query_task_attempt"] ?? 1
           const validationAttempt = task["update_validation_attempt"] ?? 1
           const logged = (label: string, effect: Effect.Effect<unknown, DurableWorkflowError>) =>
-            effect.pipe(Effect.asVoid, Effect.catchAll((error) => Effect.logWarning(`${label} failed`, error)))
+            effect.pipe(Effect.asVoid, Effect.catchAll((error) => Effect.logWarning(withReason(`${label} failed`, error))))
           const failWorkflow = (failure: FailureBody) =>
             post(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure })
           const failActivity = (failure: FailureBody) =>
@@ -543,8 +544,8 @@ export const make = (
               Effect.as(outcome),
               Effect.catchAll((error) =>
                 isFinalValidationRejection(error)
-                  ? Effect.as(Effect.logInfo("the update-validation task is no longer ours; its answer was not recorded", error), "expired")
-                  : Effect.as(Effect.logError("could not answer the update-validation task", error), "error")
+                  ? Effect.as(Effect.logInfo(withReason("the update-validation task is no longer ours", error, "its answer was not recorded")), "expired")
+                  : Effect.as(Effect.logError(withReason("could not answer the update-validation task", error)), "error")
               )
             )
           const answer = DurableWorkflowProtocol.DurableWorkflowReply.$match({
@@ -553,7 +554,7 @@ export const make = (
             ActivityCompleted: ({ outcome, result }) =>
               post(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }).pipe(
                 Effect.as(outcome),
-                Effect.catchAll((error) => Effect.as(Effect.logError("activity completion failed", error), "complete_error"))
+                Effect.catchAll((error) => Effect.as(Effect.logError(withReason("activity completion failed", error)), "complete_error"))
               ),
             ActivityFailed: ({ failure, outcome }) => Effect.as(logged("reporting a failed activity", failActivity(failure)), outcome),
             QueryCompleted: ({ envelope, outcome, result }) =>

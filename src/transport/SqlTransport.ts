@@ -58,6 +58,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as FailureRun from "../core/internal/failureRun.js"
+import { withReason } from "../core/internal/errors.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
@@ -527,7 +528,7 @@ const build = (
                 }; this result is dropped and the task is answered by whoever runs it next`
             )
           ),
-          Effect.catchAll((error) => Effect.logWarning(`the claim on task ${stepId} was lost; its state could not be read`, error))
+          Effect.catchAll((error) => Effect.logWarning(withReason(`the claim on task ${stepId} was lost; its state could not be read`, error)))
         )
 
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {

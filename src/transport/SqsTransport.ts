@@ -52,7 +52,7 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { messageOf } from "../core/internal/errors.js"
+import { messageOf, withReason } from "../core/internal/errors.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { redact, redactUrl, safeCause } from "./internal/redact.js"
@@ -671,7 +671,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           message.ReceiptHandle === undefined || message.MessageId === undefined
             ? Effect.void
             : setVisibility({ queueUrl, messageId: message.MessageId, receiptHandle: message.ReceiptHandle }, 0).pipe(
-              Effect.catchAll((error) => Effect.logWarning(`could not give message ${message.MessageId} back`, error))
+              Effect.catchAll((error) => Effect.logWarning(withReason(`could not give message ${message.MessageId} back`, error)))
             ), { concurrency: "unbounded", discard: true })
 
       // Receives run detached from the poll that started them. SQS keeps serving a long poll whose

@@ -686,14 +686,24 @@ describe("Worker dispatch", () => {
   it.effect("a reply that cannot be delivered is retried, then left with the broker (not lost, no crash)", () =>
     Effect.gen(function*() {
       const { broker, worker, start, ops } = yield* setup()
+      const logged: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown> }> = []
+      const logger = Logger.make(({ annotations, message }) => {
+        logged.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+      })
       yield* broker.setCompleteFault({ _tag: "Fail", message: "broker down" })
-      const running = yield* start(worker.run)
+      const running = yield* start(Effect.provide(worker.run, Logger.replace(Logger.defaultLogger, logger)))
       yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
       yield* settle
       yield* TestClock.adjust("10 seconds")
       assert.strictEqual((yield* broker.replies).length, 0)
       assert.isFalse((yield* ops).includes("complete"))
       assert.isNull(running.unsafePoll())
+      // one message per line (an error as a second one is indented JSON in logfmt), naming the task
+      const replies = logged.filter((line) => String(line.message).startsWith("could not deliver the reply"))
+      assert.deepStrictEqual(replies.map((line) => [line.message, line.annotations["delivery"]]), [
+        [["could not deliver the reply: broker down; retrying"], "m1"],
+        [["could not deliver the reply: broker down; the task stays with the broker and will be redelivered"], "m1"]
+      ])
     }))
 
   it.effect("invalid options fail at construction, naming the option", () =>

@@ -33,3 +33,14 @@ export const isNonRetryable = (error: unknown): boolean =>
   typeof error === "object" && error !== null &&
   ((error as { retryable?: unknown }).retryable === false || (error as { nonRetryable?: unknown }).nonRetryable === true ||
     (error as { non_retryable?: unknown }).non_retryable === true)
+
+/**
+ * What a log line says of a failure: `text`, the error's message, then what follows of it (`then`),
+ * on one line. An error given
+ * to `Effect.log` as a second message would be a second `message=` of the line, as indented JSON
+ * over many lines, which line-based log shippers and logfmt parsers take apart.
+ *
+ * @internal
+ */
+export const withReason = (text: string, error: unknown, then?: string): string =>
+  `${text}: ${messageOf(error).replace(/\s*\n\s*/g, " ")}${then === undefined ? "" : `; ${then}`}`

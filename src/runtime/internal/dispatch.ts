@@ -9,7 +9,7 @@ import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { messageOf } from "../../core/internal/errors.js"
+import { messageOf, withReason } from "../../core/internal/errors.js"
 import type { Handlers, Outcome, TaskLabel } from "../../seam/Protocol.js"
 import type { Delivery, PollAfter, Poller, TransportError } from "../../seam/Transport.js"
 import type * as ConcurrencyController from "../../services/ConcurrencyController.js"
@@ -83,7 +83,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       hook({ kind: label.kind, name: label.name ?? "unknown", outcome, durationMs, poller, deliveryId: delivery.id })
       return Effect.succeed(next)
     } catch (error) {
-      return Effect.as(Effect.logWarning("onTaskEnd threw; ignored", error), next)
+      return Effect.as(Effect.logWarning(withReason("onTaskEnd threw", error, "ignored")), next)
     }
   }
 
@@ -92,14 +92,15 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     const send = outcome._tag === "Reply"
       ? delivery.complete(outcome.reply)
       : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
-    return retried(send, () => send, undefined)
+    return retried(delivery, send, () => send, undefined)
   }
 
   /**
    * A first attempt, then (built only when it failed) the retries of `again`, after which the answer
-   * is `otherwise`; never fails.
+   * is `otherwise`; never fails. What it logs names `delivery`.
    */
   const retried = <A>(
+    delivery: Delivery,
     first: Effect.Effect<A, TransportError>,
     again: () => Effect.Effect<unknown, TransportError>,
     otherwise: A
@@ -109,7 +110,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     Effect.catchAllCause(first, (cause) =>
       Either.match(Cause.failureOrCause(cause), {
         onLeft: (error) =>
-          Effect.logWarning("could not deliver the reply; retrying", error).pipe(
+          Effect.logWarning(withReason("could not deliver the reply", error, "retrying")).pipe(
             Effect.zipRight(series.replyRetried),
             Effect.zipRight(Effect.retry(again(), replyRetry)),
             Effect.as(otherwise),
@@ -117,11 +118,13 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
               Effect.as(
                 Effect.zipRight(
                   series.replyLost,
-                  Effect.logError("could not deliver the reply; the task stays with the broker and will be redelivered", error)
+                  Effect.logError(withReason("could not deliver the reply", error, "the task stays with the broker and will be redelivered"))
                 ),
                 otherwise
               )
-            )
+            ),
+            // which task's reply it was: its delivery, as every other line about a task says
+            aboutDelivery(delivery)
           ),
         onRight: Effect.failCause
       }))
@@ -136,7 +139,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     return Effect.flatMap(Deferred.isDone(stopping), (stop) =>
       stop
         ? Effect.as(answer(delivery, outcome), Option.none())
-        : retried<Option.Option<Delivery>>(delivery.completeAndTakeNext(reply), () => delivery.complete(reply), Option.none()))
+        : retried<Option.Option<Delivery>>(delivery, delivery.completeAndTakeNext(reply), () => delivery.complete(reply), Option.none()))
   }
 
   /**
@@ -187,7 +190,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       } else if (Exit.isInterrupted(exit)) {
         yield* delivery.abandon.pipe(
           Effect.timeout(config.interruptTimeout),
-          Effect.catchAll((error) => Effect.logWarning("could not give an interrupted task back", error)),
+          Effect.catchAll((error) => Effect.logWarning(withReason("could not give an interrupted task back", error))),
           aboutDelivery(delivery)
         )
       } else {

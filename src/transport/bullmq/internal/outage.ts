@@ -9,7 +9,7 @@
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import * as FailureRun from "../../../core/internal/failureRun.js"
-import { messageOf } from "../../../core/internal/errors.js"
+import { messageOf, withReason } from "../../../core/internal/errors.js"
 
 /** A connection as far as the outage log reads it (an ioredis client, or BullMQ's view of one). */
 export interface Connection {
@@ -55,7 +55,7 @@ export const make = (where: string, runtime: Runtime.Runtime<never>): Outage => 
   const error = (label: string, error: unknown) => {
     log(
       !isConnectionFailure(error)
-        ? Effect.logWarning(label, error)
+        ? Effect.logWarning(withReason(label, error))
         // every connection still (or again) ready: a blip it has not noticed yet or is over; an
         // outage begun here would wait for a "ready" that may not come
         : connections.every((c) => c.status === "ready")
