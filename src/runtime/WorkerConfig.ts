@@ -16,7 +16,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
 import * as Options from "../core/internal/options.js"
@@ -35,7 +34,8 @@ export class WorkerConfigError extends Schema.TaggedError<WorkerConfigError>()("
 
 /**
  * Worker options as a user writes them. Durations take anything `Duration.decode` accepts
- * (`"30 seconds"`, millis, …).
+ * (`"30 seconds"`, millis, …) and, from JavaScript or the environment, the short forms `"30s"`,
+ * `"500ms"`, `"1m30s"`.
  *
  * @since 0.1.0
  * @category models
@@ -255,12 +255,13 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
     ? Either.right(value as number)
     : fail(option, `${option} must be an integer of at least 1, got ${String(value)}`)
 
-const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
-  value === undefined ? Either.right(fallback) : Option.match(Duration.decodeUnknown(value), {
-    onNone: () =>
-      fail(option, `${option} must be a duration (milliseconds, or a string such as "30 seconds"), got ${String(value)}`),
-    onSome: (d) => Either.right(Duration.max(d, Duration.zero))
-  })
+const duration = (option: string, value: unknown, fallback: Duration.Duration) => {
+  if (value === undefined) return Either.right(fallback)
+  const decoded = Options.decodeDuration(value)
+  return decoded === undefined
+    ? fail(option, `${option} must be a duration (${Options.DURATION_FORMS}), got ${String(value)}`)
+    : Either.right(Duration.max(decoded, Duration.zero))
+}
 
 const positive = (option: string, value: unknown, fallback: Duration.Duration) =>
   Either.flatMap(
@@ -392,7 +393,9 @@ export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerC
  * `DURABLE_CONCURRENCY` (a number or `adaptive`), `DURABLE_WORKFLOW_CONCURRENCY`,
  * `DURABLE_POLL_TIMEOUT`, `DURABLE_SHUTDOWN_TIMEOUT`, `DURABLE_HEARTBEAT_INTERVAL`,
  * `DURABLE_INTERRUPT_TIMEOUT`, `DURABLE_POLL_RETRY_DELAY`, `DURABLE_METRICS_INTERVAL` (durations such
- * as `30 seconds`), `DURABLE_HEALTH_PORT` (turns the probe server on, on `127.0.0.1`).
+ * as `30 seconds` or `30s`), `DURABLE_HEALTH_PORT` (turns the probe server on), with
+ * `DURABLE_HEALTH_HOST` (default `127.0.0.1`; `0.0.0.0` in a container, for the kubelet) and
+ * `DURABLE_HEALTH_METRICS` (`true` serves `/metrics`).
  *
  * @since 0.2.0
  * @category config
@@ -404,13 +407,22 @@ export const config: Config.Config<WorkerOptions> = Config.all({
     Config.orElse(Config.integer("DURABLE_CONCURRENCY"), () => Config.literal("adaptive")("DURABLE_CONCURRENCY"))
   ),
   workflowConcurrency: Options.optional(Config.integer("DURABLE_WORKFLOW_CONCURRENCY")),
-  pollTimeout: Options.optional(Config.duration("DURABLE_POLL_TIMEOUT")),
-  shutdownTimeout: Options.optional(Config.duration("DURABLE_SHUTDOWN_TIMEOUT")),
-  heartbeatInterval: Options.optional(Config.duration("DURABLE_HEARTBEAT_INTERVAL")),
-  interruptTimeout: Options.optional(Config.duration("DURABLE_INTERRUPT_TIMEOUT")),
-  pollRetryDelay: Options.optional(Config.duration("DURABLE_POLL_RETRY_DELAY")),
-  metricsInterval: Options.optional(Config.duration("DURABLE_METRICS_INTERVAL")),
-  health: Options.optional(Config.map(Config.integer("DURABLE_HEALTH_PORT"), (port): HealthOptions => ({ port })))
+  pollTimeout: Options.optional(Options.durationConfig("DURABLE_POLL_TIMEOUT")),
+  shutdownTimeout: Options.optional(Options.durationConfig("DURABLE_SHUTDOWN_TIMEOUT")),
+  heartbeatInterval: Options.optional(Options.durationConfig("DURABLE_HEARTBEAT_INTERVAL")),
+  interruptTimeout: Options.optional(Options.durationConfig("DURABLE_INTERRUPT_TIMEOUT")),
+  pollRetryDelay: Options.optional(Options.durationConfig("DURABLE_POLL_RETRY_DELAY")),
+  metricsInterval: Options.optional(Options.durationConfig("DURABLE_METRICS_INTERVAL")),
+  health: Options.optional(
+    Config.map(
+      Config.all({
+        port: Config.integer("DURABLE_HEALTH_PORT"),
+        host: Options.optional(Config.string("DURABLE_HEALTH_HOST")),
+        metrics: Options.optional(Config.boolean("DURABLE_HEALTH_METRICS"))
+      }),
+      (health): HealthOptions => Options.definedOnly(health)
+    )
+  )
 }).pipe(Config.map(Options.definedOnly))
 
 /**

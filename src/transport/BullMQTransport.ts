@@ -187,13 +187,19 @@ const connectError = (options: Target, cause: unknown, timedOut: Duration.Durati
     }, safe)
     return new RegistrationError({ transport: NAME, message: refused.message, cause: refused })
   }
+  // ioredis's reading of a reply that is not Redis's protocol: something else listens there
+  const notRedis = /^Protocol error, got .* as reply type byte/.test(safe.message)
   return new RegistrationError({
     transport: NAME,
     message: `${
-      timedOut === undefined
+      notRedis
+        ? `the server at ${where} does not speak Redis's protocol (${safe.message.replace(/\.?\s*Please report this\.?$/, "")})`
+        : timedOut === undefined
         ? `could not connect to Redis at ${where} (${safe.message})`
         : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`
-    }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it`,
+    }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it${
+      notRedis ? ", not at another service's port" : ""
+    }`,
     cause: safe
   })
 }

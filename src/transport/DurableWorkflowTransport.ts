@@ -40,6 +40,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
+import { decodeDuration } from "../core/internal/options.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
 import { WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
@@ -261,11 +262,11 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
     return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
   }
-  const heartbeat = Duration.decodeUnknown(options.heartbeatInterval ?? "60 seconds")
+  const heartbeat = Option.fromNullable(decodeDuration(options.heartbeatInterval ?? "60 seconds"))
   if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0) {
     return Either.left(new DurableWorkflowConfigError({ message: "heartbeat_interval must be positive" }))
   }
-  const timeout = Duration.decodeUnknown(options.requestTimeout ?? "60 seconds")
+  const timeout = Option.fromNullable(decodeDuration(options.requestTimeout ?? "60 seconds"))
   if (Option.isNone(timeout)) return Either.left(new DurableWorkflowConfigError({ message: "requestTimeout must be a duration" }))
   const threshold = options.externalStorageThresholdBytes
   if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {

@@ -2,6 +2,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { Queue } from "bullmq"
 import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
+import { createServer as createHttpServer } from "node:http"
 import { redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
@@ -243,6 +244,26 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
     assert.match(error.message, new RegExp(`could not connect to Redis at redis://127.0.0.1:${port}`))
     assert.match(error.message, /REDIS_URL/)
+  })
+
+  it("a Redis URL at another service's port says so, not ioredis's \"Please report this\"", async () => {
+    // an HTTP server of the test's own, on loopback, where Redis was meant to be
+    const http = createHttpServer((_, res) => res.end("not redis"))
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
+    const port = (http.address() as { port: number }).port
+    try {
+      const worker = new Worker(quiet)
+      worker.step("x", () => 1)
+      const error = await worker.run(redis({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 2_000 })).then(
+        () => assert.fail("run should fail"),
+        (e: Error) => e
+      )
+      assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
+      assert.match(error.message, new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} does not speak Redis's protocol \\(Protocol error, got "H" as reply type byte\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port$`))
+    } finally {
+      http.closeAllConnections()
+      await new Promise((resolve) => http.close(resolve))
+    }
   })
 
   it("a commandsPerWrite that is not a whole number of at least 1 fails run with the reason", async () => {

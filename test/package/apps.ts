@@ -257,7 +257,8 @@ import { type EchoInput, PaymentsService } from "./payments.service"
 
 @Injectable()
 export class DurableWorkerService implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly worker = new Worker({ concurrency: 2, logger: new Logger("DurableWorker") })
+  private readonly logger = new Logger("DurableWorker")
+  private readonly worker = new Worker({ concurrency: 2, logger: this.logger })
   private running: Promise<void> | undefined
 
   constructor(private readonly payments: PaymentsService) {}
@@ -265,11 +266,12 @@ export class DurableWorkerService implements OnApplicationBootstrap, OnModuleDes
   onApplicationBootstrap(): void {
     this.worker.step("${STEP}", (input: EchoInput, ctx) => this.payments.echo(input, ctx))
     this.running = this.worker.run(redis({ url: process.env.REDIS_URL, prefix: process.env.EDW_PREFIX }))
+    this.running.catch((error: unknown) => this.logger.error(\`the durable worker stopped: \${String(error)}\`))
   }
 
   async onModuleDestroy(): Promise<void> {
     await this.worker.stop()
-    await this.running
+    await this.running?.catch(() => undefined)
   }
 }
 `,

@@ -43,6 +43,47 @@ describe("WorkerConfig", () => {
       }))))
     ))
 
+  it.effect("durations in the environment take the short forms operators write (30s, 500ms, 1m30s); others fail naming the forms", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.flatMap(WorkerConfig.WorkerConfig, (config) => Effect.succeed(config)).pipe(
+          Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv(env))))
+        )
+      const config = yield* read({
+        DURABLE_SHUTDOWN_TIMEOUT: "30s",
+        DURABLE_INTERRUPT_TIMEOUT: "500ms",
+        DURABLE_POLL_TIMEOUT: "1m30s",
+        DURABLE_HEARTBEAT_INTERVAL: "10 seconds"
+      })
+      assert.strictEqual(Duration.toMillis(config.shutdownTimeout), 30_000)
+      assert.strictEqual(Duration.toMillis(config.interruptTimeout), 500)
+      assert.strictEqual(Duration.toMillis(config.pollTimeout), 90_000)
+      assert.strictEqual(Duration.toMillis(config.heartbeatInterval!), 10_000)
+      for (const bad of ["30", "thirty seconds", "30 s x"]) {
+        const error = yield* Effect.flip(read({ DURABLE_SHUTDOWN_TIMEOUT: bad }))
+        assert.include(String(error), "DURABLE_SHUTDOWN_TIMEOUT", bad)
+        assert.include(String(error), `Expected a duration (milliseconds, or a string such as "30 seconds" or "30s"), got "${bad}"`, bad)
+      }
+      // and in code, from JavaScript, the same forms
+      const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
+      assert.isString(worker.id, "built")
+      const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" as Duration.DurationInput }))
+      assert.include(refused.message, 'shutdownTimeout must be a duration (milliseconds, or a string such as "30 seconds" or "30s"), got 45 sec')
+    }))
+
+  it.effect("DURABLE_HEALTH_PORT turns the probe server on; DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set where and /metrics", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.map(WorkerConfig.WorkerConfig, (config) => config.health).pipe(
+          Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv(env))))
+        )
+      const local = yield* read({ DURABLE_HEALTH_PORT: "9464" })
+      assert.deepInclude(local, { port: 9464, host: "127.0.0.1", metrics: false })
+      const pod = yield* read({ DURABLE_HEALTH_PORT: "9464", DURABLE_HEALTH_HOST: "0.0.0.0", DURABLE_HEALTH_METRICS: "true" })
+      assert.deepInclude(pod, { port: 9464, host: "0.0.0.0", metrics: true })
+      assert.isUndefined(yield* read({}))
+    }))
+
   it.effect("DURABLE_CONCURRENCY=adaptive selects the adaptive controller", () =>
     Effect.gen(function*() {
       const config = yield* WorkerConfig.WorkerConfig

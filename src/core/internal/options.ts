@@ -6,6 +6,10 @@
  * @internal
  */
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 
 /**
  * The first key of `options` not in `known`.
@@ -124,3 +128,37 @@ export type DefinedOnly<A> =
  * @internal
  */
 export const optional = <A>(config: Config.Config<A>): Config.Config<A | undefined> => Config.withDefault(config, undefined)
+
+const SHORT_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/**
+ * A duration as the options and the `DURABLE_*` variables take it: what `Duration.decode` accepts
+ * (milliseconds as a number, `"30 seconds"`, `"500 millis"`), and the short forms of Go and
+ * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); `undefined` for anything else.
+ *
+ * @internal
+ */
+export const decodeDuration = (value: unknown): Duration.Duration | undefined => {
+  const decoded = Duration.decodeUnknown(value)
+  if (Option.isSome(decoded)) return decoded.value
+  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value.trim())) return undefined
+  let millis = 0
+  for (const [, amount, unit] of value.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!
+  return Duration.millis(millis)
+}
+
+/** What a duration option accepts, for the message refusing one. @internal */
+export const DURATION_FORMS = 'milliseconds, or a string such as "30 seconds" or "30s"'
+
+/**
+ * A `DURABLE_*` variable holding a duration in any form {@link decodeDuration} takes.
+ *
+ * @internal
+ */
+export const durationConfig = (name: string): Config.Config<Duration.Duration> =>
+  Config.mapOrFail(Config.string(name), (text) => {
+    const decoded = decodeDuration(text)
+    return decoded === undefined
+      ? Either.left(ConfigError.InvalidData([], `Expected a duration (${DURATION_FORMS}), got ${JSON.stringify(text)}`))
+      : Either.right(decoded)
+  })

@@ -9,7 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { inspect } from "node:util"
-import { unknownOption } from "../../core/internal/options.js"
+import { decodeDuration, unknownOption } from "../../core/internal/options.js"
 
 /**
  * A value for a message: strings quoted, the credentials of a URL (`//user:pass@`) masked, since
@@ -70,10 +70,10 @@ export const checks = <E>(
             max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`
           }, got ${show(value)}`
         ),
-    /** A positive, finite duration, given as anything `Duration.decode` takes. */
+    /** A positive, finite duration, given as anything `Duration.decode` takes or a short form (`"30s"`). */
     duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
       value === undefined ? Either.right(undefined) : Option.match(
-        Option.filter(Duration.decodeUnknown(value), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
+        Option.filter(Option.fromNullable(decodeDuration(value)), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
         {
           onNone: () =>
             fail(

@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
-import { definedOnly, unknownKey } from "../../../core/internal/options.js"
+import { decodeDuration, definedOnly, unknownKey } from "../../../core/internal/options.js"
 import { checks, isRecord, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
@@ -169,7 +169,7 @@ export const visibility = (
 
 /** A duration option whose range is checked where it is used (or that needs none). */
 const decode = (option: string, value: unknown) =>
-  value === undefined ? Either.right(undefined) : Option.match(Duration.decodeUnknown(value), {
+  value === undefined ? Either.right(undefined) : Option.match(Option.fromNullable(decodeDuration(value)), {
     onNone: () =>
       fail(option, `${option} must be a duration (milliseconds, or a string such as "60 seconds"), got ${show(value)}`),
     onSome: (d) => Either.right(d)
