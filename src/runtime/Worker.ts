@@ -41,6 +41,7 @@ import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
 import type { Handlers } from "../seam/Protocol.js"
 import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
+import { TransportError } from "../seam/TransportError.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
@@ -173,30 +174,50 @@ export const make = <R = never>(
 
     /**
      * Beats one interval apart (the worker's `heartbeatInterval`, else the transport's), the first
-     * one interval in; an interval a beat answers with applies from the next wait on.
+     * one interval in; an interval a beat answers with applies from the next wait on. A beat that
+     * gets no answer within an interval has failed: a broker that accepts and does not answer fails
+     * no call otherwise, and readiness and the log would not know it is away.
      */
-    const heartbeatLoop = (registration: Registration): Effect.Effect<never> =>
+    const heartbeatLoop = (registration: Registration, transport: string): Effect.Effect<never> =>
       Option.match(registration.heartbeat, {
         onNone: () => Effect.never,
         onSome: (heartbeat) =>
           Effect.gen(function*() {
             const interval = yield* Ref.make(config.heartbeatInterval ?? heartbeat.interval)
             const failures = FailureRun.make()
-            const beat = status.pipe(
-              Effect.flatMap(heartbeat.beat),
-              Effect.matchEffect({
-                onSuccess: (next) =>
-                  Effect.zipRight(
-                    failures.worked((n) => `worker heartbeat works again, after ${n} failed beat(s)`),
-                    Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void
-                  ),
-                onFailure: (error) =>
-                  failures.failed(
-                    `worker heartbeat failed: ${error.message} (until a beat works again, further failures are debug lines)`,
-                    (n) => `worker heartbeat failed (${n} beats in a row): ${error.message}`
-                  )
-              })
-            )
+            const beat = Effect.flatMap(Ref.get(interval), (bound) =>
+              status.pipe(
+                Effect.flatMap(heartbeat.beat),
+                // the client may hold the call while it waits for the broker: the beat is left to it
+                Effect.disconnect,
+                Effect.timeoutFail({
+                  duration: bound,
+                  onTimeout: () =>
+                    new TransportError({
+                      transport,
+                      operation: "heartbeat",
+                      message: `no answer within ${Duration.format(bound)}`
+                    })
+                }),
+                Effect.matchEffect({
+                  onSuccess: (next) =>
+                    Effect.zipRight(
+                      Effect.zipRight(
+                        reachability.heartbeatWorked,
+                        failures.worked((n) => `worker heartbeat works again, after ${n} failed beat(s)`)
+                      ),
+                      Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void
+                    ),
+                  onFailure: (error) =>
+                    Effect.zipRight(
+                      reachability.heartbeatFailed(error.message),
+                      failures.failed(
+                        `worker heartbeat failed: ${error.message} (until a beat works again, further failures are debug lines)`,
+                        (n) => `worker heartbeat failed (${n} beats in a row): ${error.message}`
+                      )
+                    )
+                })
+              ))
             // `Effect.schedule` waits before each run, the first one included
             yield* Effect.schedule(beat, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))
             return yield* Effect.never
@@ -326,7 +347,7 @@ export const make = <R = never>(
         const shared = (pollersOf.get(poller.pool.name) ?? 0) > 1
         loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work, shared)), poller.name)
       }
-      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
+      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration, transport.name)), "heartbeat")
       loopNames.set(yield* FiberSet.run(loops, sampleMetrics(registration, controller)), "metrics")
 
       const loopError = yield* Effect.raceFirst(

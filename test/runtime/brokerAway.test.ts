@@ -11,6 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
 import * as Step from "../../src/core/Step.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
@@ -51,12 +52,16 @@ const readyzUntil = (port: number, what: string, done: (r: { status: number; bod
   })
 
 /** Runs a worker with the probe server on `transport` for the scope; resolves once it is registered. */
-const serve = <E>(transport: Layer.Layer<Transport, E>, options: { readonly pollTimeout?: Duration.DurationInput } = {}) =>
+const serve = <E>(
+  transport: Layer.Layer<Transport, E>,
+  options: { readonly pollTimeout?: Duration.DurationInput; readonly heartbeatInterval?: Duration.DurationInput } = {}
+) =>
   Effect.gen(function*() {
     const port = yield* Effect.promise(freePort)
     const worker = yield* Worker.make({
       steps: [Step.make("work", () => Effect.succeed(1))],
       health: { port },
+      ...(options.heartbeatInterval === undefined ? {} : { heartbeatInterval: options.heartbeatInterval }),
       pollTimeout: options.pollTimeout ?? "200 millis",
       pollRetryDelay: "100 millis",
       shutdownTimeout: "2 seconds"
@@ -115,6 +120,27 @@ describe("readiness follows the broker", () => {
       assert.strictEqual(away.body, "running; broker unreachable: the last poll of in-memory queue failed: connection refused\n")
       yield* broker.setPollFault(undefined)
       assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+    })))
+
+  it.live("BullMQ: a Redis that accepts and does not answer (CLIENT PAUSE) makes the worker unready once a heartbeat gets no answer; answering, ready", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { redisPort } = yield* ownRedis
+      const port = yield* serve(
+        BullMQTransport.layer({ url: `redis://127.0.0.1:${redisPort}`, prefix: `edw-paused-${redisPort}` }),
+        { heartbeatInterval: "1 second" }
+      )
+      // the test's own Redis: pausing it holds no other test's commands
+      const admin = new Redis({ host: "127.0.0.1", port: redisPort, lazyConnect: true })
+      yield* Effect.promise(() => admin.connect())
+      yield* Effect.addFinalizer(() => Effect.promise(() => admin.quit().catch(() => undefined)))
+      // paused for 5 s (an UNPAUSE would wait out the pause as well: it pauses every client)
+      yield* Effect.promise(() => admin.call("CLIENT", "PAUSE", "5000", "ALL"))
+      const answersAgain = Date.now() + 5_000
+      const away = yield* readyzUntil(port, "503", notReady)
+      assert.isBelow(Date.now(), answersAgain, "unready while Redis does not answer")
+      assert.strictEqual(away.body, "running; broker unreachable: the last heartbeat failed: no answer within 1s\n")
+      assert.deepStrictEqual(yield* readyzUntil(port, "200 again", ready), { status: 200, body: "running\n" })
+      assert.isBelow(Date.now() - answersAgain, 3_000, "ready again within a few heartbeats of Redis answering")
     })))
 
   it.live("BullMQ: Redis gone makes the worker unready while its client reconnects (no poll fails); back, ready", () =>

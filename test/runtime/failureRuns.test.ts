@@ -29,6 +29,7 @@ const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 const flaky = Effect.gen(function*() {
   const queue = yield* Queue.unbounded<{ readonly id: string; readonly payload: unknown }>()
   let away = false
+  let silent = false
   const lines: Array<string> = []
   const logger = Logger.make(({ annotations, logLevel, message }) => {
     const task = Option.match(HashMap.get(annotations, "delivery"), { onNone: () => "", onSome: (id) => `[${String(id)}] ` })
@@ -39,7 +40,11 @@ const flaky = Effect.gen(function*() {
       away ? Effect.fail(new Transport.TransportError({ transport: "flaky", operation, message: "connection refused" })) : Effect.void
     )
   const layer = scriptedTransport("flaky", {
-    heartbeat: Option.some({ interval: Duration.seconds(10), beat: () => Effect.as(unreachable("heartbeat"), Option.none()) }),
+    heartbeat: Option.some({
+      interval: Duration.seconds(10),
+      // silent: a broker that accepts the call and never answers it
+      beat: () => Effect.suspend(() => silent ? Effect.never : Effect.as(unreachable("heartbeat"), Option.none()))
+    }),
     poll: (protocol) => () =>
       Effect.map(Effect.interruptible(Queue.take(queue)), ({ id, payload }) => [
         Transport.Delivery.make({
@@ -56,11 +61,15 @@ const flaky = Effect.gen(function*() {
     Effect.sync(() => {
       away = value
     })
+  const setSilent = (value: boolean) =>
+    Effect.sync(() => {
+      silent = value
+    })
   const all = Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))
   /** Runs `worker` on this transport (a daemon fiber), once it is registered. */
   const serve = (worker: Worker.Worker<never>) =>
     Effect.zipRight(Effect.forkDaemon(Effect.provide(worker.run, all)), worker.registered)
-  return { queue, lines, setAway, serve }
+  return { queue, lines, setAway, setSilent, serve }
 })
 
 /** The lines that match, each cut at its first colon (the reason and the counts follow it). */
@@ -88,6 +97,27 @@ describe("a broker away for long", () => {
         "INFO worker heartbeat works again, after 30 failed beat(s)",
         "WARN worker heartbeat failed"
       ])
+      yield* worker.stop
+    }))
+
+  it.effect("a heartbeat that gets no answer within its interval has failed (a broker that accepts and does not answer)", () =>
+    Effect.gen(function*() {
+      const { lines, serve, setSilent } = yield* flaky
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.void)] })
+      yield* serve(worker)
+      yield* TestClock.adjust("10 seconds")
+      yield* setSilent(true)
+      yield* TestClock.adjust("10 seconds")
+      yield* TestClock.adjust("9 seconds")
+      assert.deepStrictEqual(about(lines, "worker heartbeat"), [], "an answer may still come within the interval")
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("worker heartbeat")), [
+        "WARN worker heartbeat failed: no answer within 10s (until a beat works again, further failures are debug lines)"
+      ])
+      yield* setSilent(false)
+      yield* TestClock.adjust("10 seconds")
+      yield* TestClock.adjust("10 seconds")
+      assert.deepStrictEqual(about(lines, "worker heartbeat").slice(-1), ["INFO worker heartbeat works again, after 1 failed beat(s)"])
       yield* worker.stop
     }))
 

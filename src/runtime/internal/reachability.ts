@@ -1,7 +1,9 @@
 /**
  * Whether the worker can reach its broker, for readiness: what the transport knows between calls
- * (`Registration.unreachable`) and what the worker's own polls see (a poller whose last poll
- * failed, until one works again).
+ * (`Registration.unreachable`) and what the worker's own calls see (a poller whose last poll
+ * failed, or a heartbeat that failed or got no answer, until one works again). The heartbeat counts
+ * because a broker that accepts connections and does not answer (paused, a failover, a black hole)
+ * fails no poll: a blocking take that waits looks the same as an idle queue.
  *
  * @internal
  */
@@ -16,6 +18,10 @@ export interface Reachability {
   readonly pollFailed: (poller: string, reason: string) => Effect.Effect<void>
   /** A poll of `poller` worked after failures. Not called while its polls keep working. */
   readonly pollWorked: (poller: string) => Effect.Effect<void>
+  /** A heartbeat failed, or got no answer in time, with `reason`. */
+  readonly heartbeatFailed: (reason: string) => Effect.Effect<void>
+  /** A heartbeat worked after failures. */
+  readonly heartbeatWorked: Effect.Effect<void>
   /** Reads the transport's own word from `registration` from now on. */
   readonly watch: (registration: Registration) => Effect.Effect<void>
   /** Why the broker cannot be reached, if it cannot: the transport's word first, then a failing poll. */
@@ -26,18 +32,24 @@ export interface Reachability {
 export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function*() {
   const failing = yield* Ref.make<ReadonlyMap<string, string>>(new Map())
   const transport = yield* Ref.make<Effect.Effect<Option.Option<string>>>(Effect.succeedNone)
-  const firstFailing = Effect.map(Ref.get(failing), (polls) => {
-    const [first] = polls
-    return first === undefined ? Option.none() : Option.some(`the last poll of ${first[0]} failed: ${first[1]}`)
+  // the calls failing now, each as "<call>" of "the last <call> failed: <reason>"
+  const firstFailing = Effect.map(Ref.get(failing), (calls) => {
+    const [first] = calls
+    return first === undefined ? Option.none() : Option.some(`the last ${first[0]} failed: ${first[1]}`)
   })
+  const failed = (call: string, reason: string) => Ref.update(failing, (calls) => new Map(calls).set(call, reason))
+  const worked = (call: string) =>
+    Ref.update(failing, (calls) => {
+      if (!calls.has(call)) return calls
+      const next = new Map(calls)
+      next.delete(call)
+      return next
+    })
   return {
-    pollFailed: (poller, reason) => Ref.update(failing, (polls) => new Map(polls).set(poller, reason)),
-    pollWorked: (poller) =>
-      Ref.update(failing, (polls) => {
-        const next = new Map(polls)
-        next.delete(poller)
-        return next
-      }),
+    pollFailed: (poller, reason) => failed(`poll of ${poller}`, reason),
+    pollWorked: (poller) => worked(`poll of ${poller}`),
+    heartbeatFailed: (reason) => failed("heartbeat", reason),
+    heartbeatWorked: worked("heartbeat"),
     watch: (registration) => Ref.set(transport, registration.unreachable ?? Effect.succeedNone),
     unreachable: Effect.gen(function*() {
       const own = yield* Effect.flatten(Ref.get(transport))
