@@ -79,3 +79,14 @@ describe("install lines", () => {
     }
   })
 })
+
+describe("the version", () => {
+  it("the worker advertises to an orchestrator is package.json's", async () => {
+    const { readFile } = await import("node:fs/promises")
+    const { VERSION } = await import("../src/core/internal/version.js")
+    const { version } = JSON.parse(await readFile(path.join(repoRoot, "package.json"), "utf8")) as { version: string }
+    expect(VERSION).toBe(version)
+    const { DEFAULT_SDK } = await import("../src/transport/bullmq/internal/descriptor.js")
+    expect(DEFAULT_SDK).toEqual({ name: "effect-durable-worker", version })
+  })
+})

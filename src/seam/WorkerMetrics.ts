@@ -53,13 +53,15 @@ export const tasksStarted = Metric.counter("durable_worker_tasks_started", {
 })
 
 /**
- * Tasks answered with a successful result, by `kind` and `name`.
+ * Tasks answered with a successful result, by `kind` and `name`. A reply the broker did not take
+ * after its retries counts here too, and in {@link repliesLost}: its task is redelivered and may be
+ * counted again when it runs again (`completed - replies_lost` is what the broker has recorded).
  *
  * @since 0.3.0
  * @category metrics
  */
 export const tasksCompleted = Metric.counter("durable_worker_tasks_completed", {
-  description: "Tasks answered with a successful result, by kind and name",
+  description: "Tasks answered with a successful result, by kind and name (a reply then lost counts in durable_worker_replies_lost too)",
   incremental: true
 })
 

@@ -41,6 +41,7 @@ import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
 import { decodeDuration } from "../core/internal/options.js"
+import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
 import { WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
@@ -159,7 +160,7 @@ export class DurableWorkflowClient extends Context.Tag("effect-durable-worker/Du
 >() {}
 
 const NAME = "durable-workflow"
-const SDK_VERSION = "effect-durable-worker/0.1.0"
+const SDK_VERSION = `effect-durable-worker/${VERSION}`
 const COMPLETION_DELAYS = [Duration.millis(50), Duration.millis(200)]
 const AMBIGUOUS_REASONS = new Set([
   "lease_expired",

@@ -7,6 +7,7 @@
  * @internal
  */
 import * as Schema from "effect/Schema"
+import { VERSION } from "../../../core/internal/version.js"
 
 /**
  * The runtimes a descriptor or status may name.
@@ -103,7 +104,7 @@ export const V1_CAPABILITIES: ReadonlyArray<string> = [
  *
  * @since 0.1.0
  */
-export const DEFAULT_SDK: WorkerDescriptor["sdk"] = { name: "effect-durable-worker", version: "0" }
+export const DEFAULT_SDK: WorkerDescriptor["sdk"] = { name: "effect-durable-worker", version: VERSION }
 
 const sortedUnique = (values: Iterable<string>): Array<string> => Array.from(new Set(values)).sort()
 
