@@ -489,7 +489,11 @@ export class Worker {
     return settle(this.#build().stop)
   }
 
-  /** Like {@link Worker.stop}, but running work is interrupted at once. */
+  /**
+   * Like {@link Worker.stop}, but running work is interrupted at once. A handler that ignores its
+   * signal is waited for up to `interruptTimeoutMs`, then named: the stop rejects with a
+   * `ShutdownTimeoutError` and its task is not given back while it may still run.
+   */
   async forceStop(): Promise<void> {
     await this.#runClaimed
     if (this.#startFailure !== undefined) return

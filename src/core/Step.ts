@@ -133,10 +133,11 @@ export const make = <I = unknown, O = unknown, E = never, R = never, RS = never>
 ): Step<R | RS> => ({ name, run: withSchemas(name, handler, options) })
 
 /**
- * A step whose handler is an async function. On interruption `ctx.signal` is aborted, saying why,
- * and the interruption ends when the promise settles; its result is then ignored. A handler that
- * ignores its signal is still running: a stop waits `interruptTimeout` for it and then fails
- * naming it (`ShutdownTimeoutError`), and its task is not given back to the broker meanwhile.
+ * A step whose handler is an async function. On interruption `ctx.signal` is aborted, saying why.
+ * A stop's interruption (the shutdown deadline, `forceStop`) then ends when the promise settles, its
+ * result ignored: a handler that ignores its signal is still running, so the stop waits
+ * `interruptTimeout` for it and then fails naming it (`ShutdownTimeoutError`), and its task is not
+ * given back to the broker meanwhile. A cancel, or a timeout of the application's own, ends at once.
  *
  * @since 0.1.0
  * @category constructors

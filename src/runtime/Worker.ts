@@ -41,7 +41,6 @@ import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
 import type { Handlers } from "../seam/Protocol.js"
 import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
-import { TransportError } from "../seam/TransportError.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
@@ -174,52 +173,55 @@ export const make = <R = never>(
 
     /**
      * Beats one interval apart (the worker's `heartbeatInterval`, else the transport's), the first
-     * one interval in; an interval a beat answers with applies from the next wait on. A beat that
-     * gets no answer within an interval has failed: a broker that accepts and does not answer fails
-     * no call otherwise, and readiness and the log would not know it is away.
+     * one interval in; an interval a beat answers with applies from the next wait on. One beat at a
+     * time, each left to finish however long it takes: a beat still unanswered when the next is due
+     * has failed ("no answer"), and the worker is unready until it is answered. A broker that accepts
+     * and does not answer fails no call otherwise, so readiness and the log would not know it is away.
      */
-    const heartbeatLoop = (registration: Registration, transport: string): Effect.Effect<never> =>
+    const heartbeatLoop = (registration: Registration): Effect.Effect<never> =>
       Option.match(registration.heartbeat, {
         onNone: () => Effect.never,
         onSome: (heartbeat) =>
           Effect.gen(function*() {
             const interval = yield* Ref.make(config.heartbeatInterval ?? heartbeat.interval)
             const failures = FailureRun.make()
-            const beat = Effect.flatMap(Ref.get(interval), (bound) =>
-              status.pipe(
-                Effect.flatMap(heartbeat.beat),
-                // the client may hold the call while it waits for the broker: the beat is left to it
-                Effect.disconnect,
-                Effect.timeoutFail({
-                  duration: bound,
-                  onTimeout: () =>
-                    new TransportError({
-                      transport,
-                      operation: "heartbeat",
-                      message: `no answer within ${Duration.format(bound)}`
-                    })
-                }),
-                Effect.matchEffect({
-                  onSuccess: (next) =>
-                    Effect.zipRight(
-                      Effect.zipRight(
-                        reachability.heartbeatWorked,
-                        failures.worked((n) => `worker heartbeat works again, after ${n} failed beat(s)`)
-                      ),
-                      Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void
-                    ),
-                  onFailure: (error) =>
-                    Effect.zipRight(
-                      reachability.heartbeatFailed(error.message),
-                      failures.failed(
-                        `worker heartbeat failed: ${error.message} (until a beat works again, further failures are debug lines)`,
-                        (n) => `worker heartbeat failed (${n} beats in a row): ${error.message}`
-                      )
-                    )
-                })
-              ))
+            const failed = (reason: string) =>
+              failures.failed(
+                `worker heartbeat failed: ${reason} (until a beat works again, further failures are debug lines)`,
+                (n) => `worker heartbeat failed (${n} beats in a row): ${reason}`
+              )
+            const beat = status.pipe(
+              Effect.flatMap(heartbeat.beat),
+              Effect.matchEffect({
+                onSuccess: (next) =>
+                  Effect.all([
+                    failures.worked((n) => `worker heartbeat works again, after ${n} failed beat(s)`),
+                    Option.isSome(next) ? Ref.set(interval, next.value) : Effect.void
+                  ]),
+                // a broker that refuses the beat answers: its polls tell readiness about it
+                onFailure: (error) => failed(error.message)
+              }),
+              Effect.ensuring(reachability.heartbeatWorked),
+              // a client may hold the call while it waits for the broker: a stop leaves the beat to it
+              Effect.disconnect
+            )
+            const unanswered = (bound: Duration.Duration) => {
+              const reason = `no answer within ${Duration.format(bound)}`
+              return Effect.zipRight(reachability.heartbeatFailed(reason), failed(reason))
+            }
+            const running = yield* Ref.make(Option.none<Fiber.RuntimeFiber<unknown>>())
+            const due = Effect.gen(function*() {
+              const bound = yield* Ref.get(interval)
+              const previous = yield* Ref.get(running)
+              if (Option.isSome(previous) && Option.isNone(yield* Fiber.poll(previous.value))) return yield* unanswered(bound)
+              const fiber = yield* Effect.fork(beat)
+              yield* Ref.set(running, Option.some(fiber))
+              // its answer, and the interval it may carry, comes before the next wait; up to an interval
+              const answered = yield* Fiber.await(fiber).pipe(Effect.timeout(bound), Effect.option)
+              if (Option.isNone(answered)) yield* unanswered(bound)
+            })
             // `Effect.schedule` waits before each run, the first one included
-            yield* Effect.schedule(beat, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))
+            yield* Effect.schedule(due, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))
             return yield* Effect.never
           })
       })
@@ -347,7 +349,7 @@ export const make = <R = never>(
         const shared = (pollersOf.get(poller.pool.name) ?? 0) > 1
         loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work, shared)), poller.name)
       }
-      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration, transport.name)), "heartbeat")
+      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
       loopNames.set(yield* FiberSet.run(loops, sampleMetrics(registration, controller)), "metrics")
 
       const loopError = yield* Effect.raceFirst(

@@ -10,7 +10,7 @@
  * @since 0.2.0
  */
 import * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
+import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -413,15 +413,24 @@ export const config: Config.Config<WorkerOptions> = Config.all({
   interruptTimeout: Options.optional(Options.durationConfig("DURABLE_INTERRUPT_TIMEOUT")),
   pollRetryDelay: Options.optional(Options.durationConfig("DURABLE_POLL_RETRY_DELAY")),
   metricsInterval: Options.optional(Options.durationConfig("DURABLE_METRICS_INTERVAL")),
-  health: Options.optional(
-    Config.map(
-      Config.all({
-        port: Config.integer("DURABLE_HEALTH_PORT"),
-        host: Options.optional(Config.string("DURABLE_HEALTH_HOST")),
-        metrics: Options.optional(Config.boolean("DURABLE_HEALTH_METRICS"))
-      }),
-      (health): HealthOptions => Options.definedOnly(health)
-    )
+  health: Config.mapOrFail(
+    Config.all({
+      port: Options.optional(Config.integer("DURABLE_HEALTH_PORT")),
+      host: Options.optional(Config.string("DURABLE_HEALTH_HOST")),
+      metrics: Options.optional(Config.boolean("DURABLE_HEALTH_METRICS"))
+    }),
+    ({ port, ...rest }): Either.Either<HealthOptions | undefined, ConfigError.ConfigError> => {
+      if (port !== undefined) return Either.right(Options.definedOnly({ port, ...rest }))
+      // a host or /metrics asked for without the port that turns the server on would be ignored
+      const without = Object.entries({ DURABLE_HEALTH_HOST: rest.host, DURABLE_HEALTH_METRICS: rest.metrics })
+        .filter(([, value]) => value !== undefined).map(([name]) => name)
+      return without.length === 0
+        ? Either.right(undefined)
+        : Either.left(ConfigError.InvalidData(
+          ["DURABLE_HEALTH_PORT"],
+          `${without.join(" and ")} set without DURABLE_HEALTH_PORT, which turns the probe server on: set the port too`
+        ))
+    }
   )
 }).pipe(Config.map(Options.definedOnly))
 

@@ -7,6 +7,7 @@ import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import * as Interruption from "../../src/core/internal/interruption.js"
 import * as Step from "../../src/core/Step.js"
 import { decodeStepTask, StepTask } from "../../src/wire/StepProtocol.js"
 
@@ -308,27 +309,32 @@ describe("processStep", () => {
       assert.notStrictEqual((invalid.output as { traceId: string }).traceId, "0af7651916cd43dd8448eb211c80319c")
     }))
 
-  it.effect("interrupting the step aborts the handler's signal, and the interruption ends when the handler does", () =>
+  it.effect("interrupting the step aborts the handler's signal; a stop's interruption ends when the handler does, any other at once", () =>
     Effect.gen(function*() {
-      let aborted = false
+      let aborted = 0
       let settle: () => void = () => {}
       const step = Step.fromPromise("wait", (_: unknown, ctx) =>
         new Promise<never>((_resolve, reject) => {
           ctx.signal.addEventListener("abort", () => {
-            aborted = true
+            aborted++
             settle = () => reject(ctx.signal.reason)
           })
         }))
       const registry = yield* Step.registry([step])
-      const fiber = yield* Effect.fork(Step.processStep(registry, task("wait")))
+      // the shutdown deadline: the task goes back to the broker, so the handler must have ended
+      const stopped = yield* Effect.fork(Step.processStep(registry, task("wait")))
       yield* Effect.yieldNow()
-      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      const interrupting = yield* Effect.fork(Fiber.interruptAs(stopped, Interruption.byDeadline))
       yield* Effect.repeatN(Effect.yieldNow(), 20)
-      assert.isTrue(aborted)
+      assert.strictEqual(aborted, 1)
       assert.isNull(interrupting.unsafePoll(), "the handler has not ended yet")
       settle()
-      const exit = yield* Fiber.join(interrupting)
-      assert.isTrue(Exit.isInterrupted(exit))
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.join(interrupting)))
+      // anything else (a cancel, a timeout of the application's): at once, the signal told
+      const other = yield* Effect.fork(Step.processStep(registry, task("wait")))
+      yield* Effect.yieldNow()
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(other)))
+      assert.strictEqual(aborted, 2)
     }))
 
   it.effect("input and output schemas: decoded input, encoded output, non-retryable when they do not fit", () =>

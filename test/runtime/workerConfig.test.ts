@@ -62,7 +62,7 @@ describe("WorkerConfig", () => {
       for (const bad of ["30", "thirty seconds", "30 s x"]) {
         const error = yield* Effect.flip(read({ DURABLE_SHUTDOWN_TIMEOUT: bad }))
         assert.include(String(error), "DURABLE_SHUTDOWN_TIMEOUT", bad)
-        assert.include(String(error), `Expected a duration (milliseconds, or a string such as "30 seconds" or "30s"), got "${bad}"`, bad)
+        assert.include(String(error), `Expected a duration such as "30 seconds" or "30s", got "${bad}"`, bad)
       }
       // and in code, from JavaScript, the same forms
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
@@ -82,6 +82,13 @@ describe("WorkerConfig", () => {
       const pod = yield* read({ DURABLE_HEALTH_PORT: "9464", DURABLE_HEALTH_HOST: "0.0.0.0", DURABLE_HEALTH_METRICS: "true" })
       assert.deepInclude(pod, { port: 9464, host: "0.0.0.0", metrics: true })
       assert.isUndefined(yield* read({}))
+      // asked for without the port that turns the server on: said, not ignored
+      const error = yield* Effect.flip(read({ DURABLE_HEALTH_HOST: "0.0.0.0", DURABLE_HEALTH_METRICS: "true" }))
+      assert.include(
+        String(error),
+        "DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set without DURABLE_HEALTH_PORT, which turns the probe server on: set the port too"
+      )
+      assert.include(String(yield* Effect.flip(read({ DURABLE_HEALTH_PORT: "nine" }))), "DURABLE_HEALTH_PORT")
     }))
 
   it.effect("DURABLE_CONCURRENCY=adaptive selects the adaptive controller", () =>

@@ -1,6 +1,6 @@
 /**
  * A readable message for anything thrown: an `Error`'s message, the `message` of an object that
- * carries one, else the value as a string. An error with an empty message (a wrapper such as
+ * carries one (through Effect's `UnknownException`, to what it wraps), else the value as a string. An error with an empty message (a wrapper such as
  * `@effect/platform`'s `ServeError`) speaks through its `cause`: the first non-empty message down the
  * chain, else its tag or name.
  *
@@ -13,6 +13,14 @@ export const messageOf = (error: unknown): string => {
   if (!carries(error)) return String(error)
   let current: unknown = error
   for (let depth = 0; depth < 5 && carries(current); depth++) {
+    // Effect's wrapper of what a promise rejected with says only "An unknown error occurred in
+    // Effect.tryPromise": what it wraps is the reason
+    if ((current as { readonly _tag?: unknown })._tag === "UnknownException") {
+      const wrapped = (current as { readonly error?: unknown }).error
+      if (!carries(wrapped)) return wrapped === undefined ? current.message : String(wrapped)
+      current = wrapped
+      continue
+    }
     if (current.message !== "") return current.message
     current = current.cause
   }

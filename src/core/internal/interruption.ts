@@ -69,10 +69,13 @@ export interface Abortable {
 }
 
 /**
- * Waits for an async handler's promise. Interrupted, it aborts the handler's signal with why and
- * then waits for the promise to settle, ignoring its result: a handler still running has not been
- * stopped, so a stop names one that ignores its signal as stuck after `interruptTimeout` (L6)
- * rather than give its task back to the broker while it goes on.
+ * Waits for an async handler's promise. Interrupted, it aborts the handler's signal with why. A
+ * stop's interruption (the deadline, a stop made at once) then waits for the promise to settle,
+ * ignoring its result: the stop gives the task back to the broker, where another worker may take
+ * it, so a handler still running has not been stopped, and a stop names one that ignores its signal
+ * as stuck after `interruptTimeout` (L6). Any other interruption ends at once, as before: a cancel
+ * answers the task as cancelled (nobody runs it again), and a timeout or race of the application's
+ * own keeps its time.
  *
  * @internal
  */
@@ -83,7 +86,8 @@ export const untilSettled = <A>(pending: PromiseLike<A>, ctx: Abortable): Effect
       (error) => resume(Effect.fail(error))
     )
     return Effect.descriptorWith((fiber) => {
-      ctx[abortSignal]?.(abortReason(fiber.interruptors))
-      return Effect.promise(() => settled)
+      const reason = abortReason(fiber.interruptors)
+      ctx[abortSignal]?.(reason)
+      return reason.why === "shutdown" || reason.why === "forced" ? Effect.promise(() => settled) : Effect.void
     })
   })

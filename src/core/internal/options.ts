@@ -159,6 +159,7 @@ export const durationConfig = (name: string): Config.Config<Duration.Duration> =
   Config.mapOrFail(Config.string(name), (text) => {
     const decoded = decodeDuration(text)
     return decoded === undefined
-      ? Either.left(ConfigError.InvalidData([], `Expected a duration (${DURATION_FORMS}), got ${JSON.stringify(text)}`))
+      // a bare number is not taken: 30 of what? (the options' numbers are milliseconds)
+      ? Either.left(ConfigError.InvalidData([], `Expected a duration such as "30 seconds" or "30s", got ${JSON.stringify(text)}`))
       : Either.right(decoded)
   })
