@@ -368,7 +368,13 @@ describe("the logs of an outage", () => {
       proxy.setDown(true)
       yield* Effect.sleep("4 seconds")
       proxy.setDown(false)
-      for (let i = 0; i < 100 && !logs.lines.slice(from).some((line) => line.startsWith("INFO polling")); i++) yield* Effect.sleep("50 millis")
+      // back: the polls work again, and the releaser's next try (every 250 ms, which may come after the
+      // first poll that works) says what it let go
+      const settled = () => {
+        const since = logs.lines.slice(from)
+        return since.some((line) => line.startsWith("INFO polling")) && since.some((line) => /let go \d+ claim/.test(line))
+      }
+      for (let i = 0; i < 100 && !settled(); i++) yield* Effect.sleep("50 millis")
       const outage = logs.lines.slice(from)
       const claims = outage.filter((line) => line.includes("of unknown outcome"))
       assert.deepStrictEqual(claims.filter((line) => !line.startsWith("DEBUG")), [], "no warning for a claim of unknown outcome")
