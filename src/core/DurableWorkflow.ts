@@ -49,7 +49,7 @@ import {
   WorkflowDefinitionChanged
 } from "./internal/durableWorkflow/errors.js"
 import { queryOffline, replayOffline, type ReplayOptions, updateOffline } from "./internal/durableWorkflow/offline.js"
-import { type Abortable, untilSettled } from "./internal/interruption.js"
+import { type Abortable, runHandler } from "./internal/interruption.js"
 import type { ActivityOptions, ChildOptions, Command, Op } from "./internal/durableWorkflow/replay.js"
 import { type BaseContext as AnyBaseContext, type ConditionOptions, ContinueAsNew, type Definition, fingerprintOf, op } from "./internal/durableWorkflow/run.js"
 
@@ -545,17 +545,9 @@ export const activityFromPromise = <Args extends Array<any>, A>(
   handler: (...args: Args) => Promise<A> | A
 ): Step.Step => ({
   name,
+  // interrupted, the activity's signal is aborted, and a stop waits for the handler
   run: (input, stepCtx) =>
-    EffectRuntime.suspend(() => {
-      let pending: Promise<A>
-      try {
-        pending = storage.run(contextOf(stepCtx), async () => handler(...(argsOf(input) as Args)))
-      } catch (error) {
-        return EffectRuntime.fail(error)
-      }
-      // interrupted, the activity's signal is aborted and the interruption waits for the handler
-      return untilSettled(pending, stepCtx as Abortable)
-    })
+    runHandler(() => storage.run(contextOf(stepCtx), async () => handler(...(argsOf(input) as Args))), stepCtx as Abortable)
 })
 
 // ---- offline replay ------------------------------------------------------------------------------

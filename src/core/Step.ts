@@ -13,7 +13,6 @@ import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Predicate from "effect/Predicate"
 import * as Runtime from "effect/Runtime"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schema from "effect/Schema"
@@ -21,7 +20,7 @@ import { unencodable, unserializableError } from "../wire/internal/json.js"
 import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepProtocol.js"
 import { FatalError } from "./FatalError.js"
 import { taskSpanWanted } from "./internal/fiberRefs.js"
-import { type Abortable, abortReason, abortSignal, type StepAborted, untilSettled } from "./internal/interruption.js"
+import { type Abortable, abortReason, abortSignal, runHandler, type StepAborted } from "./internal/interruption.js"
 import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
@@ -147,19 +146,7 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
   handler: (input: I, ctx: StepContext) => Promise<O> | O,
   options?: StepOptions<I, any, O, any, RS>
 ): Step<RS> => {
-  const run = (input: I, ctx: StepContext) =>
-    Effect.suspend(() => {
-      let output: Promise<O> | O
-      try {
-        output = handler(input, ctx)
-      } catch (error) {
-        return Effect.fail(error)
-      }
-      // a handler that answers synchronously costs no promise, no asynchronous resumption and
-      // no interruption handler: nothing of it can be interrupted
-      if (!Predicate.isPromiseLike(output)) return Effect.succeed(output)
-      return untilSettled(output, ctx as Abortable)
-    })
+  const run = (input: I, ctx: StepContext) => runHandler(() => handler(input, ctx), ctx as Abortable)
   // no Effect code of the user's runs inside: no log context to set per task
   return { ...make(name, run, options), effectful: false }
 }
@@ -256,12 +243,8 @@ class Context implements StepContext {
     return this.#log
   }
 
-  abort(reason: StepAborted): void {
-    this.#controller?.abort(reason)
-  }
-
   [abortSignal](reason: StepAborted): void {
-    this.abort(reason)
+    this.#controller?.abort(reason)
   }
 }
 
@@ -384,7 +367,7 @@ export const processStep = <R>(steps: StepRegistry<R>, task: StepTask): Effect.E
         handled = Effect.exit(running)
       } else {
         handled = captureTaskLogs(annotations(), events)(
-          Effect.exit(Effect.onInterrupt(running, (interruptors) => Effect.sync(() => ctx.abort(abortReason(interruptors)))))
+          Effect.exit(Effect.onInterrupt(running, (interruptors) => Effect.sync(() => ctx[abortSignal](abortReason(interruptors)))))
         )
       }
     }

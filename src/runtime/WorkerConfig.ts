@@ -16,6 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
 import * as Options from "../core/internal/options.js"
@@ -255,13 +256,11 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
     ? Either.right(value as number)
     : fail(option, `${option} must be an integer of at least 1, got ${String(value)}`)
 
-const duration = (option: string, value: unknown, fallback: Duration.Duration) => {
-  if (value === undefined) return Either.right(fallback)
-  const decoded = Options.decodeDuration(value)
-  return decoded === undefined
-    ? fail(option, `${option} must be a duration (${Options.DURATION_FORMS}), got ${String(value)}`)
-    : Either.right(Duration.max(decoded, Duration.zero))
-}
+const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
+  value === undefined ? Either.right(fallback) : Option.match(Options.decodeDuration(value), {
+    onNone: () => fail(option, `${option} must be a duration (${Options.DURATION_FORMS}), got ${String(value)}`),
+    onSome: (d) => Either.right(Duration.max(d, Duration.zero))
+  })
 
 const positive = (option: string, value: unknown, fallback: Duration.Duration) =>
   Either.flatMap(

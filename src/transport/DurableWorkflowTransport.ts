@@ -263,11 +263,11 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
     return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
   }
-  const heartbeat = Option.fromNullable(decodeDuration(options.heartbeatInterval ?? "60 seconds"))
+  const heartbeat = decodeDuration(options.heartbeatInterval ?? "60 seconds")
   if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0) {
     return Either.left(new DurableWorkflowConfigError({ message: "heartbeat_interval must be positive" }))
   }
-  const timeout = Option.fromNullable(decodeDuration(options.requestTimeout ?? "60 seconds"))
+  const timeout = decodeDuration(options.requestTimeout ?? "60 seconds")
   if (Option.isNone(timeout)) return Either.left(new DurableWorkflowConfigError({ message: "requestTimeout must be a duration" }))
   const threshold = options.externalStorageThresholdBytes
   if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {

@@ -9,6 +9,7 @@
 import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import * as HashSet from "effect/HashSet"
+import * as Predicate from "effect/Predicate"
 
 /** The run the task belongs to was cancelled. @internal */
 export const byCancel: FiberId.FiberId = FiberId.make(-4101, 0)
@@ -79,7 +80,7 @@ export interface Abortable {
  *
  * @internal
  */
-export const untilSettled = <A>(pending: PromiseLike<A>, ctx: Abortable): Effect.Effect<A, unknown> =>
+const untilSettled = <A>(pending: PromiseLike<A>, ctx: Abortable): Effect.Effect<A, unknown> =>
   Effect.async<A, unknown>((resume) => {
     const settled = Promise.resolve(pending).then(
       (value) => resume(Effect.succeed(value)),
@@ -90,4 +91,22 @@ export const untilSettled = <A>(pending: PromiseLike<A>, ctx: Abortable): Effect
       ctx[abortSignal]?.(reason)
       return reason.why === "shutdown" || reason.why === "forced" ? Effect.promise(() => settled) : Effect.void
     })
+  })
+
+/**
+ * Runs an async handler (a step's or an activity's) as an effect: what it throws synchronously is
+ * its failure, a value it answers synchronously its result (no promise, no asynchronous resumption,
+ * nothing of it can be interrupted), and a promise is waited for as {@link untilSettled} says.
+ *
+ * @internal
+ */
+export const runHandler = <A>(call: () => PromiseLike<A> | A, ctx: Abortable): Effect.Effect<A, unknown> =>
+  Effect.suspend(() => {
+    let output: PromiseLike<A> | A
+    try {
+      output = call()
+    } catch (error) {
+      return Effect.fail(error)
+    }
+    return Predicate.isPromiseLike(output) ? untilSettled(output, ctx) : Effect.succeed(output)
   })

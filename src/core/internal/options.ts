@@ -134,17 +134,17 @@ const SHORT_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_0
 /**
  * A duration as the options and the `DURABLE_*` variables take it: what `Duration.decode` accepts
  * (milliseconds as a number, `"30 seconds"`, `"500 millis"`), and the short forms of Go and
- * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); `undefined` for anything else.
+ * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); none for anything else.
  *
  * @internal
  */
-export const decodeDuration = (value: unknown): Duration.Duration | undefined => {
+export const decodeDuration = (value: unknown): Option.Option<Duration.Duration> => {
   const decoded = Duration.decodeUnknown(value)
-  if (Option.isSome(decoded)) return decoded.value
-  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value.trim())) return undefined
+  if (Option.isSome(decoded)) return decoded
+  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value.trim())) return Option.none()
   let millis = 0
   for (const [, amount, unit] of value.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!
-  return Duration.millis(millis)
+  return Option.some(Duration.millis(millis))
 }
 
 /** What a duration option accepts, for the message refusing one. @internal */
@@ -156,10 +156,9 @@ export const DURATION_FORMS = 'milliseconds, or a string such as "30 seconds" or
  * @internal
  */
 export const durationConfig = (name: string): Config.Config<Duration.Duration> =>
-  Config.mapOrFail(Config.string(name), (text) => {
-    const decoded = decodeDuration(text)
-    return decoded === undefined
+  Config.mapOrFail(Config.string(name), (text) =>
+    Option.match(decodeDuration(text), {
       // a bare number is not taken: 30 of what? (the options' numbers are milliseconds)
-      ? Either.left(ConfigError.InvalidData([], `Expected a duration such as "30 seconds" or "30s", got ${JSON.stringify(text)}`))
-      : Either.right(decoded)
-  })
+      onNone: () => Either.left(ConfigError.InvalidData([], `Expected a duration such as "30 seconds" or "30s", got ${JSON.stringify(text)}`)),
+      onSome: Either.right
+    }))

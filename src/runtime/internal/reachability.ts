@@ -1,7 +1,7 @@
 /**
  * Whether the worker can reach its broker, for readiness: what the transport knows between calls
  * (`Registration.unreachable`) and what the worker's own calls see (a poller whose last poll
- * failed, or a heartbeat that failed or got no answer, until one works again). The heartbeat counts
+ * failed, until one works again, or a heartbeat still unanswered when the next is due, until it is). The heartbeat counts
  * because a broker that accepts connections and does not answer (paused, a failover, a black hole)
  * fails no poll: a blocking take that waits looks the same as an idle queue.
  *
@@ -18,13 +18,13 @@ export interface Reachability {
   readonly pollFailed: (poller: string, reason: string) => Effect.Effect<void>
   /** A poll of `poller` worked after failures. Not called while its polls keep working. */
   readonly pollWorked: (poller: string) => Effect.Effect<void>
-  /** A heartbeat failed, or got no answer in time, with `reason`. */
+  /** A heartbeat got no answer in time, with `reason`. */
   readonly heartbeatFailed: (reason: string) => Effect.Effect<void>
-  /** A heartbeat worked after failures. */
+  /** A heartbeat was answered (with success or an error). */
   readonly heartbeatWorked: Effect.Effect<void>
   /** Reads the transport's own word from `registration` from now on. */
   readonly watch: (registration: Registration) => Effect.Effect<void>
-  /** Why the broker cannot be reached, if it cannot: the transport's word first, then a failing poll. */
+  /** Why the broker cannot be reached, if it cannot: the transport's word first, then a failing call. */
   readonly unreachable: Effect.Effect<Option.Option<string>>
 }
 

@@ -73,7 +73,7 @@ export const checks = <E>(
     /** A positive, finite duration, given as anything `Duration.decode` takes or a short form (`"30s"`). */
     duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
       value === undefined ? Either.right(undefined) : Option.match(
-        Option.filter(Option.fromNullable(decodeDuration(value)), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
+        Option.filter(decodeDuration(value), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
         {
           onNone: () =>
             fail(

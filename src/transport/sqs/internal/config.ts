@@ -169,7 +169,7 @@ export const visibility = (
 
 /** A duration option whose range is checked where it is used (or that needs none). */
 const decode = (option: string, value: unknown) =>
-  value === undefined ? Either.right(undefined) : Option.match(Option.fromNullable(decodeDuration(value)), {
+  value === undefined ? Either.right(undefined) : Option.match(decodeDuration(value), {
     onNone: () =>
       fail(option, `${option} must be a duration (milliseconds, or a string such as "60 seconds"), got ${show(value)}`),
     onSome: (d) => Either.right(d)
