@@ -101,7 +101,12 @@ export interface WorkerStatus {
  */
 export interface KeepAlive {
   readonly interval: Duration.Duration
-  /** Renews the lease. The runtime reads it each time the lease is due, so it may be built then. */
+  /**
+   * Renews the lease. The runtime reads it each time the lease is due, so it may be built then; one
+   * renewal of a task is out at a time. A lease that is gone for good (its lock expired or taken by
+   * another worker) fails with a `fatal` error: the runtime says so once and renews it no more. Any
+   * other failure is tried again at the next interval.
+   */
   readonly renew: Effect.Effect<void, TransportError>
 }
 

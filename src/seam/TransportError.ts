@@ -8,7 +8,8 @@ import * as Schema from "effect/Schema"
 
 /**
  * A broker operation failed. Transient ones (the default) are logged and retried by the runtime;
- * `fatal` ones end the worker loop.
+ * `fatal` ones cannot work if tried again: a fatal poll ends the worker loop, a fatal lease renewal
+ * ends that task's renewals.
  *
  * @since 0.1.0
  * @category errors

@@ -456,7 +456,9 @@ class JobDelivery implements Delivery<NestReply> {
           new TransportError({
             transport: NAME,
             operation: "extend lock",
-            message: `the lock of job ${jobId} on ${queue.name} was lost`
+            message: `the lock of job ${jobId} on ${queue.name} was lost`,
+            // for good: a lock that expired or went to another worker is not this worker's again
+            fatal: true
           })
         )
       )

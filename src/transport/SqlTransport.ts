@@ -587,7 +587,8 @@ const build = (
                     new TransportError({
                       transport: NAME,
                       operation: "renew lease",
-                      message: `the claim on task ${stepId} was lost: its lease ran out and another worker took it over`
+                      message: `the claim on task ${stepId} was lost: its lease ran out and another worker took it over`,
+                      fatal: true
                     })
                   )
                 )

@@ -581,7 +581,8 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               transport: NAME,
               operation: "extend visibility",
               message: `message ${lost[0]!.messageId} is no longer in flight (its visibility lapsed); ` +
-                "another worker may run it too, the engine keeps the first result"
+                "another worker may run it too, the engine keeps the first result",
+              fatal: true
             })
           }
         })

@@ -5,7 +5,7 @@
  * `dispatch`, `onResult`, `publishControl`) or the way the Durable Workflow test server does — plus
  * the faults each broker can be given cheaply.
  */
-import { SQSClient } from "@aws-sdk/client-sqs"
+import { ChangeMessageVisibilityCommand, ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs"
 import { BullMQTransport as EngineBullMQ } from "@dudousxd/nestjs-durable-transport-bullmq"
 import { DbTransport } from "@dudousxd/nestjs-durable-transport-db"
 import { SqsTransport as EngineSqs } from "@dudousxd/nestjs-durable-transport-sqs"
@@ -95,7 +95,8 @@ export const inMemory: Backend = {
   giveBack: "release",
   unsupported: {
     redeliveryAfterLostReply:
-      "the in-memory broker's leases never run out: a task whose reply the worker gave up on stays on it, unacknowledged, never redelivered"
+      "the in-memory broker's leases never run out: a task whose reply the worker gave up on stays on it, unacknowledged, never redelivered",
+    leaseLoss: "the in-memory broker's leases never run out, and no other claimant can take one"
   },
   setup: (observed: Observed) =>
     Effect.gen(function*() {
@@ -190,6 +191,14 @@ export const bullmq: Backend = {
         registered: Effect.promise(async () => (await engineSide.listWorkerGroups()).length > 0),
         cancel: (task) => Effect.promise(() => engineSide.publishControl({ kind: "cancel", runId: task.runId })),
         cancellableStep: signalledStep,
+        // another worker's token in the job's lock, as when the lock expired and the stalled check
+        // handed the job on
+        loseLease: (task) =>
+          Effect.promise(async () => {
+            const locks = await redis.keys(`bull:${prefix}-tasks-${task.step}:*:lock`)
+            if (locks.length !== 1) throw new Error(`expected one locked job of ${task.step}, found ${locks.length}`)
+            await redis.set(locks[0]!, "another-worker", "PX", 30_000)
+          }),
         replyFault: {
           // the results queue's id counter is not a number: adding a result fails inside Redis's script
           arm: Effect.promise(() => redis.set(resultsId, "not-a-number")),
@@ -328,7 +337,12 @@ export const sql = (dialect: DialectName): Backend => ({
             lock = undefined
           })
         },
-        replyRefusal: { arm: runAll(refuseReplies), disarm: runAll(acceptReplies) }
+        replyRefusal: { arm: runAll(refuseReplies), disarm: runAll(acceptReplies) },
+        // another worker's claim on the row, as when the lease ran out and another worker claimed it
+        loseLease: (task) =>
+          Effect.promise(async () => {
+            await db.query(`UPDATE ${tasksTable} SET claimed_by = ${db.ph(1)} WHERE step_id = ${db.ph(2)}`, ["another-worker", task.taskId])
+          })
       }
       return instance
     })
@@ -360,8 +374,22 @@ export const sqs: Backend = {
       const resultsQueue = `${prefix}-results`
       // a reply fault: the workers' clients fail sending to the results queue while it is armed
       const fault = { armed: false, failures: 0 }
+      // the receipt of the copy each tasks queue last handed a worker, for the lease-loss rule
+      const received = new Map<string, string>()
       const workerClient = () => {
         const client = new SQSClient(server.clientConfig)
+        client.middlewareStack.add(
+          (next, context) => async (args) => {
+            const result = await next(args)
+            if (context.commandName === "ReceiveMessageCommand") {
+              const queueUrl = String((args.input as { QueueUrl?: unknown }).QueueUrl)
+              const messages = (result.output as { Messages?: ReadonlyArray<{ ReceiptHandle?: string }> }).Messages ?? []
+              for (const message of messages) if (message.ReceiptHandle !== undefined) received.set(queueUrl, message.ReceiptHandle)
+            }
+            return result
+          },
+          { step: "initialize", name: "contractReceipts" }
+        )
         client.middlewareStack.add(
           (next, context) => async (args) => {
             const input = args.input as { QueueUrl?: unknown }
@@ -403,6 +431,22 @@ export const sqs: Backend = {
         },
         idOf: tasks.idOf,
         pending: (step) => Effect.promise(async () => (await server.counts(`${prefix}-tasks-${step}`)).visible),
+        // the copy made visible at once and received by another consumer, as when its visibility
+        // lapsed and another worker took it
+        loseLease: (task) =>
+          Effect.acquireUseRelease(
+            Effect.sync(() => new SQSClient(server.clientConfig)),
+            (other) =>
+              Effect.promise(async () => {
+                const entry = [...received].find(([url]) => url.endsWith(`/${prefix}-tasks-${task.step}`))
+                if (entry === undefined) throw new Error(`no copy of a ${task.step} task was received`)
+                const [QueueUrl, ReceiptHandle] = entry
+                await other.send(new ChangeMessageVisibilityCommand({ QueueUrl, ReceiptHandle, VisibilityTimeout: 0 }))
+                const taken = await other.send(new ReceiveMessageCommand({ QueueUrl, VisibilityTimeout: 60, WaitTimeSeconds: 1 }))
+                if ((taken.Messages ?? []).length !== 1) throw new Error("another consumer could not take the task")
+              }),
+            (other) => Effect.sync(() => other.destroy())
+          ),
         replyFault: {
           arm: Effect.sync(() => {
             fault.armed = true
@@ -431,6 +475,7 @@ export const durableWorkflow: Backend = {
   clock: "live",
   giveBack: "lease expiry",
   unsupported: {
+    leaseLoss: "the worker renews no lease of an activity task: the server's lease is kept by the activity's own heartbeats",
     leaseRenewal:
       "the worker protocol has no worker-side lease renewal: an activity's lease is extended only by the handler's own heartbeats"
   },

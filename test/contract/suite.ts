@@ -124,12 +124,17 @@ export interface Instance {
   readonly failDeregistration?: Effect.Effect<void>
   /** What makes a given-back task takeable again when the broker has no release call (lease expiry). */
   readonly afterGiveBack?: Effect.Effect<void>
+  /**
+   * Takes a running task's lease from its worker the way another claimant would (its lock, claim or
+   * in-flight copy now someone else's), for the lease-loss rule.
+   */
+  readonly loseLease?: (task: TaskRef) => Effect.Effect<void>
   /** A transport layer may need services besides itself (a test memory source under the TestClock). */
   readonly extra?: Layer.Layer<never>
 }
 
 /** The rules a backend may declare unsupported, with the reason (shown in the skipped test's title). */
-export type OptionalRule = "cancel" | "leaseRenewal" | "deregistrationFault" | "redeliveryAfterLostReply"
+export type OptionalRule = "cancel" | "leaseRenewal" | "leaseLoss" | "deregistrationFault" | "redeliveryAfterLostReply"
 
 /** A transport under test. */
 export interface Backend {
@@ -161,7 +166,16 @@ export type Event =
   }
   | { readonly op: "taken"; readonly worker: string; readonly ids: ReadonlyArray<string> }
   | {
-    readonly op: "start" | "done" | "interrupted" | "cancel-seen" | "complete-ok" | "complete-failed" | "given-back"
+    readonly op:
+      | "start"
+      | "done"
+      | "interrupted"
+      | "cancel-seen"
+      | "complete-ok"
+      | "complete-failed"
+      | "given-back"
+      | "renew" // the runtime renewed the task's lease
+      | "lease-lost" // a renewal failed as fatal: the lease is gone for good
     readonly worker: string
     readonly id: string
   }
@@ -269,6 +283,18 @@ export const spy = (
             return (reply: unknown) => Effect.map(answered(target.completeAndTakeNext(reply)), Option.map(watch))
           }
           if (key === "abandon") return Effect.tap(target.abandon, () => push({ op: "given-back", worker, id }))
+          if (key === "keepAlive") {
+            return Option.map(target.keepAlive, (keepAlive) => ({
+              interval: keepAlive.interval,
+              // read when due, as the runtime does
+              get renew() {
+                return Effect.zipRight(
+                  push({ op: "renew", worker, id }),
+                  Effect.tapError(keepAlive.renew, (error) => error.fatal ? push({ op: "lease-lost", worker, id }) : Effect.void)
+                )
+              }
+            }))
+          }
           const value = Reflect.get(target, key, target)
           return typeof value === "function" ? value.bind(target) : value
         }
@@ -468,6 +494,9 @@ const makeWorld = (backend: Backend) =>
         })
         : Effect.flatMap(check, (holds) => Effect.sync(() => assert.isTrue(holds, what)))
 
+    /** Lets `ms` pass: real time on a live broker, the TestClock moved on otherwise. */
+    const pause = (ms: number) => live ? Effect.withClock(Effect.sleep(ms), liveClock) : TestClock.adjust(ms)
+
     /** Moves the TestClock on (in steps, so timers set on the way fire in order); real time passes by itself. */
     const advance = (ms: number, step = ms) =>
       live ? Effect.void : Effect.gen(function*() {
@@ -491,6 +520,7 @@ const makeWorld = (backend: Backend) =>
       eventually,
       stays,
       advance,
+      pause,
       put,
       release,
       reply
@@ -733,6 +763,31 @@ const rules = (backend: Backend): ReadonlyArray<Rule> => [
         yield* Effect.all([a.worker.stop, b.worker.stop], { concurrency: "unbounded" })
         assert.deepStrictEqual(w.observed.startedBy("t1"), ["A"])
         assert.strictEqual(w.observed.repliesTo("t1").length, 1)
+      })
+  },
+  {
+    title: "a lease another claimant took over is given up: lost once, renewed no more, and the worker goes on",
+    optional: "leaseLoss",
+    run: (w) =>
+      Effect.gen(function*() {
+        const a = yield* w.start("A", { tuning: { shortLease: true } })
+        const task = yield* w.put("t1", "gate")
+        yield* w.until("t1 to start", (o) => o.has("start", "A", "t1"))
+        yield* w.until("a renewal of t1's lease", (o) => o.has("renew", "A", "t1"))
+        yield* w.instance.loseLease!(task)
+        yield* w.until("the renewal that finds the lease lost", (o) => o.has("lease-lost", "A", "t1"))
+        const renewals = w.observed.count("renew", "A", "t1")
+        // more than two intervals (the short lease is renewed every second): a lease gone for good is not tried again
+        yield* w.pause(2_500)
+        assert.strictEqual(w.observed.count("renew", "A", "t1"), renewals, "a lost lease was renewed again")
+        assert.strictEqual(w.observed.count("lease-lost", "A", "t1"), 1)
+        // the worker goes on: the handler ends, and the next task is served
+        yield* w.release("t1")
+        yield* w.until("t1's handler to end", (o) => o.has("done", "A", "t1"))
+        yield* w.put("t2", "gate")
+        yield* w.release("t2")
+        assert.strictEqual((yield* w.reply("t2")).status, "completed")
+        yield* a.worker.stop
       })
   },
   {

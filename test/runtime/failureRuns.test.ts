@@ -35,6 +35,11 @@ const flaky = Effect.gen(function*() {
   let silent = false
   let beats = 0
   let speaks = Deferred.unsafeMake<void>(FiberId.none)
+  // the renewals: how many were sent, whether the lock is gone for good, whether they are held
+  let renewals = 0
+  let lost = false
+  let renewalsHeld = false
+  let renewalsAnswer = Deferred.unsafeMake<void>(FiberId.none)
   const lines: Array<string> = []
   const logger = Logger.make(({ annotations, logLevel, message }) => {
     const task = Option.match(HashMap.get(annotations, "delivery"), { onNone: () => "", onSome: (id) => `[${String(id)}] ` })
@@ -60,7 +65,18 @@ const flaky = Effect.gen(function*() {
           id,
           payload,
           protocol,
-          keepAlive: Option.some({ interval: Duration.seconds(1), renew: unreachable("renew lease") }),
+          keepAlive: Option.some({
+            interval: Duration.seconds(1),
+            renew: Effect.suspend(() => {
+              renewals++
+              const lock = lost
+                ? Effect.fail(
+                  new Transport.TransportError({ transport: "flaky", operation: "renew lease", message: "the lock was lost", fatal: true })
+                )
+                : unreachable("renew lease")
+              return renewalsHeld ? Effect.zipRight(Deferred.await(renewalsAnswer), lock) : lock
+            })
+          }),
           complete: () => Effect.void,
           abandon: Effect.void
         })
@@ -76,11 +92,22 @@ const flaky = Effect.gen(function*() {
       if (value) speaks = Deferred.unsafeMake<void>(FiberId.none)
       else Deferred.unsafeDone(speaks, Exit.void)
     })
+  const setLost = (value: boolean) =>
+    Effect.sync(() => {
+      lost = value
+    })
+  /** Holds the renewals sent from now on (a client waiting for its broker), or answers those held. */
+  const holdRenewals = (value: boolean) =>
+    Effect.sync(() => {
+      renewalsHeld = value
+      if (value) renewalsAnswer = Deferred.unsafeMake<void>(FiberId.none)
+      else Deferred.unsafeDone(renewalsAnswer, Exit.void)
+    })
   const all = Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))
   /** Runs `worker` on this transport (a daemon fiber), once it is registered. */
   const serve = (worker: Worker.Worker<never>) =>
     Effect.zipRight(Effect.forkDaemon(Effect.provide(worker.run, all)), worker.registered)
-  return { queue, lines, setAway, setSilent, serve, beatsSent: () => beats }
+  return { queue, lines, setAway, setSilent, setLost, holdRenewals, serve, beatsSent: () => beats, renewalsSent: () => renewals }
 })
 
 /** The lines that match, each cut at its first colon (the reason and the counts follow it). */
@@ -165,5 +192,56 @@ describe("a broker away for long", () => {
       const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
       yield* TestClock.adjust("10 seconds")
       yield* Fiber.join(stopping)
+    }))
+  it.effect("a lease the broker says is lost for good: one warning, and no renewal after it", () =>
+    Effect.gen(function*() {
+      const { lines, queue, renewalsSent, serve, setLost } = yield* flaky
+      const worker = yield* Worker.make({ steps: [Step.make("long", () => Effect.sleep("1 hour"))], shutdownTimeout: "1 second" })
+      yield* serve(worker)
+      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "long", {}) })
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 2)
+      yield* setLost(true)
+      for (let i = 0; i < 10; i++) yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 3, "a lost lock cannot be extended: it is tried no more")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("lease")), [
+        "WARN [t1] the task's lease is lost: the lock was lost; it is no longer renewed, and the broker may refuse the task's answer"
+      ])
+      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(stopping)
+    }))
+
+  it.effect("one renewal of a lease at a time; one answered after its task has ended says nothing of it", () =>
+    Effect.gen(function*() {
+      const { holdRenewals, lines, queue, renewalsSent, serve, setAway } = yield* flaky
+      const done = yield* Deferred.make<void>()
+      const worker = yield* Worker.make({ steps: [Step.make("gated", () => Deferred.await(done))] })
+      yield* serve(worker)
+      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "gated", {}) })
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 1)
+      // the broker goes silent: the client holds the renewal, and the next one is not piled on it
+      yield* holdRenewals(true)
+      yield* TestClock.adjust("1 second")
+      for (let i = 0; i < 5; i++) yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 2, "no renewal is sent while the one before waits for its answer")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("lease")).filter((line) => !line.startsWith("DEBUG")), [
+        "WARN [t1] could not extend the task's lease: no answer within 1s; trying again every 1s (until it works, its further failures are debug lines)"
+      ])
+      // the task ends meanwhile; the held renewal is answered, with a failure, only after that
+      yield* Deferred.succeed(done, undefined)
+      yield* Effect.yieldNow()
+      const before = lines.length
+      yield* setAway(true)
+      yield* holdRenewals(false)
+      yield* Effect.yieldNow()
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(lines.slice(before).filter((line) => line.includes("lease")), [
+        "DEBUG [t1] a renewal of the task's lease failed after the task had ended: connection refused"
+      ])
+      yield* setAway(false)
+      yield* worker.stop
     }))
 })

@@ -32,6 +32,11 @@ interface Lease {
    * makes one warning per task, not one per interval.
    */
   failures?: FailureRun.FailureRun
+  /**
+   * A renewal is out: the next one waits for it. A client that holds its commands while the broker
+   * is away would otherwise pile one renewal per interval, all answered at once when it is back.
+   */
+  renewing?: boolean
 }
 
 /**
@@ -48,6 +53,53 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
   let wakesAt = Number.POSITIVE_INFINITY
   let wake = Deferred.unsafeMake<void>(FiberId.none)
 
+  const renewalFailed = (lease: Lease, reason: string) =>
+    (lease.failures ??= FailureRun.make()).failed(
+      `could not extend the task's lease: ${reason}; trying again every ${Duration.format(lease.interval)} ` +
+        "(until it works, its further failures are debug lines)",
+      (n) => `could not extend the task's lease (${n} failures in a row): ${reason}`
+    )
+
+  /**
+   * One renewal and what its outcome says. An outcome that arrives after the task was answered or
+   * given back says nothing about it (a renewal held by a reconnecting client is answered late,
+   * against a lock the answer has released). A lease the broker says is gone for good (a `fatal`
+   * error: the lock, claim or visibility lost) is no longer renewed: no later try can work.
+   */
+  const renew = (delivery: Delivery, lease: Lease) =>
+    lease.keepAlive.renew.pipe(
+      Effect.matchCauseEffect({
+        onSuccess: () => lease.failures === undefined || leases.get(delivery) !== lease
+          ? Effect.void
+          : lease.failures.worked((n) => `extended the task's lease again, after ${n} failed renewal(s)`),
+        onFailure: (cause) =>
+          Either.match(Cause.failureOrCause(cause), {
+            onLeft: (error) => {
+              if (leases.get(delivery) !== lease) {
+                return Effect.logDebug(`a renewal of the task's lease failed after the task had ended: ${error.message}`)
+              }
+              if (error.fatal) {
+                leases.delete(delivery)
+                return Effect.logWarning(
+                  `the task's lease is lost: ${error.message}; it is no longer renewed, and the broker may refuse ` +
+                    "the task's answer"
+                )
+              }
+              return renewalFailed(lease, error.message)
+            },
+            // a defect in a broker's renewal is a bug: a warning every time, never lost with its fiber
+            onRight: (defect) =>
+              Cause.isInterruptedOnly(defect)
+                ? Effect.void
+                : Effect.logWarning("could not extend the task's lease", Cause.pretty(defect))
+          })
+      }),
+      Effect.ensuring(Effect.sync(() => {
+        lease.renewing = false
+      })),
+      Effect.annotateLogs({ delivery: delivery.id })
+    )
+
   const refresh = Effect.gen(function*() {
     // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
     const woken = wake = Deferred.unsafeMake<void>(FiberId.none)
@@ -58,32 +110,15 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
     for (const [delivery, lease] of leases) {
       if (lease.due <= now) {
         lease.due = now + lease.interval
-        yield* FiberSet.run(
-          renewals,
-          lease.keepAlive.renew.pipe(
-            Effect.matchCauseEffect({
-              onSuccess: () =>
-                lease.failures === undefined
-                  ? Effect.void
-                  : lease.failures.worked((n) => `extended the task's lease again, after ${n} failed renewal(s)`),
-              onFailure: (cause) =>
-                Either.match(Cause.failureOrCause(cause), {
-                  onLeft: (error) =>
-                    (lease.failures ??= FailureRun.make()).failed(
-                      `could not extend the task's lease: ${error.message}; trying again every ` +
-                        `${Duration.format(lease.interval)} (until it works, its further failures are debug lines)`,
-                      (n) => `could not extend the task's lease (${n} failures in a row): ${error.message}`
-                    ),
-                  // a defect in a broker's renewal is a bug: a warning every time, never lost with its fiber
-                  onRight: (defect) =>
-                    Cause.isInterruptedOnly(defect)
-                      ? Effect.void
-                      : Effect.logWarning("could not extend the task's lease", Cause.pretty(defect))
-                })
-            }),
+        if (lease.renewing) {
+          // the one before still has no answer: that is this interval's failure
+          yield* renewalFailed(lease, `no answer within ${Duration.format(lease.interval)}`).pipe(
             Effect.annotateLogs({ delivery: delivery.id })
           )
-        )
+        } else {
+          lease.renewing = true
+          yield* FiberSet.run(renewals, renew(delivery, lease))
+        }
       }
       next = Math.min(next, lease.due)
     }
