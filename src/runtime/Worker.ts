@@ -469,6 +469,12 @@ export const make = <R = never>(
     }
   })
 
+/** One line, naming the error's class for those who search the log by it. */
+const failedLine = (error: unknown) => {
+  const tag = (error as { _tag?: unknown } | null)?._tag
+  return withReason(typeof tag === "string" ? `worker failed (${tag})` : "worker failed", error)
+}
+
 /**
  * A layer that runs a worker for as long as it is in use; releasing it stops the worker gracefully
  * (a failed shutdown is logged, as finalizers cannot fail). The layer is built once the worker has
@@ -511,7 +517,7 @@ export const layer = <R = never>(
       yield* Fiber.await(running).pipe(
         Effect.flatMap((exit) =>
           Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)
-            ? Effect.logError("worker failed", exit.cause).pipe(
+            ? Effect.logError(failedLine(Cause.squash(exit.cause))).pipe(
               Effect.zipRight(Ref.set(failedLater, Option.some(exit.cause))),
               Effect.zipRight(Fiber.interruptFork(builder))
             )

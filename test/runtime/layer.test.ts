@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
+import * as Step from "../../src/core/Step.js"
+import { captureLogs, stepTask } from "../support/local.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 
@@ -40,6 +42,27 @@ describe("Worker.layer", () => {
       assert.include(error, "WRONGPASS")
     }))
 
+  it.effect("a stop that fails when the layer is released is one error line, the stop's (a finalizer cannot fail)", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const logs = captureLogs()
+      const stubborn = Step.make("stubborn", () => Effect.uninterruptible(Effect.sleep("1 hour")))
+      const built = yield* Effect.fork(
+        Effect.scoped(Effect.zipRight(
+          Layer.build(Worker.layer({ steps: [stubborn], shutdownTimeout: "1 second", interruptTimeout: "1 second" }).pipe(
+            Layer.provide(Layer.merge(broker.layer, memory))
+          )),
+          Effect.zipRight(broker.enqueue(stepTask("r1", "stubborn")), Effect.sleep("1 second"))
+        )).pipe(Effect.provide(logs.layer))
+      )
+      for (let i = 0; i < 10; i++) yield* TestClock.adjust("1 second")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(built)))
+      assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("ERROR")), [
+        "ERROR worker stop incomplete: worker shutdown timed out while stopping 1 in-flight task(s) (task m1 from in-memory queue); " +
+        "the worker registration remains active and needs operator attention"
+      ])
+    }))
+
   it("NodeRuntime.runMain(Layer.launch(Worker.layer(...))) exits non-zero when Redis cannot be reached", async () => {
     const result = await launch("launchUnreachable.ts")
     assert.notStrictEqual(result.code, 0, result.output)
@@ -65,13 +88,20 @@ describe("Worker.layer", () => {
         Effect.sleep("1 second").pipe(Effect.zipRight(broker.setPollFault({ _tag: "Fail", message: "gone", fatal: true }))),
         Effect.never
       )
+      const logs = captureLogs()
       const fiber = yield* Effect.fork(
-        Effect.provide(program, Worker.layer({ pollTimeout: "100 millis" }).pipe(Layer.provide(Layer.merge(broker.layer, memory))))
+        Effect.provide(program, Worker.layer({ pollTimeout: "100 millis" }).pipe(Layer.provide(Layer.merge(broker.layer, memory)))).pipe(
+          Effect.provide(logs.layer)
+        )
       )
       for (let i = 0; i < 20; i++) yield* TestClock.adjust("100 millis")
       const exit = yield* Fiber.await(fiber)
       assert.isTrue(Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause))
       assert.include(Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "", "gone")
+      // logged at once, as one line naming the error
+      assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("ERROR")), [
+        "ERROR worker failed (WorkerLoopError): worker loop in-memory queue failed: gone"
+      ])
     }))
 })
 

@@ -426,8 +426,9 @@ describe("Worker lifecycle", () => {
       yield* Fiber.join(stopping)
       assert.deepStrictEqual(yield* Ref.get(ended), ["interrupted a"])
       assert.strictEqual((yield* ops).at(-1), "deregister")
-      assert.deepStrictEqual(logs.lines.filter((line) => /stop|interrupting/.test(line)), [
-        "INFO worker stopping: pollers first, then draining 1 accepted task(s) within 10s (shutdownTimeout)",
+      assert.deepStrictEqual(logs.lines.filter((line) => /stop|draining|interrupting/.test(line)), [
+        "INFO worker stopping: its pollers first, then the tasks it accepted, within 10s (shutdownTimeout)",
+        "INFO worker draining 1 accepted task(s) within 10s",
         "WARN interrupting 1 task(s) still running at a stop made at once (forceStop, or a second signal)",
         "INFO worker stopped and deregistered"
       ])
@@ -446,6 +447,22 @@ describe("Worker lifecycle", () => {
       yield* TestClock.adjust("3 seconds")
       yield* Effect.flip(Fiber.join(stopping))
       assert.match(stuckLogs.lines.at(-1)!, /^ERROR worker stop incomplete: worker shutdown timed out while stopping 1 in-flight task/)
+
+      // a task whose handler has ended and whose answer the broker holds: the stop says so
+      const held = yield* setup({ shutdownTimeout: "1 second" })
+      yield* held.broker.setCompleteFault({ _tag: "Hang" })
+      const heldStop = yield* held.start(held.worker.run)
+      yield* held.broker.enqueue(task("r8", "sleep", { ms: 10, id: "h" }))
+      yield* settle
+      yield* TestClock.adjust("10 millis")
+      yield* settle
+      const heldStopping = yield* Effect.fork(held.worker.stop)
+      yield* settle
+      yield* TestClock.adjust("3 seconds")
+      const heldError = yield* Effect.flip(Fiber.join(heldStopping))
+      assert.strictEqual(heldError._tag, "ShutdownTimeoutError")
+      assert.include(heldError.message, "(task m1 from in-memory queue, its handler ended, its answer waiting for the broker)")
+      yield* Fiber.interrupt(heldStop).pipe(Effect.fork)
 
       const refused = yield* setup()
       const refusedLogs = captureLogs()

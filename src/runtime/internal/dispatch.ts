@@ -26,6 +26,8 @@ import { taskSeries } from "./taskMetrics.js"
 export interface ServingLabel {
   readonly poller: string
   delivery: Delivery
+  /** Its handler has ended and it is being answered (a reply a broker away holds). */
+  answering: boolean
 }
 
 /** What the dispatcher works with. @internal */
@@ -212,9 +214,12 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     delivery: Delivery,
     self: Fiber.RuntimeFiber<unknown, unknown>,
     clock: Clock.Clock,
-    poller: string
+    serving: ServingLabel
   ): Effect.Effect<Option.Option<Delivery>, never, R> =>
     Effect.suspend(() => {
+      const poller = serving.poller
+      serving.delivery = delivery
+      serving.answering = false
       const startedAt = clock.unsafeCurrentTimeMillis()
       const label = delivery.protocol.label(delivery.payload)
       series.started(label)
@@ -224,6 +229,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
+        serving.answering = true
         if (Exit.isSuccess(exit)) {
           outcome = exit.value._tag === "Reject" ? "rejected" : exit.value.ok ? "completed" : "failed"
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
@@ -261,15 +267,13 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const serveDeliveries = (first: Delivery, poller: Poller) =>
     Effect.clockWith((clock) =>
       Effect.withFiberRuntime<void, never, R>((self) => {
-        const label: ServingLabel = { poller: poller.name, delivery: first }
+        const label: ServingLabel = { poller: poller.name, delivery: first, answering: false }
         serving.set(self, label)
-        const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> => {
-          label.delivery = delivery
-          return Effect.flatMap(
-            serveOne(delivery, self, clock, poller.name),
+        const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> =>
+          Effect.flatMap(
+            serveOne(delivery, self, clock, label),
             (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value)
           )
-        }
         return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => serving.delete(self))))
       })
     )

@@ -60,11 +60,9 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
   Effect.gen(function*() {
     const { config, serving, work } = env
     const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(config.shutdownTimeout)
-    const accepted = yield* FiberSet.size(work)
     yield* Effect.logInfo(
-      `worker stopping: pollers first, then draining ${accepted} accepted task(s) within ${
-        Duration.format(config.shutdownTimeout)
-      } (shutdownTimeout)`
+      `worker stopping: its pollers first, then the tasks it accepted, within ${Duration.format(config.shutdownTimeout)} ` +
+        "(shutdownTimeout)"
     )
     yield* env.controller.beginDrain
     const stuckPollers = yield* stopFibers(
@@ -72,7 +70,11 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       config.interruptTimeout,
       (fiber) => env.loopNames.get(fiber) ?? "a worker loop"
     )
+    // counted once the pollers have stopped: a poll that was taking tasks hands them over first
     const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
+    // to a tenth of a second: the milliseconds the pollers took are noise to whoever reads it
+    const left = Duration.format(Duration.millis(Math.round(remaining / 100) * 100))
+    yield* Effect.logInfo(`worker draining ${yield* FiberSet.size(work)} accepted task(s) within ${left}`)
     const drained = yield* FiberSet.awaitEmpty(work).pipe(
       Effect.as(true),
       Effect.raceFirst(Effect.as(Effect.sleep(remaining), false)),
@@ -91,7 +93,10 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
     const by = forced ? Interruption.byForcedStop : Interruption.byDeadline
     const stuckTasks = yield* stopFibers(leftover, config.interruptTimeout, (fiber) => {
       const label = serving.get(fiber)
-      return label === undefined ? "a task" : `task ${label.delivery.id} from ${label.poller}`
+      if (label === undefined) return "a task"
+      const task = `task ${label.delivery.id} from ${label.poller}`
+      // a task already run whose answer a broker away holds is no handler to look into
+      return label.answering ? `${task}, its handler ended, its answer waiting for the broker` : task
     }, by)
     if (stuckPollers.length > 0 || stuckTasks.length > 0) {
       const stuck = new ShutdownTimeoutError({ stuckPollers, stuckTasks })
