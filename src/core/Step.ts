@@ -12,7 +12,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schema from "effect/Schema"
@@ -24,6 +23,7 @@ import { type Abortable, abortReason, abortSignal, runHandler, type StepAborted 
 import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
+import { describeIssues } from "../wire/internal/issues.js"
 
 export { FatalError } from "./FatalError.js"
 export { StepAborted } from "./internal/interruption.js"
@@ -104,7 +104,7 @@ const withSchemas = <I, O, E, R, RS>(
       Effect.flatMap(
         Effect.mapError(decode(input), (e) =>
           new FatalError(
-            `invalid input for step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+            `invalid input for step "${name}": ${describeIssues(e)}`,
             "invalid_input"
           )),
         (value) => handler(value, ctx)
@@ -113,7 +113,7 @@ const withSchemas = <I, O, E, R, RS>(
     Effect.flatMap(decoded(input, ctx), (out) =>
       Effect.mapError(encode(out as O), (e) =>
         new FatalError(
-          `invalid output from step "${name}": ${ParseResult.TreeFormatter.formatErrorSync(e)}`,
+          `invalid output from step "${name}": ${describeIssues(e)}`,
           "invalid_output"
         )))
 }

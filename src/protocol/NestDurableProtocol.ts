@@ -37,17 +37,18 @@ const decisionReply = (decision: WorkflowDecision): Outcome<NestReply> => Protoc
 const runStep = <R>(handlers: Handlers<R>, payload: unknown) =>
   Either.match(decodeStepTask(payload), {
     onRight: (task) => Effect.flatMap(processStep(handlers.steps, task), (result) => Effect.succeed(stepReply(result))),
+    // a task that names no run cannot be answered: the runtime's line about its rejection says why
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
-      Effect.as(
-        logMalformed("step", error.detail, error.identity),
-        error.identity === undefined
-          ? Protocol.reject(error.message)
-          : stepReply({
+      error.identity === undefined
+        ? Effect.succeed(Protocol.reject(error.message))
+        : Effect.as(
+          logMalformed("step", error.detail, error.identity),
+          stepReply({
             ...error.identity,
             status: "failed",
             error: { message: error.message, code: "malformed_task", retryable: false }
           })
-      )
+        )
   })
 
 /**
@@ -76,18 +77,19 @@ const runTurn = <R>(handlers: Handlers<R>, payload: unknown, partition: string |
         Effect.map(decisionReply),
         Effect.annotateLogs({ runId: task.runId, workflow: task.workflow, taskId: task.taskId })
       ),
+    // a task that names no run cannot be answered: the runtime's line about its rejection says why
     onLeft: (error): Effect.Effect<Outcome<NestReply>> =>
-      Effect.as(
-        logMalformed("workflow", error.detail, error.identity),
-        error.identity === undefined
-          ? Protocol.reject(error.message)
-          : decisionReply({
+      error.identity === undefined
+        ? Effect.succeed(Protocol.reject(error.message))
+        : Effect.as(
+          logMalformed("workflow", error.detail, error.identity),
+          decisionReply({
             ...error.identity,
             status: "failed",
             commands: [],
             error: { message: error.message, code: "malformed_task" }
           })
-      )
+        )
   })
 
 /**

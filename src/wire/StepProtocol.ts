@@ -6,8 +6,8 @@
  * @since 0.1.0
  */
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { describeIssues } from "./internal/issues.js"
 
 /**
  * A step task, engine → worker (`RemoteTask`).
@@ -185,7 +185,7 @@ export const decodeStepTask = (payload: unknown): Either.Either<StepTask, TaskDe
     const identity = decodeIdentity(payload)
     return new TaskDecodeError({
       kind: "step",
-      detail: ParseResult.TreeFormatter.formatErrorSync(error),
+      detail: describeIssues(error),
       ...(identity._tag === "Some" ? { identity: identity.value } : {})
     })
   })

@@ -10,6 +10,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { StepEvent } from "./StepProtocol.js"
+import { describeIssues } from "./internal/issues.js"
 
 /**
  * A failure as it travels in workflow history entries, `recordStep` commands and failed decisions:
@@ -366,7 +367,7 @@ export const decodeWorkflowTask = (payload: unknown): Either.Either<WorkflowTask
   return Either.mapLeft(decodeTaskEither(payload), (error) => {
     const identity = decodeIdentity(payload)
     return new WorkflowTaskDecodeError({
-      detail: ParseResult.TreeFormatter.formatErrorSync(error),
+      detail: describeIssues(error),
       ...(identity._tag === "Some" ? { identity: identity.value } : {})
     })
   })

@@ -689,13 +689,22 @@ describe("Worker dispatch", () => {
       const rejected = yield* broker.rejected
       assert.strictEqual(rejected.length, 2)
       assert.strictEqual(yield* broker.pending, 0)
-      // one message each (a logfmt line with one message= key), the decoder's account and the run's
-      // coordinates as fields of their own
+      // one line per bad task (a logfmt line with one message= key): a task that names its run is
+      // answered as failed, its line the decoder's account and the run's coordinates as fields of
+      // their own; one that does not is rejected, its line the rejection's, naming the delivery
       const malformed = logged.filter((l) => String(l.message).startsWith("malformed"))
-      assert.deepStrictEqual(malformed.map((l) => l.message), [["malformed step task"], ["malformed step task"], ["malformed workflow task"]])
-      const r2 = malformed.find((l) => l.annotations.runId === "r2")
+      assert.deepStrictEqual(malformed.map((l) => l.message), [["malformed step task"]])
+      const r2 = malformed[0]
+      assert.strictEqual(r2?.annotations.runId, "r2")
       assert.strictEqual(r2?.annotations.stepId, "r2:0")
-      assert.match(String(r2?.annotations.detail), /attempt/)
+      // each problem by its field, on one line, not the tree of the whole task's type
+      assert.strictEqual(r2?.annotations.detail, "group: is missing; attempt: Expected number, actual \"one\"")
+      const rejections = logged.filter((l) => String(l.message).startsWith("rejected"))
+      assert.deepStrictEqual(rejections.map((l) => [l.annotations.delivery, l.message]), [
+        ["m1", ["rejected a task: malformed step task: the value: Expected an object, actual \"not a task\""]],
+        ["m4", ["rejected a task: malformed workflow task (check the engine and worker protocol versions): taskId: is missing"]]
+      ])
+      assert.strictEqual(logged.length, 2 + malformed.length, "one error line per bad task")
     }))
 
   it.effect("a reply that cannot be delivered is retried, then left with the broker (not lost, no crash)", () =>

@@ -93,7 +93,10 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const answer = (delivery: Delivery, outcome: Outcome<unknown>) => {
     const send = outcome._tag === "Reply"
       ? delivery.complete(outcome.reply)
-      : Effect.zipRight(Effect.logError(`rejected a task: ${outcome.reason}`), delivery.reject(outcome.reason))
+      : Effect.zipRight(
+        Effect.logError(withReason("rejected a task", outcome.reason)).pipe(aboutDelivery(delivery)),
+        delivery.reject(outcome.reason)
+      )
     return retried(delivery, send, () => send, undefined)
   }
 

@@ -3,7 +3,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import type { WorkflowDecision, WorkflowStepEvent, WorkflowTask } from "../../../wire/WorkflowProtocol.js"
 import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
 import { taskSpanWanted } from "../fiberRefs.js"
@@ -13,6 +12,7 @@ import { makeEffectContext } from "./effectContext.js"
 import { failureOfCause } from "./failure.js"
 import type { FatalReplayError } from "./errors.js"
 import { type BodyOutcome, Turn } from "./replay.js"
+import { describeIssues } from "../../../wire/internal/issues.js"
 
 /**
  * Options of {@link processWorkflowTask}. Everything impure the turn may touch comes in here.
@@ -115,7 +115,7 @@ export const runWorkflowTurn = <R = never>(
     if (Either.isLeft(input)) {
       return Effect.succeed(failedResult(task, {
         message: `workflow ${JSON.stringify(task.workflow)}: the run input does not match the workflow's input schema: ` +
-          ParseResult.TreeFormatter.formatErrorSync(input.left)
+          describeIssues(input.left)
       }))
     }
     const turn = new Turn(task, {
