@@ -50,7 +50,7 @@ import {
 } from "./facade/internal/observability.js"
 import type { TaskEnd } from "./runtime/WorkerConfig.js"
 import type { WorkerStatus } from "./seam/Transport.js"
-import { layerOf, notOneOf, refuseUnknown, settle, settleSync, type TransportHandle, unknownOption } from "./facade/internal/options.js"
+import { badOption, layerOf, notOneOf, refuseUnknown, settle, settleSync, type TransportHandle } from "./facade/internal/options.js"
 import type { Transport } from "./seam/Transport.js"
 
 export {
@@ -270,7 +270,7 @@ const HEALTH_KEYS: ReadonlyArray<keyof NonNullable<WorkerOptions["health"]>> = [
 
 /** An unknown key of the `health` object, named as its option (`health.<key>`). */
 const unknownHealthOption = (health: unknown) => {
-  const unknown = typeof health === "object" && health !== null ? unknownOption(health, HEALTH_KEYS, "health") : undefined
+  const unknown = typeof health === "object" && health !== null ? badOption(health, HEALTH_KEYS, "health") : undefined
   return unknown === undefined ? undefined : { key: `health.${unknown.key}`, message: unknown.message }
 }
 
@@ -319,7 +319,7 @@ export class Worker {
   constructor(options: WorkerOptions = {}) {
     this.#options = options
     // validate now, so a bad option fails where it is written rather than at run()
-    const unknown = unknownOption(options, WORKER_KEYS, "Worker") ?? unknownHealthOption(options.health)
+    const unknown = badOption(options, WORKER_KEYS, "Worker") ?? unknownHealthOption(options.health)
     if (unknown !== undefined) throw new EffectWorker.WorkerConfigError({ option: unknown.key, message: unknown.message })
     // the type names the levels; from JavaScript anything comes, and Effect would crash on it at the first log
     const level = options.logLevel === undefined ? undefined : notOneOf(options.logLevel, LOG_LEVELS, "logLevel")
@@ -456,7 +456,7 @@ export class Worker {
    * an unknown key of `options`, before anything runs.
    */
   runUntil(transport: TransportHandle, options: RunUntilOptions): Promise<void> {
-    const unknown = unknownOption(options, RUN_UNTIL_KEYS, "runUntil")
+    const unknown = badOption(options, RUN_UNTIL_KEYS, "runUntil")
     if (unknown !== undefined) return Promise.reject(new TypeError(unknown.message))
     const { until } = options
     const condition = typeof until === "function"

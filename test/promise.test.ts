@@ -167,6 +167,22 @@ describe("promise facade", () => {
       /unknown health option "loopDelayThreshold"; did you mean "loopDelayThresholdMs"\? durations are in milliseconds here/
     )
 
+    // a milliseconds option that is not a number, refused under its own name (the Effect API's
+    // duration took "1 second" and named "abc" as shutdownTimeout)
+    for (const given of ["1 second", "abc", Number.NaN]) {
+      const millis = refused(() => new Worker({ ...quiet, shutdownTimeoutMs: given } as WorkerOptions))
+      assert.strictEqual(millis._tag, "WorkerConfigError")
+      assert.strictEqual(millis.option, "shutdownTimeoutMs")
+      assert.match(millis.message, /^Worker option "shutdownTimeoutMs" is a number of milliseconds; got /)
+    }
+    const threshold = refused(() => new Worker({ health: { port: 0, loopDelayThresholdMs: "500" } } as unknown as WorkerOptions))
+    assert.strictEqual(threshold.option, "health.loopDelayThresholdMs")
+    assert.match(threshold.message, /health option "loopDelayThresholdMs" is a number of milliseconds; got "500"/)
+    assert.match(
+      refused(() => inMemory({ heartbeatIntervalMs: "5s" } as unknown as { heartbeatIntervalMs?: number })).message,
+      /inMemory\(\) option "heartbeatIntervalMs" is a number of milliseconds; got "5s"/
+    )
+
     const step = refused(() => new Worker(quiet).step("pay", () => 1, { inputs: undefined } as StepOptions<unknown, unknown>))
     assert.instanceOf(step, TypeError)
     assert.match(step.message, /unknown step "pay" option "inputs"; did you mean "input"\?; the options are input, output/)
@@ -208,6 +224,10 @@ describe("promise facade", () => {
     assert.strictEqual(bullmq._tag, "BullMQConfigError")
     assert.strictEqual(bullmq.option, "lockDuration")
     assert.match(bullmq.message, /unknown redis\(\) option "lockDuration"; did you mean "lockDurationMs"\? durations are in milliseconds here/)
+    const millis = await runOn(redis({ url: "redis://127.0.0.1:1", lockDurationMs: "30 seconds" } as unknown as RedisOptions))
+    assert.strictEqual(millis._tag, "BullMQConfigError")
+    assert.strictEqual(millis.option, "lockDurationMs")
+    assert.match(millis.message, /redis\(\) option "lockDurationMs" is a number of milliseconds; got "30 seconds"/)
 
     const sqsError = await runOn(sqs({ endpoint: "http://127.0.0.1:1", region: "us-east-1" } as Parameters<typeof sqs>[0]))
     assert.strictEqual(sqsError._tag, "SqsConfigError")

@@ -132,11 +132,11 @@ export const make = <R = never>(
     const unknown = unknownOption(options, optionNames, "worker")
     if (unknown !== undefined) return yield* new WorkerConfigError({ option: unknown.key, message: unknown.message })
     const config = yield* resolve(options, yield* WorkerConfig)
-    const handlers: Handlers<R> = {
-      steps: yield* Step.registry(stepList ?? []),
-      workflows: yield* Step.registry(workflowList ?? []),
-      durableWorkflows: yield* Step.registry(durable ?? [])
-    }
+    const steps = yield* Step.registry(stepList ?? [])
+    const workflows = yield* Step.registry(workflowList ?? [])
+    const durableWorkflows = yield* Step.registry(durable ?? [])
+    const handlers: Handlers<R> = { steps, workflows, durableWorkflows }
+    const servesNothing = steps.size + workflows.size + durableWorkflows.size === 0
     const workerId = config.workerId ?? defaultWorkerId()
     // a Durable Workflow definition may not change under a worker id within a process
     yield* DurableWorkflow.guardDefinitions(workerId, handlers.durableWorkflows.values())
@@ -322,6 +322,13 @@ export const make = <R = never>(
         yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       }
       yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
+      if (servesNothing) {
+        // most likely a registration forgotten or made after `run`: say so rather than sit there
+        yield* Effect.logWarning(
+          "this worker serves nothing: it was given no steps, workflows or durable workflows, so it has no task to run " +
+            "(register them before it runs)"
+        )
+      }
       yield* Deferred.succeed(registered, undefined)
       yield* enter("running")
 

@@ -398,6 +398,26 @@ describe("Worker lifecycle", () => {
       assert.deepStrictEqual(yield* fresh.ops, [])
     }))
 
+  it.effect("a worker given nothing to serve says so when it has registered; one with a step does not", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const empty = yield* Worker.make({})
+      const emptyLogs = captureLogs()
+      yield* Effect.forkDaemon(Effect.provide(empty.run, Layer.mergeAll(broker.layer, memory, emptyLogs.layer)))
+      yield* empty.registered
+      assert.deepStrictEqual(emptyLogs.lines.filter((line) => line.startsWith("WARN")), [
+        "WARN this worker serves nothing: it was given no steps, workflows or durable workflows, so it has no task to run " +
+        "(register them before it runs)"
+      ])
+      yield* empty.stop
+      const { start, worker } = yield* setup()
+      const logs = captureLogs()
+      yield* start(Effect.provide(worker.run, logs.layer))
+      yield* worker.registered
+      assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("WARN")), [])
+      yield* worker.stop
+    }))
+
   it.effect("interrupting run() stops gracefully: drains, then deregisters", () =>
     Effect.gen(function*() {
       const { broker, worker, ended, start, ops } = yield* setup()

@@ -68,7 +68,7 @@ describe("WorkerConfig", () => {
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
       assert.isString(worker.id, "built")
       const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" as Duration.DurationInput }))
-      assert.include(refused.message, 'shutdownTimeout must be a duration (milliseconds, or a string such as "30 seconds" or "30s"), got 45 sec')
+      assert.include(refused.message, 'shutdownTimeout must be a duration (milliseconds, or a string such as "30 seconds" or "1m30s"), got 45 sec')
     }))
 
   it.effect("DURABLE_HEALTH_PORT turns the probe server on; DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set where and /metrics", () =>
@@ -114,7 +114,7 @@ describe("WorkerConfig", () => {
       // the promise facade's name of a duration, pointed to the Effect API's, with the options listed
       assert.match(
         error.message,
-        /^unknown worker option "shutdownTimeoutMs"; did you mean "shutdownTimeout"\? it takes a duration: milliseconds, or a string such as "5 seconds"; the options are workerId, buildId, /
+        /^unknown worker option "shutdownTimeoutMs"; did you mean "shutdownTimeout"\? it takes a duration: milliseconds, or a string such as "5 seconds" or "1m30s"; the options are workerId, buildId, /
       )
       const health = yield* Effect.flip(Worker.make({ health: { prot: 8080 } } as unknown as Worker.WorkerDefinition))
       assert.strictEqual((health as WorkerConfig.WorkerConfigError).option, "health.prot")

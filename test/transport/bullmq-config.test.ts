@@ -20,7 +20,7 @@ const refused = (options: BullMQTransport.BullMQOptions) =>
   buildError(BullMQTransport.layer({ url: unreachable, ...options }))
 
 const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, RegExp]> = [
-  ["an unknown key", { lockDurationMs: 1_000 }, "lockDurationMs", /unknown BullMQ option "lockDurationMs"; did you mean "lockDuration"\? it takes a duration: milliseconds, or a string such as "5 seconds"; the options are url, /],
+  ["an unknown key", { lockDurationMs: 1_000 }, "lockDurationMs", /unknown BullMQ option "lockDurationMs"; did you mean "lockDuration"\? it takes a duration: milliseconds, or a string such as "5 seconds" or "1m30s"; the options are url, /],
   ["a URL that is not redis://", { url: "http://127.0.0.1:6379" }, "url", /url must be a redis:\/\/ or rediss:\/\/ URL/],
   ["ioredis options that are not an object", { connection: "127.0.0.1:6379" }, "connection", /connection must be ioredis options/],
   ["an empty prefix", { prefix: "" }, "prefix", /prefix must be a non-empty string, got ""/],
@@ -31,7 +31,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
     "partition",
     /partition "acme" cannot be used with namespace "dev": the engine never dispatches tenant/
   ],
-  ["an undecodable lockDuration", { lockDuration: "soon" }, "lockDuration", /lockDuration must be a positive, finite duration .*got "soon"/],
+  ["an undecodable lockDuration", { lockDuration: "soon" }, "lockDuration", /lockDuration must be a positive, finite duration \(milliseconds, or a string such as "30 seconds" or "1m30s"\), got "soon"/],
   ["a zero lockDuration", { lockDuration: 0 }, "lockDuration", /lockDuration must be a positive, finite duration/],
   ["a negative stepBeatInterval", { stepBeatInterval: -5 }, "stepBeatInterval", /stepBeatInterval must be a positive/],
   ["an infinite connectTimeout", { connectTimeout: Infinity }, "connectTimeout", /connectTimeout must be a positive, finite duration/],

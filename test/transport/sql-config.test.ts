@@ -28,7 +28,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["a prefix SQL names cannot take", { prefix: "bad prefix" }, "prefix", /table prefix "bad prefix" must be 1-40 characters/],
   ["a prefix that is not a string", { prefix: 5 }, "prefix", /prefix must be a string, got 5/],
   ["a partition that is not a string", { partition: 5 }, "partition", /partition must be a string/],
-  ["an undecodable lease", { lease: "soon" }, "lease", /lease must be a positive, finite duration .*got "soon"/],
+  ["an undecodable lease", { lease: "soon" }, "lease", /lease must be a positive, finite duration \(milliseconds, or a string such as "[^"]+" or "1m30s"\), got "soon"/],
   ["a zero lease", { lease: 0 }, "lease", /lease must be a positive/],
   [
     "a renewInterval not shorter than the lease",

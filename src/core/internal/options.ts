@@ -45,7 +45,7 @@ const suggestion = (key: string, known: ReadonlyArray<string>): string => {
   if (known.includes(millis)) return `; did you mean "${millis}"? durations are in milliseconds here`
   const duration = key.endsWith("Ms") ? key.slice(0, -2) : undefined
   if (duration !== undefined && known.includes(duration)) {
-    return `; did you mean "${duration}"? it takes a duration: milliseconds, or a string such as "5 seconds"`
+    return `; did you mean "${duration}"? it takes a duration: ${durationForms("5 seconds")}`
   }
   const near = closest(key, known)
   return near === undefined ? "" : `; did you mean "${near}"?`
@@ -147,8 +147,13 @@ export const decodeDuration = (value: unknown): Option.Option<Duration.Duration>
   return Option.some(Duration.millis(millis))
 }
 
-/** What a duration option accepts, for the message refusing one. @internal */
-export const DURATION_FORMS = 'milliseconds, or a string such as "30 seconds" or "30s"'
+/**
+ * What a duration option accepts, for the message refusing or suggesting one: `example` in Effect's
+ * words, and the short form every option takes as well.
+ *
+ * @internal
+ */
+export const durationForms = (example = "30 seconds"): string => `milliseconds, or a string such as "${example}" or "1m30s"`
 
 /**
  * A `DURABLE_*` variable holding a duration in any form {@link decodeDuration} takes.

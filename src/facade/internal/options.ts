@@ -9,7 +9,7 @@ import * as Layer from "effect/Layer"
 import { unknownOption } from "../../core/internal/options.js"
 import type { Transport } from "../../seam/Transport.js"
 
-export { notOneOf, unknownOption } from "../../core/internal/options.js"
+export { notOneOf } from "../../core/internal/options.js"
 
 /**
  * A broker to run a worker on: what `inMemory()`, `redis(...)` and the other transport functions
@@ -44,13 +44,38 @@ export const layerOf = (transport: unknown): Layer.Layer<Transport, unknown> => 
   )
 }
 
-/** Throws a `TypeError` naming an unknown key of `options`. */
-export const refuseUnknown = (options: object | undefined, known: ReadonlyArray<string>, what: string): void => {
+/**
+ * An option the facade cannot take: a key it does not know, or a `…Ms` option that is not a number.
+ * The Effect API takes any duration (`"1 second"`), and would refuse a bad one under its own name
+ * (`shutdownTimeout`), not the one the application wrote.
+ */
+export const badOption = (
+  options: object | undefined,
+  known: ReadonlyArray<string>,
+  what: string
+): { readonly key: string; readonly message: string } | undefined => {
   const unknown = unknownOption(options, known, what)
-  if (unknown !== undefined) throw new TypeError(unknown.message)
+  if (unknown !== undefined || options === undefined || options === null) return unknown
+  for (const [key, value] of Object.entries(options)) {
+    if (key.endsWith("Ms") && value !== undefined && (typeof value !== "number" || Number.isNaN(value))) {
+      return {
+        key,
+        message: `${what} option "${key}" is a number of milliseconds; got ${
+          typeof value === "string" ? JSON.stringify(value) : String(value)
+        }`
+      }
+    }
+  }
+  return undefined
 }
 
-/** `layer()`, or, when `options` has an unknown key, a layer that fails with `error` when a run builds it. */
+/** Throws a `TypeError` naming an option of `options` the facade cannot take. */
+export const refuseUnknown = (options: object | undefined, known: ReadonlyArray<string>, what: string): void => {
+  const bad = badOption(options, known, what)
+  if (bad !== undefined) throw new TypeError(bad.message)
+}
+
+/** `layer()`, or, when `options` has an option it cannot take, a layer that fails with `error` when a run builds it. */
 export const refusingUnknown = <ROut, E>(
   options: object,
   known: ReadonlyArray<string>,
@@ -58,8 +83,8 @@ export const refusingUnknown = <ROut, E>(
   error: (unknown: { readonly key: string; readonly message: string }) => E,
   layer: () => Layer.Layer<ROut, E>
 ): Layer.Layer<ROut, E> => {
-  const unknown = unknownOption(options, known, what)
-  return unknown === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(unknown)))
+  const bad = badOption(options, known, what)
+  return bad === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(bad)))
 }
 
 /** Runs an effect and settles with its value, or rejects with its error itself (not a wrapper). */

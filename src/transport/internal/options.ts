@@ -9,7 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { inspect } from "node:util"
-import { decodeDuration, unknownOption } from "../../core/internal/options.js"
+import { decodeDuration, durationForms, unknownOption } from "../../core/internal/options.js"
 
 /**
  * A value for a message: strings quoted, the credentials of a URL (`//user:pass@`) masked, since
@@ -78,7 +78,7 @@ export const checks = <E>(
           onNone: () =>
             fail(
               option,
-              `${option} must be a positive, finite duration (milliseconds, or a string such as "${example}"), got ${
+              `${option} must be a positive, finite duration (${durationForms(example)}), got ${
                 show(value)
               }`
             ),

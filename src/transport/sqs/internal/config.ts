@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
-import { decodeDuration, definedOnly, unknownKey } from "../../../core/internal/options.js"
+import { decodeDuration, definedOnly, durationForms, unknownKey } from "../../../core/internal/options.js"
 import { checks, isRecord, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
@@ -171,7 +171,7 @@ export const visibility = (
 const decode = (option: string, value: unknown) =>
   value === undefined ? Either.right(undefined) : Option.match(decodeDuration(value), {
     onNone: () =>
-      fail(option, `${option} must be a duration (milliseconds, or a string such as "60 seconds"), got ${show(value)}`),
+      fail(option, `${option} must be a duration (${durationForms("60 seconds")}), got ${show(value)}`),
     onSome: (d) => Either.right(d)
   })
 
