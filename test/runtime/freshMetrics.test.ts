@@ -40,16 +40,16 @@ describe("a fresh worker's /metrics, before its first task", () => {
   it("every handler's started, completed and failed (by outcome), and the replies retried and lost, are 0", async () => {
     const lines = await scrape("in-memory")
     for (const [kind, name] of [["step", "charge"], ["step", "refund"], ["workflow", "order"]]) {
-      atZero(lines, `durable_worker_tasks_started{kind="${kind}",name="${name}"}`)
-      atZero(lines, `durable_worker_tasks_completed{kind="${kind}",name="${name}"}`)
+      atZero(lines, `durable_worker_tasks_started_total{kind="${kind}",name="${name}"}`)
+      atZero(lines, `durable_worker_tasks_completed_total{kind="${kind}",name="${name}"}`)
       for (const outcome of ["failed", "rejected", "cancelled", "abandoned"]) {
-        atZero(lines, `durable_worker_tasks_failed{kind="${kind}",name="${name}",outcome="${outcome}"}`)
+        atZero(lines, `durable_worker_tasks_failed_total{kind="${kind}",name="${name}",outcome="${outcome}"}`)
       }
     }
-    atZero(lines, "durable_worker_replies_retried")
-    atZero(lines, "durable_worker_replies_lost")
+    atZero(lines, "durable_worker_replies_retried_total")
+    atZero(lines, "durable_worker_replies_lost_total")
     // the in-memory broker has no connection to lose
-    assert.isFalse(lines.some((line) => line.startsWith("durable_worker_connections_lost{")), lines.join("\n"))
+    assert.isFalse(lines.some((line) => line.startsWith("durable_worker_connections_lost_total{")), lines.join("\n"))
   }, 40_000)
 
   it("Redis, PostgreSQL and SQS publish their lost connections at 0", async () => {
@@ -60,10 +60,10 @@ describe("a fresh worker's /metrics, before its first task", () => {
         scrape("postgres", { FRESH_PREFIX: prefix, FRESH_URL: databaseUrl("postgres") }),
         scrape("sqs", { FRESH_PREFIX: prefix.replaceAll("_", "-"), FRESH_SQS: JSON.stringify(fauxqs.clientConfig) })
       ])
-      atZero(redis, `durable_worker_connections_lost{transport="bullmq"}`)
-      atZero(postgres, `durable_worker_connections_lost{transport="sql"}`)
-      atZero(sqs, `durable_worker_connections_lost{transport="sqs"}`)
-      for (const lines of [redis, postgres, sqs]) atZero(lines, "durable_worker_replies_lost")
+      atZero(redis, `durable_worker_connections_lost_total{transport="bullmq"}`)
+      atZero(postgres, `durable_worker_connections_lost_total{transport="sql"}`)
+      atZero(sqs, `durable_worker_connections_lost_total{transport="sqs"}`)
+      for (const lines of [redis, postgres, sqs]) atZero(lines, "durable_worker_replies_lost_total")
     } finally {
       await fauxqs.stop()
     }

@@ -71,8 +71,8 @@ describe("health probe server", () => {
       yield* until(broker.journal, (j) => j.some((e) => e.op === "deliver"))
       const metrics = yield* get(port, "/metrics")
       assert.strictEqual(metrics.status, 200)
-      assert.include(metrics.body, "# TYPE durable_worker_tasks_started counter")
-      assert.include(metrics.body, `durable_worker_tasks_started{kind="step",name="held"} 1`)
+      assert.include(metrics.body, "# TYPE durable_worker_tasks_started_total counter")
+      assert.include(metrics.body, `durable_worker_tasks_started_total{kind="step",name="held"} 1`)
       assert.include(metrics.body, `durable_worker_tasks_in_flight{pool="step"} 1`)
 
       // draining: the held task keeps the drain going
@@ -231,6 +231,9 @@ describe("health probe server", () => {
       const upDown = Metric.counter(`prom_${id}_active`)
       yield* Metric.incrementBy(upDown, 3)
       yield* Metric.incrementBy(upDown, -1)
+      // a counter named without `_total` is exposed with it, as Prometheus and OpenTelemetry's exporter name counters
+      const plain = Metric.counter(`prom_${id}_taken`, { incremental: true })
+      yield* Metric.incrementBy(plain, 4)
       const gauge = Metric.gauge(`prom_${id}_gauge`)
       const histogram = Metric.histogram(`prom_${id}_seconds`, MetricBoundaries.fromIterable([0.1, 1]))
       yield* Metric.increment(counter)
@@ -242,6 +245,14 @@ describe("health probe server", () => {
       assert.include(text, `# HELP prom_${id}_total a "counter"\n# TYPE prom_${id}_total counter\nprom_${id}_total{q="a\\"b"} 1\n`)
       assert.include(text, `# TYPE prom_${id}_gauge gauge\nprom_${id}_gauge 2.5\n`)
       assert.include(text, `# TYPE prom_${id}_active gauge\nprom_${id}_active 2\n`)
+      assert.include(text, `# TYPE prom_${id}_taken_total counter\nprom_${id}_taken_total 4\n`)
+      assert.notInclude(text, `prom_${id}_total_total`)
+      // Effect's runtime metrics have no description of their own: /metrics gives them one
+      yield* Metric.increment(Metric.counter("effect_fiber_started", { incremental: true }))
+      assert.include(
+        render(yield* Metric.snapshot),
+        "# HELP effect_fiber_started_total Fibers started by the Effect runtime\n# TYPE effect_fiber_started_total counter\n"
+      )
       assert.include(
         text,
         [

@@ -9,6 +9,22 @@ const name = (raw: string) => {
   const cleaned = raw.replace(/[^a-zA-Z0-9_:]/g, "_")
   return /^[a-zA-Z_:]/.test(cleaned) ? cleaned : `_${cleaned}`
 }
+/**
+ * A counter's name as Prometheus names one, ending in `_total`: `promtool` lints one that does not,
+ * and OpenTelemetry's Prometheus exporter adds it, so a series scraped here and one exported by
+ * `@effect/opentelemetry` and scraped from a collector have one name.
+ */
+const counterName = (metric: string) => metric.endsWith("_total") ? metric : `${metric}_total`
+
+/** Effect's runtime metrics (with runtime metrics on) carry no description: what each counts. */
+const EFFECT_HELP: Readonly<Record<string, string>> = {
+  effect_fiber_started: "Fibers started by the Effect runtime",
+  effect_fiber_active: "Fibers of the Effect runtime running now",
+  effect_fiber_successes: "Fibers of the Effect runtime that ended with a success",
+  effect_fiber_failures: "Fibers of the Effect runtime that ended with a failure",
+  effect_fiber_lifetimes: "How long the Effect runtime's fibers lived (time_unit says in what)"
+}
+
 const escapeValue = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")
 const escapeHelp = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
 const labels = (tags: ReadonlyArray<readonly [string, string]>) =>
@@ -26,7 +42,7 @@ const num = (value: number | bigint) =>
 
 /**
  * Renders metric pairs in the Prometheus text exposition format (0.0.4): counters (incremental
- * ones; a counter that may go down is a gauge), gauges,
+ * ones, named with `_total`; a counter that may go down is a gauge), gauges,
  * histograms (cumulative buckets, `_sum`, `_count`), summaries (quantiles, `_sum`, `_count`) and
  * frequencies (a counter per occurrence, labelled `key`).
  *
@@ -44,15 +60,16 @@ export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): str
   }
   for (const pair of pairs) {
     const metric = name(pair.metricKey.name)
-    const help = Option.getOrUndefined(pair.metricKey.description)
+    const help = Option.getOrElse(pair.metricKey.description, () => EFFECT_HELP[metric])
     const tags = pair.metricKey.tags.map((tag) => [tag.key, tag.value] as const)
     const state: unknown = pair.metricState
     if (MetricState.isCounterState(state)) {
       // a counter that is not incremental may go down (Effect's own effect_fiber_active): to
       // Prometheus that is a gauge, as @effect/opentelemetry makes it an up-down counter
       const keyType: unknown = pair.metricKey.keyType
-      const type = MetricKeyType.isCounterKey(keyType) && keyType.incremental ? "counter" : "gauge"
-      family(metric, type, help).push(`${metric}${labels(tags)} ${num(state.count)}`)
+      const counter = MetricKeyType.isCounterKey(keyType) && keyType.incremental
+      const series = counter ? counterName(metric) : metric
+      family(series, counter ? "counter" : "gauge", help).push(`${series}${labels(tags)} ${num(state.count)}`)
     } else if (MetricState.isGaugeState(state)) {
       family(metric, "gauge", help).push(`${metric}${labels(tags)} ${num(state.value)}`)
     } else if (MetricState.isHistogramState(state)) {
@@ -71,8 +88,9 @@ export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): str
       }
       lines.push(`${metric}_sum${labels(tags)} ${num(state.sum)}`, `${metric}_count${labels(tags)} ${num(state.count)}`)
     } else if (MetricState.isFrequencyState(state)) {
-      const lines = family(metric, "counter", help)
-      for (const [key, count] of state.occurrences) lines.push(`${metric}${labels([...tags, ["key", key]])} ${num(count)}`)
+      const series = counterName(metric)
+      const lines = family(series, "counter", help)
+      for (const [key, count] of state.occurrences) lines.push(`${series}${labels([...tags, ["key", key]])} ${num(count)}`)
     }
   }
   const out: Array<string> = []
