@@ -46,6 +46,22 @@ describe("SQL transport: a refused login", () => {
       assert.notInclude(error.message, SECRET)
     }))
 
+  it.live("a database that does not exist is named as such, not as a server to check is running", () =>
+    Effect.gen(function*() {
+      const postgres = yield* failedStart(PostgresSql.layerPostgres({ url: "postgres://postgres@127.0.0.1:5432/edw_no_such_db" }))
+      assert.strictEqual(postgres._tag, "RegistrationError")
+      assert.match(
+        postgres.message,
+        /^PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:5432\/edw_no_such_db has no such database \(.*edw_no_such_db.* \(SQLSTATE 3D000\)\); create it, or fix the database's name/
+      )
+      assert.notInclude(postgres.message, "running")
+      const mysql = yield* failedStart(MysqlSql.layerMysql({ url: "mysql://root@127.0.0.1:3306/edw_no_such_db" }))
+      assert.match(
+        mysql.message,
+        /^MySQL\/MariaDB at mysql:\/\/root@127\.0\.0\.1:3306\/edw_no_such_db has no such database \(.*edw_no_such_db.*\(ER_BAD_DB_ERROR, 1049\)\); create it/
+      )
+    }))
+
   it.live("MariaDB: a user that does not exist fails the start as an AuthenticationError", () =>
     Effect.gen(function*() {
       const error = yield* failedStart(MysqlSql.layerMysql({ url: `mysql://edw_nobody:${SECRET}@127.0.0.1:3306/test` }))

@@ -9,8 +9,8 @@
 import { messageOf } from "../../core/internal/errors.js"
 import { AuthenticationError, PermissionError } from "../../seam/TransportError.js"
 
-/** The first refusal `classify` finds in `error` or its causes (SQL clients wrap the driver's error). */
-export const inChain = (error: unknown, classify: (error: unknown) => Refusal | undefined): Refusal | undefined => {
+/** The first answer `classify` finds in `error` or its causes (SQL clients wrap the driver's error). */
+export const inChain = <A>(error: unknown, classify: (error: unknown) => A | undefined): A | undefined => {
   for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 6; depth++) {
     const found = classify(current)
     if (found !== undefined) return found
@@ -44,6 +44,17 @@ export const postgres = (error: unknown): Refusal | undefined => {
   const code = field(error, "code")
   if (code === "28P01" || code === "28000") return { kind: "authentication", answer: `${messageOf(error)} (SQLSTATE ${code})` }
   if (code === "42501") return { kind: "permission", answer: `${messageOf(error)} (SQLSTATE ${code})` }
+  return undefined
+}
+
+/**
+ * A database server's answer that the database named does not exist (PostgreSQL 3D000, MySQL
+ * `ER_BAD_DB_ERROR` 1049): the server is there, so "check that it is running" would mislead.
+ */
+export const missingDatabase = (error: unknown): string | undefined => {
+  const code = field(error, "code")
+  if (code === "3D000") return `${messageOf(error)} (SQLSTATE 3D000)`
+  if (field(error, "errno") === 1049 || code === "ER_BAD_DB_ERROR") return `${messageOf(error)} (ER_BAD_DB_ERROR, 1049)`
   return undefined
 }
 

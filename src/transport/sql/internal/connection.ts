@@ -140,11 +140,19 @@ export const refused = (dialect: Dialect, options: ConnectionOptions, cause: unk
   return new RegistrationError({ transport: NAME, message: error.message, cause: error })
 }
 
-export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) =>
-  refused(dialect, options, cause, "") ?? new RegistrationError({
+export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (cause: unknown) => {
+  const refusal = refused(dialect, options, cause, "")
+  if (refusal !== undefined) return refusal
+  const secrets = secretsOf(options)
+  const missing = Refusals.inChain(cause, Refusals.missingDatabase)
+  return new RegistrationError({
     transport: NAME,
-    message: `could not connect to ${whereOf(dialect, options)} (${
-      redactText(sqlMessageOf(cause), secretsOf(options))
-    }); check that the database is running and that DATABASE_URL (or the url option) points at it`,
-    cause: safeCause(cause, secretsOf(options))
+    message: missing === undefined
+      ? `could not connect to ${whereOf(dialect, options)} (${
+        redactText(sqlMessageOf(cause), secrets)
+      }); check that the database is running and that DATABASE_URL (or the url option) points at it`
+      : `${whereOf(dialect, options)} has no such database (${redactText(missing, secrets)}); create it, or fix the ` +
+        "database's name in DATABASE_URL (or the url option)",
+    cause: safeCause(cause, secrets)
   })
+}
