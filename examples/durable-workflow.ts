@@ -9,12 +9,13 @@
  * With `DURABLE_WORKFLOW_SERVER_URL` set it serves a real server (also reads
  * `DURABLE_WORKFLOW_NAMESPACE`, `DURABLE_WORKFLOW_AUTH_TOKEN`, `DURABLE_WORKFLOW_TASK_QUEUE` and
  * `DURABLE_WORKFLOW_WORKFLOW_ID`, the run to wait for; start it from your client or CLI). Without it,
- * it starts the protocol-faithful test server on loopback and plays the orchestrator itself.
+ * run from a clone of this repository, it starts the repository's protocol-faithful test server on
+ * loopback and plays the orchestrator itself (imported only then: copied into an application, the
+ * file needs nothing but the package).
  */
-import { Effect, Either } from "effect"
-import { DurableWorkflow, DurableWorkflowCodec as Codec, Worker } from "effect-durable-worker"
+import { Effect, Either, type Layer } from "effect"
+import { DurableWorkflow, DurableWorkflowCodec as Codec, type Transport, Worker } from "effect-durable-worker"
 import { DurableWorkflowTransport } from "effect-durable-worker/durable-workflow"
-import * as TestServer from "../test/support/durableWorkflowServer.js"
 
 const greet = DurableWorkflow.make("orders.greet", (ctx, name: string) =>
   Effect.gen(function*() {
@@ -29,7 +30,11 @@ const compose = DurableWorkflow.activity("greeting.compose", (name: string) =>
     return `hello ${name}`
   }))
 
-const serve = (workflowId: string, layer: ReturnType<typeof DurableWorkflowTransport.layer>, taskQueue: string) =>
+const serve = <E>(
+  workflowId: string,
+  layer: Layer.Layer<Transport.Transport | DurableWorkflowTransport.DurableWorkflowClient, E>,
+  taskQueue: string
+) =>
   Effect.gen(function*() {
     const worker = yield* Worker.make({ steps: [compose], durableWorkflows: [greet], shutdownTimeout: "30 seconds" })
     yield* Effect.logInfo(`serving ${taskQueue}; waiting for workflow ${workflowId}`)
@@ -49,11 +54,12 @@ const real = (url: string) => {
     )
     return Effect.void
   }
-  return serve(workflowId, DurableWorkflowTransport.layerConfig({ taskQueue }) as any, taskQueue)
+  return serve(workflowId, DurableWorkflowTransport.layerConfig({ taskQueue }), taskQueue)
 }
 
 /** Plays the orchestrator on the test server: workflow task → activity task → workflow task. */
 const local = Effect.gen(function*() {
+  const TestServer = yield* Effect.promise(() => import("../test/support/durableWorkflowServer.js"))
   const server = yield* TestServer.scoped({ maxPollHoldMs: 1_000 })
   const taskQueue = "orders"
   const workflowId = "greet-ada"
