@@ -45,6 +45,11 @@ describe("a fresh worker's /metrics, before its first task", () => {
       for (const outcome of ["failed", "rejected", "cancelled", "abandoned"]) {
         atZero(lines, `durable_worker_tasks_failed_total{kind="${kind}",name="${name}",outcome="${outcome}"}`)
       }
+      // the durations' histograms exist, empty, so the first batch is an increase of their buckets
+      for (const outcome of ["completed", "failed", "rejected", "cancelled", "abandoned"]) {
+        atZero(lines, `durable_worker_task_duration_seconds_count{kind="${kind}",name="${name}",outcome="${outcome}"}`)
+        atZero(lines, `durable_worker_task_duration_seconds_bucket{kind="${kind}",name="${name}",outcome="${outcome}",le="+Inf"}`)
+      }
     }
     atZero(lines, "durable_worker_replies_retried_total")
     atZero(lines, "durable_worker_replies_lost_total")

@@ -65,8 +65,9 @@ export const taskSeries = () => {
   return {
     /**
      * Publishes the counters an alert is written on at 0 (every handler's started, completed and
-     * failed by outcome; replies retried and lost): a series that first appears at 1 is no increase
-     * to `increase()` or `rate()`, so the first failure of a step would go unseen.
+     * failed by outcome; replies retried and lost), and every handler's duration histograms empty: a
+     * series that first appears at 1 is no increase to `increase()` or `rate()`, so the first failure
+     * of a step would go unseen.
      */
     atZero: (handlers: Handlers<any>): Effect.Effect<void> =>
       Effect.sync(() => {
@@ -79,6 +80,10 @@ export const taskSeries = () => {
           series.started.unsafeUpdate(0, [])
           series.completed.unsafeUpdate(0, [])
           for (const outcome of failedOutcomes) series.failed(outcome).unsafeUpdate(0, [])
+          // read, not updated: a histogram that exists with no observation, so the first batch of
+          // durations is an increase of its buckets too
+          series.duration("completed").unsafeValue([])
+          for (const outcome of failedOutcomes) series.duration(outcome).unsafeValue([])
         }
         WorkerMetrics.repliesRetried.unsafeUpdate(0, [])
         WorkerMetrics.repliesLost.unsafeUpdate(0, [])
