@@ -40,6 +40,9 @@ const flaky = Effect.gen(function*() {
   let lost = false
   let renewalsHeld = false
   let renewalsAnswer = Deferred.unsafeMake<void>(FiberId.none)
+  // the answers: held while the broker is slow to take them
+  let answersHeld = false
+  let answersTaken = Deferred.unsafeMake<void>(FiberId.none)
   const lines: Array<string> = []
   const logger = Logger.make(({ annotations, logLevel, message }) => {
     const task = Option.match(HashMap.get(annotations, "delivery"), { onNone: () => "", onSome: (id) => `[${String(id)}] ` })
@@ -77,7 +80,7 @@ const flaky = Effect.gen(function*() {
               return renewalsHeld ? Effect.zipRight(Deferred.await(renewalsAnswer), lock) : lock
             })
           }),
-          complete: () => Effect.void,
+          complete: () => Effect.suspend(() => answersHeld ? Deferred.await(answersTaken) : Effect.void),
           abandon: Effect.void
         })
       ])
@@ -103,11 +106,18 @@ const flaky = Effect.gen(function*() {
       if (value) renewalsAnswer = Deferred.unsafeMake<void>(FiberId.none)
       else Deferred.unsafeDone(renewalsAnswer, Exit.void)
     })
+  /** Holds the answers sent from now on, or takes those held. */
+  const holdAnswers = (value: boolean) =>
+    Effect.sync(() => {
+      answersHeld = value
+      if (value) answersTaken = Deferred.unsafeMake<void>(FiberId.none)
+      else Deferred.unsafeDone(answersTaken, Exit.void)
+    })
   const all = Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(LogLevel.Debug))
   /** Runs `worker` on this transport (a daemon fiber), once it is registered. */
   const serve = (worker: Worker.Worker<never>) =>
     Effect.zipRight(Effect.forkDaemon(Effect.provide(worker.run, all)), worker.registered)
-  return { queue, lines, setAway, setSilent, setLost, holdRenewals, serve, beatsSent: () => beats, renewalsSent: () => renewals }
+  return { queue, lines, setAway, setSilent, setLost, holdRenewals, holdAnswers, serve, beatsSent: () => beats, renewalsSent: () => renewals }
 })
 
 /** The lines that match, each cut at its first colon (the reason and the counts follow it). */
@@ -228,7 +238,7 @@ describe("a broker away for long", () => {
       for (let i = 0; i < 5; i++) yield* TestClock.adjust("1 second")
       assert.strictEqual(renewalsSent(), 2, "no renewal is sent while the one before waits for its answer")
       assert.deepStrictEqual(lines.filter((line) => line.includes("lease")).filter((line) => !line.startsWith("DEBUG")), [
-        "WARN [t1] could not extend the task's lease: no answer within 1s; trying again every 1s (until it works, its further failures are debug lines)"
+        "WARN [t1] could not extend the task's lease: no answer within 1s; renewing it every 1s, one renewal out at a time (until it works, its further failures are debug lines)"
       ])
       // the task ends meanwhile; the held renewal is answered, with a failure, only after that
       yield* Deferred.succeed(done, undefined)
@@ -242,6 +252,62 @@ describe("a broker away for long", () => {
         "DEBUG [t1] a renewal of the task's lease failed after the task had ended: connection refused"
       ])
       yield* setAway(false)
+      yield* worker.stop
+    }))
+
+  it.effect("a renewal answered late: the next one goes at once, not an interval later", () =>
+    Effect.gen(function*() {
+      const { holdRenewals, lines, queue, renewalsSent, serve } = yield* flaky
+      const worker = yield* Worker.make({ steps: [Step.make("long", () => Effect.sleep("1 hour"))], shutdownTimeout: "1 second" })
+      yield* serve(worker)
+      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "long", {}) })
+      // the renewal at 1 s is held past the next due time (2 s), then answered at 2.5 s
+      yield* holdRenewals(true)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 1)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 1, "not sent while the one before waits for its answer")
+      yield* TestClock.adjust("500 millis")
+      yield* holdRenewals(false)
+      yield* Effect.yieldNow()
+      yield* TestClock.adjust("0 millis")
+      assert.strictEqual(renewalsSent(), 2, "the renewal missed at 2 s goes as soon as the late one is answered")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("lease") && !line.startsWith("DEBUG")), [
+        "WARN [t1] could not extend the task's lease: no answer within 1s; renewing it every 1s, one renewal out at a time (until it works, its further failures are debug lines)",
+        "INFO [t1] extended the task's lease again, after 1 failed renewal(s)"
+      ])
+      // and from then on one interval after it: 3.5 s, not 3 s
+      yield* TestClock.adjust("999 millis")
+      assert.strictEqual(renewalsSent(), 2)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(renewalsSent(), 3)
+      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(stopping)
+    }))
+
+  it.effect("a lease lost while the task's answer is on its way: a debug line, the answer tells the rest", () =>
+    Effect.gen(function*() {
+      const { holdAnswers, lines, queue, renewalsSent, serve, setLost } = yield* flaky
+      const done = yield* Deferred.make<void>()
+      const worker = yield* Worker.make({ steps: [Step.make("gated", () => Deferred.await(done))] })
+      yield* serve(worker)
+      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "gated", {}) })
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 1)
+      // the handler ends; the broker is slow to take its answer, and the lock goes meanwhile
+      yield* holdAnswers(true)
+      yield* Deferred.succeed(done, undefined)
+      yield* Effect.yieldNow()
+      yield* setLost(true)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(renewalsSent(), 2, "the lease is renewed while the answer waits")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("lease")), [
+        "DEBUG [t1] the task's lease was lost while its answer was on its way: the lock was lost"
+      ])
+      yield* TestClock.adjust("3 seconds")
+      assert.strictEqual(renewalsSent(), 2, "a lost lease is renewed no more")
+      yield* holdAnswers(false)
       yield* worker.stop
     }))
 })

@@ -233,6 +233,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
         serving.answering = true
+        leases.answering(delivery)
         if (Exit.isSuccess(exit)) {
           outcome = exit.value._tag === "Reject" ? "rejected" : exit.value.ok ? "completed" : "failed"
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here

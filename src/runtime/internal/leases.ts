@@ -19,6 +19,11 @@ import type { Delivery, KeepAlive } from "../../seam/Transport.js"
 export interface Leases {
   /** Starts keeping the delivery's lease: first renewed one interval from `now`. */
   readonly add: (delivery: Delivery, keepAlive: KeepAlive, now: number) => void
+  /**
+   * Its handler has ended and its answer is on its way: the lease is still renewed (a broker away
+   * holds the answer), but losing it now is no longer news of its own (the answer says how it went).
+   */
+  readonly answering: (delivery: Delivery) => void
   /** Stops keeping it (the task was answered or given back). */
   readonly remove: (delivery: Delivery) => void
 }
@@ -37,6 +42,13 @@ interface Lease {
    * is away would otherwise pile one renewal per interval, all answered at once when it is back.
    */
   renewing?: boolean
+  /**
+   * A renewal was due while the one before was still out: the next goes as soon as that one ends,
+   * not an interval later, or two intervals would pass between renewals (BullMQ's whole lock).
+   */
+  missed?: boolean
+  /** The handler has ended and the answer is on its way. */
+  answering?: boolean
 }
 
 /**
@@ -53,10 +65,18 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
   let wakesAt = Number.POSITIVE_INFINITY
   let wake = Deferred.unsafeMake<void>(FiberId.none)
 
+  /** The refresher runs by `at` at the latest. */
+  const wakeBy = (at: number) => {
+    if (at < wakesAt) {
+      wakesAt = at
+      Deferred.unsafeDone(wake, Exit.void)
+    }
+  }
+
   const renewalFailed = (lease: Lease, reason: string) =>
     (lease.failures ??= FailureRun.make()).failed(
-      `could not extend the task's lease: ${reason}; trying again every ${Duration.format(lease.interval)} ` +
-        "(until it works, its further failures are debug lines)",
+      `could not extend the task's lease: ${reason}; renewing it every ${Duration.format(lease.interval)}, ` +
+        "one renewal out at a time (until it works, its further failures are debug lines)",
       (n) => `could not extend the task's lease (${n} failures in a row): ${reason}`
     )
 
@@ -80,6 +100,10 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
               }
               if (error.fatal) {
                 leases.delete(delivery)
+                // its answer, on its way, meets the same loss and says so: one line for it, not two
+                if (lease.answering) {
+                  return Effect.logDebug(`the task's lease was lost while its answer was on its way: ${error.message}`)
+                }
                 return Effect.logWarning(
                   `the task's lease is lost: ${error.message}; it is no longer renewed, and the broker may refuse ` +
                     "the task's answer"
@@ -94,24 +118,35 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
                 : Effect.logWarning("could not extend the task's lease", Cause.pretty(defect))
           })
       }),
-      Effect.ensuring(Effect.sync(() => {
-        lease.renewing = false
-      })),
+      Effect.ensuring(Effect.clockWith((clock) =>
+        Effect.sync(() => {
+          lease.renewing = false
+          if (lease.missed && leases.get(delivery) === lease) {
+            lease.missed = false
+            lease.due = clock.unsafeCurrentTimeMillis()
+            wakeBy(lease.due)
+          }
+        })
+      )),
       Effect.annotateLogs({ delivery: delivery.id })
     )
 
   const refresh = Effect.gen(function*() {
-    // a fresh wake-up first, so a lease added while this pass runs cuts the coming sleep short
+    // a fresh wake-up first, so one asked for while this pass runs (a lease added, a renewal
+    // answered late) cuts the coming sleep short
     const woken = wake = Deferred.unsafeMake<void>(FiberId.none)
     const now = yield* Clock.currentTimeMillis
     // the wake-up a lease asked for stands even if that lease is gone already (short tasks end
     // before the refresher runs): one harmless early pass, rather than a pass per task
     let next = wakesAt > now ? wakesAt : Number.POSITIVE_INFINITY
+    // until the pass ends, every wake-up asked for fires
+    wakesAt = Number.POSITIVE_INFINITY
     for (const [delivery, lease] of leases) {
       if (lease.due <= now) {
         lease.due = now + lease.interval
         if (lease.renewing) {
           // the one before still has no answer: that is this interval's failure
+          lease.missed = true
           yield* renewalFailed(lease, `no answer within ${Duration.format(lease.interval)}`).pipe(
             Effect.annotateLogs({ delivery: delivery.id })
           )
@@ -122,7 +157,7 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
       }
       next = Math.min(next, lease.due)
     }
-    wakesAt = next
+    wakesAt = Math.min(next, wakesAt)
     yield* Number.isFinite(next)
       ? Effect.raceFirst(Effect.sleep(next - now), Deferred.await(woken))
       : Deferred.await(woken)
@@ -133,10 +168,11 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
     add: (delivery, keepAlive, now) => {
       const interval = Duration.toMillis(keepAlive.interval)
       leases.set(delivery, { due: now + interval, interval, keepAlive })
-      if (now + interval < wakesAt) {
-        wakesAt = now + interval
-        Deferred.unsafeDone(wake, Exit.void)
-      }
+      wakeBy(now + interval)
+    },
+    answering: (delivery) => {
+      const lease = leases.get(delivery)
+      if (lease !== undefined) lease.answering = true
     },
     remove: (delivery) => void leases.delete(delivery)
   }
