@@ -1,6 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
@@ -80,5 +83,29 @@ describe("a defect on the task path", () => {
       assert.deepStrictEqual(ops, ["renew", "renew", "renew", "complete"])
       assert.strictEqual(warnings.filter((w) => w.includes("could not extend the task's lease")).length, 3)
       yield* worker.stop
+    }))
+
+  it.effect("in a poll: logged once with its stack, and the run fails with WorkerLoopError", () =>
+    Effect.gen(function*() {
+      const errors: Array<{ message: string; cause: string }> = []
+      const logger = Logger.make(({ cause, logLevel, message }) => {
+        if (logLevel.label === "ERROR") {
+          errors.push({ message: Array.isArray(message) ? message.join(" ") : String(message), cause: Cause.pretty(cause) })
+        }
+      })
+      const buggy = scriptedTransport("buggy", {
+        poll: () => () => Effect.zipRight(Effect.sleep("1 second"), Effect.sync(() => JSON.parse("{")))
+      })
+      const worker = yield* Worker.make({})
+      const run = yield* Effect.fork(Effect.provide(worker.run, Layer.mergeAll(buggy, memory, Logger.replace(Logger.defaultLogger, logger))))
+      yield* worker.registered
+      yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.await(run)
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      assert.instanceOf(error, Worker.WorkerLoopError)
+      assert.deepStrictEqual(errors.map((line) => line.message), ["worker loop buggy queue died of a defect"])
+      assert.include(errors[0]!.cause, "SyntaxError")
+      assert.include(errors[0]!.cause, "defects.test.ts", "the stack points at the bug")
     }))
 })

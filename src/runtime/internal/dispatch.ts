@@ -362,7 +362,13 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       // every span a task makes (the step's, a turn's) names the subscription it came from: set once
       // here, the serving fibers forked by the loop inherit it
       Effect.annotateSpans("durable.queue", poller.name),
-      Effect.catchAllCause((cause) => Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) })))
+      Effect.catchAllCause((cause) => {
+        const failed = Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) }))
+        // a defect is a bug: its stack is logged here, as the error that ends the run carries only its message
+        return Cause.isDie(cause)
+          ? Effect.zipRight(Effect.logError(`worker loop ${poller.name} died of a defect`, cause), failed)
+          : failed
+      })
     )
   }
 
