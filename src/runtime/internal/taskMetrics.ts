@@ -65,9 +65,11 @@ export const taskSeries = () => {
   return {
     /**
      * Publishes the counters an alert is written on at 0 (every handler's started, completed and
-     * failed by outcome; replies retried and lost), and every handler's duration histograms empty: a
-     * series that first appears at 1 is no increase to `increase()` or `rate()`, so the first failure
-     * of a step would go unseen.
+     * failed by outcome; replies retried and lost), and every handler's completed and failed
+     * duration histograms empty: a series that first appears at 1 is no increase to `increase()` or
+     * `rate()`, so the first failure of a step would go unseen. The rarer outcomes' histograms
+     * (rejected, cancelled, abandoned) appear with their first task: a histogram is some twenty
+     * series, and their counters already say when they happen.
      */
     atZero: (handlers: Handlers<any>): Effect.Effect<void> =>
       Effect.sync(() => {
@@ -83,7 +85,7 @@ export const taskSeries = () => {
           // read, not updated: a histogram that exists with no observation, so the first batch of
           // durations is an increase of its buckets too
           series.duration("completed").unsafeValue([])
-          for (const outcome of failedOutcomes) series.duration(outcome).unsafeValue([])
+          series.duration("failed").unsafeValue([])
         }
         WorkerMetrics.repliesRetried.unsafeUpdate(0, [])
         WorkerMetrics.repliesLost.unsafeUpdate(0, [])
