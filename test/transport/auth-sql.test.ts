@@ -60,6 +60,9 @@ describe("SQL transport: a refused login", () => {
         mysql.message,
         /^MySQL\/MariaDB at mysql:\/\/root@127\.0\.0\.1:3306\/edw_no_such_db has no such database \(.*edw_no_such_db.*\(ER_BAD_DB_ERROR, 1049\)\); create it/
       )
+      // named by the option it came from
+      const byOption = yield* failedStart(PostgresSql.layerPostgres({ host: "127.0.0.1", username: "postgres", database: "edw_no_such_db" }))
+      assert.match(byOption.message, /has no such database .*; create it, or fix the database's name in the database option$/)
     }))
 
   it.live("MariaDB: a user that does not exist fails the start as an AuthenticationError", () =>

@@ -14,9 +14,14 @@ const pathOf = (path: ReadonlyArray<PropertyKey>): string =>
     ""
   )
 
+/** The longest account of one problem: a value sent whole (a large payload) would fill the log line and the stored result. */
+const MAX_LENGTH = 200
+
 /** A struct's whole type, where the value is not an object at all, is "an object". */
-const messageOf = (message: string): string =>
-  message.replace(/\s*\n\s*/g, " ").replace(/^Expected \{.*\}, actual /, "Expected an object, actual ")
+const messageOf = (message: string): string => {
+  const text = message.replace(/\s*\n\s*/g, " ").replace(/^Expected \{.*?\}, actual /, "Expected an object, actual ")
+  return text.length > MAX_LENGTH ? `${text.slice(0, MAX_LENGTH - 1)}…` : text
+}
 
 /** @internal */
 export const describeIssues = (error: ParseResult.ParseError): string =>

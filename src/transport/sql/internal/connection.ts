@@ -152,7 +152,7 @@ export const connectFailed = (dialect: Dialect, options: ConnectionOptions) => (
         redactText(sqlMessageOf(cause), secrets)
       }); check that the database is running and that DATABASE_URL (or the url option) points at it`
       : `${whereOf(dialect, options)} has no such database (${redactText(missing, secrets)}); create it, or fix the ` +
-        "database's name in DATABASE_URL (or the url option)",
+        `database's name in ${options.url === undefined ? "the database option" : "DATABASE_URL (or the url option)"}`,
     cause: safeCause(cause, secrets)
   })
 }
