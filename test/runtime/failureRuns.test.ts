@@ -25,6 +25,14 @@ import { scriptedTransport } from "../support/scriptedTransport.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 
+/** Stops `worker`, its running task given up at its 1 s shutdown timeout, under the TestClock. */
+const stopOnClock = (worker: Worker.Worker<never>) =>
+  Effect.gen(function*() {
+    const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
+    yield* TestClock.adjust("10 seconds")
+    yield* Fiber.join(stopping)
+  })
+
 /**
  * A transport whose heartbeat (every 10 s) and lease renewals (every second) fail while `away` is
  * set, with every log line at every level.
@@ -117,7 +125,15 @@ const flaky = Effect.gen(function*() {
   /** Runs `worker` on this transport (a daemon fiber), once it is registered. */
   const serve = (worker: Worker.Worker<never>) =>
     Effect.zipRight(Effect.forkDaemon(Effect.provide(worker.run, all)), worker.registered)
-  return { queue, lines, setAway, setSilent, setLost, holdRenewals, holdAnswers, serve, beatsSent: () => beats, renewalsSent: () => renewals }
+  /** A worker serving one task, `t1`, of a step whose handler is `handler`; its lease renewed every second. */
+  const serveTask = (handler: () => Effect.Effect<unknown>) =>
+    Effect.gen(function*() {
+      const worker = yield* Worker.make({ steps: [Step.make("task", handler)], shutdownTimeout: "1 second" })
+      yield* serve(worker)
+      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "task", {}) })
+      return worker
+    })
+  return { queue, lines, setAway, setSilent, setLost, holdRenewals, holdAnswers, serve, serveTask, beatsSent: () => beats, renewalsSent: () => renewals }
 })
 
 /** The lines that match, each cut at its first colon (the reason and the counts follow it). */
@@ -199,16 +215,12 @@ describe("a broker away for long", () => {
         ])
         assert.strictEqual(own.filter((line) => line.startsWith("DEBUG")).length, 59)
       }
-      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
-      yield* TestClock.adjust("10 seconds")
-      yield* Fiber.join(stopping)
+      yield* stopOnClock(worker)
     }))
   it.effect("a lease the broker says is lost for good: one warning, and no renewal after it", () =>
     Effect.gen(function*() {
-      const { lines, queue, renewalsSent, serve, setLost } = yield* flaky
-      const worker = yield* Worker.make({ steps: [Step.make("long", () => Effect.sleep("1 hour"))], shutdownTimeout: "1 second" })
-      yield* serve(worker)
-      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "long", {}) })
+      const { lines, renewalsSent, serveTask, setLost } = yield* flaky
+      const worker = yield* serveTask(() => Effect.sleep("1 hour"))
       yield* TestClock.adjust("1 second")
       yield* TestClock.adjust("1 second")
       assert.strictEqual(renewalsSent(), 2)
@@ -218,18 +230,14 @@ describe("a broker away for long", () => {
       assert.deepStrictEqual(lines.filter((line) => line.includes("lease")), [
         "WARN [t1] the task's lease is lost: the lock was lost; it is no longer renewed, and the broker may refuse the task's answer"
       ])
-      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
-      yield* TestClock.adjust("10 seconds")
-      yield* Fiber.join(stopping)
+      yield* stopOnClock(worker)
     }))
 
   it.effect("one renewal of a lease at a time; one answered after its task has ended says nothing of it", () =>
     Effect.gen(function*() {
-      const { holdRenewals, lines, queue, renewalsSent, serve, setAway } = yield* flaky
+      const { holdRenewals, lines, renewalsSent, serveTask, setAway } = yield* flaky
       const done = yield* Deferred.make<void>()
-      const worker = yield* Worker.make({ steps: [Step.make("gated", () => Deferred.await(done))] })
-      yield* serve(worker)
-      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "gated", {}) })
+      const worker = yield* serveTask(() => Deferred.await(done))
       yield* TestClock.adjust("1 second")
       assert.strictEqual(renewalsSent(), 1)
       // the broker goes silent: the client holds the renewal, and the next one is not piled on it
@@ -257,10 +265,8 @@ describe("a broker away for long", () => {
 
   it.effect("a renewal answered late: the next one goes at once, not an interval later", () =>
     Effect.gen(function*() {
-      const { holdRenewals, lines, queue, renewalsSent, serve } = yield* flaky
-      const worker = yield* Worker.make({ steps: [Step.make("long", () => Effect.sleep("1 hour"))], shutdownTimeout: "1 second" })
-      yield* serve(worker)
-      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "long", {}) })
+      const { holdRenewals, lines, renewalsSent, serveTask } = yield* flaky
+      const worker = yield* serveTask(() => Effect.sleep("1 hour"))
       // the renewal at 1 s is held past the next due time (2 s), then answered at 2.5 s
       yield* holdRenewals(true)
       yield* TestClock.adjust("1 second")
@@ -281,18 +287,14 @@ describe("a broker away for long", () => {
       assert.strictEqual(renewalsSent(), 2)
       yield* TestClock.adjust("1 millis")
       assert.strictEqual(renewalsSent(), 3)
-      const stopping = yield* Effect.fork(Effect.ignore(worker.stop))
-      yield* TestClock.adjust("10 seconds")
-      yield* Fiber.join(stopping)
+      yield* stopOnClock(worker)
     }))
 
   it.effect("a lease lost while the task's answer is on its way: a debug line, the answer tells the rest", () =>
     Effect.gen(function*() {
-      const { holdAnswers, lines, queue, renewalsSent, serve, setLost } = yield* flaky
+      const { holdAnswers, lines, renewalsSent, serveTask, setLost } = yield* flaky
       const done = yield* Deferred.make<void>()
-      const worker = yield* Worker.make({ steps: [Step.make("gated", () => Deferred.await(done))] })
-      yield* serve(worker)
-      yield* Queue.offer(queue, { id: "t1", payload: stepTask("r1", "gated", {}) })
+      const worker = yield* serveTask(() => Deferred.await(done))
       yield* TestClock.adjust("1 second")
       assert.strictEqual(renewalsSent(), 1)
       // the handler ends; the broker is slow to take its answer, and the lock goes meanwhile
