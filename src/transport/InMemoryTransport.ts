@@ -93,6 +93,13 @@ export interface InMemoryBroker {
   readonly setPollFault: (fault: Fault | undefined) => Effect.Effect<void>
   /** Makes replies fail to deliver (the task then stays un-acknowledged). */
   readonly setCompleteFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /**
+   * Makes giving a task back fail or hang (a task whose give-back failed does not come back to the
+   * queue: this broker has no lease to run out).
+   *
+   * @since 0.3.0
+   */
+  readonly setAbandonFault: (fault: Fault | undefined) => Effect.Effect<void>
   /** The transport service over this broker. */
   readonly layer: Layer.Layer<Transport>
 }
@@ -133,7 +140,8 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       register: yield* Ref.make<Fault | undefined>(undefined),
       deregister: yield* Ref.make<Fault | undefined>(undefined),
       poll: yield* Ref.make<Fault | undefined>(undefined),
-      complete: yield* Ref.make<Fault | undefined>(undefined)
+      complete: yield* Ref.make<Fault | undefined>(undefined),
+      abandon: yield* Ref.make<Fault | undefined>(undefined)
     }
     let nextId = 0
 
@@ -158,7 +166,10 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
           ),
         reject: (reason) =>
           Effect.sync(() => void rejected.push(reason)).pipe(Effect.zipRight(log({ op: "reject", id: entry.id }))),
-        abandon: Queue.offer(queue, entry).pipe(Effect.zipRight(log({ op: "abandon", id: entry.id })))
+        abandon: Effect.flatMap(Ref.get(faults.abandon), (fault) => runFault(fault, transportError("abandon"))).pipe(
+          Effect.zipRight(Queue.offer(queue, entry)),
+          Effect.zipRight(log({ op: "abandon", id: entry.id }))
+        )
       })
     }
 
@@ -215,6 +226,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       setDeregisterFault: (fault) => Ref.set(faults.deregister, fault),
       setPollFault: (fault) => Ref.set(faults.poll, fault),
       setCompleteFault: (fault) => Ref.set(faults.complete, fault),
+      setAbandonFault: (fault) => Ref.set(faults.abandon, fault),
       layer: Layer.succeed(Transport, { name: NAME, protocol, register })
     }
   })

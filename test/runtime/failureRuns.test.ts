@@ -305,7 +305,7 @@ describe("a broker away for long", () => {
       yield* TestClock.adjust("1 second")
       assert.strictEqual(renewalsSent(), 2, "the lease is renewed while the answer waits")
       assert.deepStrictEqual(lines.filter((line) => line.includes("lease")), [
-        "DEBUG [t1] the task's lease was lost while its answer was on its way: the lock was lost"
+        "DEBUG [t1] the task's lease was lost while the task was being answered or given back: the lock was lost"
       ])
       yield* TestClock.adjust("3 seconds")
       assert.strictEqual(renewalsSent(), 2, "a lost lease is renewed no more")

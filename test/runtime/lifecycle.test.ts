@@ -484,6 +484,23 @@ describe("Worker lifecycle", () => {
       assert.include(heldError.message, "(task m1 from in-memory queue, its handler ended, its answer waiting for the broker)")
       yield* Fiber.interrupt(heldStop).pipe(Effect.fork)
 
+      // a task interrupted at the deadline whose give-back the broker holds: named as a give-back
+      const givingBack = yield* setup({ shutdownTimeout: "1 second" })
+      yield* givingBack.broker.setAbandonFault({ _tag: "Hang" })
+      const givingBackRun = yield* givingBack.start(givingBack.worker.run)
+      yield* givingBack.broker.enqueue(task("r7", "sleep", { ms: 60_000, id: "g" }))
+      yield* settle
+      const givingBackStopping = yield* Effect.fork(givingBack.worker.stop)
+      yield* settle
+      yield* TestClock.adjust("5 seconds")
+      const givingBackError = yield* Effect.flip(Fiber.join(givingBackStopping))
+      assert.strictEqual(givingBackError._tag, "ShutdownTimeoutError")
+      assert.include(
+        givingBackError.message,
+        "(task m1 from in-memory queue, its handler stopped, its give-back waiting for the broker)"
+      )
+      yield* Fiber.interrupt(givingBackRun).pipe(Effect.fork)
+
       const refused = yield* setup()
       const refusedLogs = captureLogs()
       yield* refused.broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" })

@@ -26,8 +26,11 @@ import { taskSeries } from "./taskMetrics.js"
 export interface ServingLabel {
   readonly poller: string
   delivery: Delivery
-  /** Its handler has ended and it is being answered (a reply a broker away holds). */
-  answering: boolean
+  /**
+   * How far its task has got: its handler running, its answer on its way, or the task on its way
+   * back to the broker (interrupted, or ended without an outcome). A broker away holds the last two.
+   */
+  stage: "running" | "answering" | "givingBack"
 }
 
 /** What the dispatcher works with. @internal */
@@ -222,7 +225,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     Effect.suspend(() => {
       const poller = serving.poller
       serving.delivery = delivery
-      serving.answering = false
+      serving.stage = "running"
       const startedAt = clock.unsafeCurrentTimeMillis()
       const label = delivery.protocol.label(delivery.payload)
       series.started(label)
@@ -232,14 +235,16 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
-        serving.answering = true
         leases.answering(delivery)
         if (Exit.isSuccess(exit)) {
+          serving.stage = "answering"
           outcome = exit.value._tag === "Reject" ? "rejected" : exit.value.ok ? "completed" : "failed"
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
           return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
         }
-        if (cancelled && Option.isSome(delivery.protocol.cancelled(delivery.payload))) outcome = "cancelled"
+        const answeredCancelled = cancelled && Option.isSome(delivery.protocol.cancelled(delivery.payload))
+        serving.stage = answeredCancelled ? "answering" : "givingBack"
+        if (answeredCancelled) outcome = "cancelled"
         return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
       }
       return Effect.flatMap(processed(delivery, label), (exit) =>
@@ -250,6 +255,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
             Effect.logError("a defect while answering a task; giving it back", Cause.pretty(Cause.die(defect))).pipe(
               Effect.zipRight(Effect.sync(() => {
                 outcome = "abandoned"
+                serving.stage = "givingBack"
               })),
               Effect.zipRight(Effect.ignore(delivery.abandon)),
               aboutDelivery(delivery),
@@ -271,7 +277,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
   const serveDeliveries = (first: Delivery, poller: Poller) =>
     Effect.clockWith((clock) =>
       Effect.withFiberRuntime<void, never, R>((self) => {
-        const label: ServingLabel = { poller: poller.name, delivery: first, answering: false }
+        const label: ServingLabel = { poller: poller.name, delivery: first, stage: "running" }
         serving.set(self, label)
         const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> =>
           Effect.flatMap(

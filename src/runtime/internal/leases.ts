@@ -20,8 +20,9 @@ export interface Leases {
   /** Starts keeping the delivery's lease: first renewed one interval from `now`. */
   readonly add: (delivery: Delivery, keepAlive: KeepAlive, now: number) => void
   /**
-   * Its handler has ended and its answer is on its way: the lease is still renewed (a broker away
-   * holds the answer), but losing it now is no longer news of its own (the answer says how it went).
+   * Its handler has ended and it is being answered or given back: the lease is still renewed (a
+   * broker away holds either), but losing it now is no longer news of its own (an answer says how it
+   * went; a task given back was the broker's to hand on anyway).
    */
   readonly answering: (delivery: Delivery) => void
   /** Stops keeping it (the task was answered or given back). */
@@ -47,7 +48,7 @@ interface Lease {
    * not an interval later, or two intervals would pass between renewals (BullMQ's whole lock).
    */
   missed?: boolean
-  /** The handler has ended and the answer is on its way. */
+  /** The handler has ended and the task is being answered or given back. */
   answering?: boolean
 }
 
@@ -100,9 +101,9 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
               }
               if (error.fatal) {
                 leases.delete(delivery)
-                // its answer, on its way, meets the same loss and says so: one line for it, not two
+                // an answer on its way meets the same loss and says so: one line for it, not two
                 if (lease.answering) {
-                  return Effect.logDebug(`the task's lease was lost while its answer was on its way: ${error.message}`)
+                  return Effect.logDebug(`the task's lease was lost while the task was being answered or given back: ${error.message}`)
                 }
                 return Effect.logWarning(
                   `the task's lease is lost: ${error.message}; it is no longer renewed, and the broker may refuse ` +

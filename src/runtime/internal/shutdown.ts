@@ -95,8 +95,15 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       const label = serving.get(fiber)
       if (label === undefined) return "a task"
       const task = `task ${label.delivery.id} from ${label.poller}`
-      // a task already run whose answer a broker away holds is no handler to look into
-      return label.answering ? `${task}, its handler ended, its answer waiting for the broker` : task
+      // a task whose handler is done and which a broker away holds is no handler to look into
+      switch (label.stage) {
+        case "running":
+          return task
+        case "answering":
+          return `${task}, its handler ended, its answer waiting for the broker`
+        case "givingBack":
+          return `${task}, its handler stopped, its give-back waiting for the broker`
+      }
     }, by)
     if (stuckPollers.length > 0 || stuckTasks.length > 0) {
       const stuck = new ShutdownTimeoutError({ stuckPollers, stuckTasks })
