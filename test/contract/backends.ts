@@ -432,7 +432,9 @@ export const sqs: Backend = {
         idOf: tasks.idOf,
         pending: (step) => Effect.promise(async () => (await server.counts(`${prefix}-tasks-${step}`)).visible),
         // the copy made visible at once and received by another consumer, as when its visibility
-        // lapsed and another worker took it
+        // lapsed and another worker took it. The worker's own poller cannot take it first: the rule
+        // runs it at the suite's concurrency of 1, whose one permit the running task holds, so the
+        // poller is waiting for a permit, not receiving
         loseLease: (task) =>
           Effect.acquireUseRelease(
             Effect.sync(() => new SQSClient(server.clientConfig)),
