@@ -37,8 +37,14 @@ import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
 
-/** 5 ms to about 5.5 minutes, doubling. */
+/** 5 ms to 163.84 s (about 2.7 minutes), doubling: polls and requests, bounded by their timeouts. */
 const seconds = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 17 })
+
+/**
+ * 5 ms to 2,621.44 s (about 44 minutes), doubling: a step or activity may run for minutes, and one
+ * past the last bound is seen only as `+Inf`.
+ */
+const taskSeconds = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 21 })
 
 /**
  * Tasks taken and started, by `kind` (`step`, `workflow`) and `name` (the step or workflow name,
@@ -87,7 +93,7 @@ export const tasksFailed = Metric.counter("durable_worker_tasks_failed", {
  */
 export const taskDuration = Metric.histogram(
   "durable_worker_task_duration_seconds",
-  seconds,
+  taskSeconds,
   "Duration of tasks from taken to answered, seconds, by kind, name and outcome"
 )
 
@@ -271,7 +277,7 @@ export const durableWorkflow = {
   }),
   workerTaskDuration: Metric.histogram(
     "durable_workflow_worker_task_duration_seconds",
-    seconds,
+    taskSeconds,
     "Duration of worker tasks, seconds"
   )
 } as const

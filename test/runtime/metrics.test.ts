@@ -67,6 +67,26 @@ describe("worker metrics", () => {
       yield* worker.stop
     }))
 
+  it.scoped("a task of half an hour lands in a bucket of its own, not in +Inf", () =>
+    Effect.gen(function*() {
+      const id = unique()
+      const long = Step.make(`long-${id}`, () => Effect.sleep("30 minutes").pipe(Effect.as(1)))
+      const broker = yield* InMemory.make()
+      const worker = yield* start(broker, { steps: [long] })
+      yield* broker.enqueue(stepTask("r1", long.name))
+      yield* settle
+      yield* TestClock.adjust("30 minutes")
+      yield* broker.takeReply
+      yield* settle
+      const { buckets, count } = yield* Metric.value(
+        tagged(WorkerMetrics.taskDuration, { kind: "step", name: long.name, outcome: "completed" })
+      )
+      assert.strictEqual(count, 1)
+      // cumulative: under 1,310.72 s none, under 2,621.44 s the one task
+      assert.deepStrictEqual(buckets.filter(([bound]) => bound >= 1000 && bound < 3000), [[1310.72, 0], [2621.44, 1]])
+      yield* worker.stop
+    }))
+
   it.scoped("a rejected payload and a cancelled run are counted as such; onTaskEnd hears every end", () =>
     Effect.gen(function*() {
       const id = unique()
