@@ -17,8 +17,11 @@ import { scriptedTransport } from "../support/scriptedTransport.js"
 
 const memory = Memory.layerTest({ usage: 1, limit: 1024 })
 
-/** A one-queue transport whose deliveries die where `dies` says, recording what the worker did. */
-const faulty = (dies: "complete" | "renew") =>
+/**
+ * A one-queue transport whose deliveries die where `dies` says, recording what the worker did; its
+ * give-back works, fails or never answers, as `giveBack` says.
+ */
+const faulty = (dies: "complete" | "renew", giveBack: "works" | "fails" | "hangs" = "works") =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<unknown>()
     const done = yield* Ref.make<ReadonlyArray<string>>([])
@@ -36,7 +39,14 @@ const faulty = (dies: "complete" | "renew") =>
             }),
             complete: () =>
               dies === "complete" ? Effect.zipRight(record("complete"), Effect.dieMessage("cannot encode")) : record("complete"),
-            abandon: record("abandon")
+            abandon: Effect.zipRight(
+              record("abandon"),
+              giveBack === "fails"
+                ? Effect.fail(new Transport.TransportError({ transport: "faulty", operation: "abandon", message: "refused" }))
+                : giveBack === "hangs"
+                ? Effect.never
+                : Effect.void
+            )
           })
         ])
     })
@@ -62,6 +72,36 @@ describe("a defect on the task path", () => {
       assert.strictEqual(logged!.level, "ERROR")
       assert.strictEqual((yield* worker.status).state, "running", "the worker goes on")
       yield* worker.stop
+    }))
+
+  it.effect("while answering, a give-back that fails or never answers: a warning saying so, the fiber and its permit freed", () =>
+    Effect.gen(function*() {
+      for (const giveBack of ["fails", "hangs"] as const) {
+        const warnings: Array<string> = []
+        const logger = Logger.make(({ logLevel, message }) => {
+          if (logLevel.label === "WARN") warnings.push(String(message))
+        })
+        const { done, layer, queue } = yield* faulty("complete", giveBack)
+        const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))], concurrency: 1 })
+        yield* Effect.forkDaemon(
+          Effect.provide(worker.run, Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger)))
+        )
+        yield* worker.registered
+        yield* Queue.offer(queue, stepTask("r1", "s", {}))
+        yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.includes("abandon") }))
+        // within interruptTimeout (5 s by default), not for as long as the broker is away
+        yield* TestClock.adjust("5 seconds")
+        yield* Effect.repeat(Effect.sync(() => warnings.length), { until: (n) => n > 0 })
+        assert.deepStrictEqual(warnings, [
+          giveBack === "fails" ? "could not give the task back: refused" : "could not give the task back: no answer within 5s (interruptTimeout)"
+        ])
+        // the permit (concurrency 1) is free again: the next task is served (and dies the same way)
+        yield* Queue.offer(queue, stepTask("r2", "s", {}))
+        yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.filter((op) => op === "abandon").length === 2 }))
+        yield* TestClock.adjust("5 seconds")
+        // nothing left stuck: the stop ends clean
+        yield* worker.stop
+      }
     }))
 
   it.effect("while renewing a lease: logged, and the lease is still renewed on its interval", () =>

@@ -484,13 +484,18 @@ describe("Worker lifecycle", () => {
       assert.include(heldError.message, "(task m1 from in-memory queue, its handler ended, its answer waiting for the broker)")
       yield* Fiber.interrupt(heldStop).pipe(Effect.fork)
 
-      // a task interrupted at the deadline whose give-back the broker holds: named as a give-back
-      const givingBack = yield* setup({ shutdownTimeout: "1 second" })
+      // a task interrupted at the deadline whose give-back the broker holds: named as a give-back.
+      // Its handler takes a second to stop, so the give-back (bounded by interruptTimeout, 5 s, from
+      // when it starts) is still waiting when the stop's own 5 s for the task run out
+      const slowToStop = Step.make("slowToStop", () => Effect.onInterrupt(Effect.never, () => Effect.sleep("1 second")))
+      const givingBack = yield* setup({ shutdownTimeout: "1 second" }, [slowToStop])
       yield* givingBack.broker.setAbandonFault({ _tag: "Hang" })
       const givingBackRun = yield* givingBack.start(givingBack.worker.run)
-      yield* givingBack.broker.enqueue(task("r7", "sleep", { ms: 60_000, id: "g" }))
+      yield* givingBack.broker.enqueue(task("r7", "slowToStop"))
       yield* settle
       const givingBackStopping = yield* Effect.fork(givingBack.worker.stop)
+      yield* settle
+      yield* TestClock.adjust("1 second")
       yield* settle
       yield* TestClock.adjust("5 seconds")
       const givingBackError = yield* Effect.flip(Fiber.join(givingBackStopping))

@@ -188,6 +188,26 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     })
   }
 
+  /**
+   * Gives a task back to its broker within `interruptTimeout`. One that cannot be given back is a
+   * warning, never silent: the broker hands the task on when its lease runs out, and a give-back
+   * that does not answer must not hold the serving fiber (and its permit) for as long as the broker
+   * is away. The serving fiber is uninterruptible here, so a timeout alone would wait for the
+   * give-back it gave up on: disconnected and interruptible, the give-back is left to finish in
+   * the background (a broker that answers late still gets the task back early).
+   */
+  const giveBack = (delivery: Delivery, what: string) =>
+    delivery.abandon.pipe(
+      Effect.disconnect,
+      Effect.interruptible,
+      Effect.timeoutFail({
+        duration: config.interruptTimeout,
+        onTimeout: () => `no answer within ${Duration.format(config.interruptTimeout)} (interruptTimeout)`
+      }),
+      Effect.catchAll((error) => Effect.logWarning(withReason(`could not give ${what} back`, error))),
+      aboutDelivery(delivery)
+    )
+
   /** A delivery whose processing ended without an outcome: answered as cancelled, or given back. */
   const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, cancelled: boolean) =>
     Effect.gen(function*() {
@@ -196,16 +216,12 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         yield* Effect.logInfo("run cancelled: its running task was interrupted").pipe(aboutDelivery(delivery))
         yield* answer(delivery, { _tag: "Reply", reply: reply.value, ok: false })
       } else if (Exit.isInterrupted(exit)) {
-        yield* delivery.abandon.pipe(
-          Effect.timeout(config.interruptTimeout),
-          Effect.catchAll((error) => Effect.logWarning(withReason("could not give an interrupted task back", error))),
-          aboutDelivery(delivery)
-        )
+        yield* giveBack(delivery, "an interrupted task")
       } else {
         yield* Effect.logError("a task ended without an outcome; giving it back", Cause.pretty(exit.cause)).pipe(
           aboutDelivery(delivery)
         )
-        yield* Effect.ignore(delivery.abandon)
+        yield* giveBack(delivery, "the task")
       }
     })
 
@@ -257,7 +273,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
                 outcome = "abandoned"
                 serving.stage = "givingBack"
               })),
-              Effect.zipRight(Effect.ignore(delivery.abandon)),
+              Effect.zipRight(giveBack(delivery, "the task")),
               aboutDelivery(delivery),
               Effect.as(Option.none<Delivery>())
             )
