@@ -71,8 +71,9 @@ describe("worker metrics", () => {
     Effect.gen(function*() {
       const id = unique()
       const long = Step.make(`long-${id}`, () => Effect.sleep("30 minutes").pipe(Effect.as(1)))
-      const broker = yield* InMemory.make()
-      const worker = yield* start(broker, { steps: [long] })
+      // nothing (sampler, poll, heartbeat, lease) waking every few seconds of the half hour the clock is moved on
+      const broker = yield* InMemory.make({ heartbeatInterval: "1 hour", leaseRenewInterval: "1 hour" })
+      const worker = yield* start(broker, { steps: [long], metricsInterval: "1 hour", pollTimeout: "1 hour" })
       yield* broker.enqueue(stepTask("r1", long.name))
       yield* settle
       yield* TestClock.adjust("30 minutes")
