@@ -16,7 +16,7 @@ import type * as ConcurrencyController from "../../services/ConcurrencyControlle
 import type { ResolvedWorkerConfig, TaskOutcome } from "../WorkerConfig.js"
 import { WorkerLoopError } from "../WorkerError.js"
 import { watchCancel } from "./cancellation.js"
-import type { Leases } from "./leases.js"
+import type { Leases, TaskStage } from "./leases.js"
 import type { Pools } from "./pools.js"
 import type { Reachability } from "./reachability.js"
 import { replyRetry } from "./replyRetry.js"
@@ -28,9 +28,10 @@ export interface ServingLabel {
   delivery: Delivery
   /**
    * How far its task has got: its handler running, its answer on its way, or the task on its way
-   * back to the broker (interrupted, or ended without an outcome). A broker away holds the last two.
+   * back to the broker (interrupted, or ended without an outcome). A broker away holds the last two;
+   * the task's lease reads it too.
    */
-  stage: "running" | "answering" | "givingBack"
+  stage: TaskStage
 }
 
 /** What the dispatcher works with. @internal */
@@ -208,10 +209,12 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       aboutDelivery(delivery)
     )
 
-  /** A delivery whose processing ended without an outcome: answered as cancelled, or given back. */
-  const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, cancelled: boolean) =>
+  /**
+   * A delivery whose processing ended without an outcome: answered as cancelled (`reply`, the
+   * protocol's answer to a cancelled run, if it has one), or given back.
+   */
+  const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, reply: Option.Option<unknown>) =>
     Effect.gen(function*() {
-      const reply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
       if (Option.isSome(reply)) {
         yield* Effect.logInfo("run cancelled: its running task was interrupted").pipe(aboutDelivery(delivery))
         yield* answer(delivery, { _tag: "Reply", reply: reply.value, ok: false })
@@ -245,23 +248,22 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       const startedAt = clock.unsafeCurrentTimeMillis()
       const label = delivery.protocol.label(delivery.payload)
       series.started(label)
-      if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, startedAt)
+      if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, startedAt, serving)
       const watch = watchCancel(delivery, self)
       let outcome: TaskOutcome = "abandoned"
       // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
-        leases.answering(delivery)
         if (Exit.isSuccess(exit)) {
           serving.stage = "answering"
           outcome = exit.value._tag === "Reject" ? "rejected" : exit.value.ok ? "completed" : "failed"
           // a cancel that raced the end of processing leaves this fiber interrupted: answer, stop here
           return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
         }
-        const answeredCancelled = cancelled && Option.isSome(delivery.protocol.cancelled(delivery.payload))
-        serving.stage = answeredCancelled ? "answering" : "givingBack"
-        if (answeredCancelled) outcome = "cancelled"
-        return Effect.as(unanswered(delivery, exit, cancelled), Option.none())
+        const cancelledReply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
+        serving.stage = Option.isSome(cancelledReply) ? "answering" : "givingBack"
+        if (Option.isSome(cancelledReply)) outcome = "cancelled"
+        return Effect.as(unanswered(delivery, exit, cancelledReply), Option.none())
       }
       return Effect.flatMap(processed(delivery, label), (exit) =>
         answered(exit).pipe(

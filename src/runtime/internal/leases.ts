@@ -12,19 +12,26 @@ import * as FailureRun from "../../core/internal/failureRun.js"
 import type { Delivery, KeepAlive } from "../../seam/Transport.js"
 
 /**
+ * How far a leased task has got, as its serving fiber records it: its handler running (or waiting
+ * for admission), its answer on its way, or the task on its way back to the broker.
+ *
+ * @internal
+ */
+export type TaskStage = "running" | "answering" | "givingBack"
+
+/**
  * The leases of the deliveries that run or wait for admission, kept alive by one refresher.
  *
  * @internal
  */
 export interface Leases {
-  /** Starts keeping the delivery's lease: first renewed one interval from `now`. */
-  readonly add: (delivery: Delivery, keepAlive: KeepAlive, now: number) => void
   /**
-   * Its handler has ended and it is being answered or given back: the lease is still renewed (a
-   * broker away holds either), but losing it now is no longer news of its own (an answer says how it
-   * went; a task given back was the broker's to hand on anyway).
+   * Starts keeping the delivery's lease: first renewed one interval from `now`. `task` is read, not
+   * copied: once its handler has ended and it is being answered or given back, the lease is still
+   * renewed (a broker away holds either), but losing it is no longer news of its own (an answer
+   * says how it went; a task given back was the broker's to hand on anyway).
    */
-  readonly answering: (delivery: Delivery) => void
+  readonly add: (delivery: Delivery, keepAlive: KeepAlive, now: number, task: { readonly stage: TaskStage }) => void
   /** Stops keeping it (the task was answered or given back). */
   readonly remove: (delivery: Delivery) => void
 }
@@ -48,8 +55,8 @@ interface Lease {
    * not an interval later, or two intervals would pass between renewals (BullMQ's whole lock).
    */
   missed?: boolean
-  /** The handler has ended and the task is being answered or given back. */
-  answering?: boolean
+  /** Its task, whose stage says whether its handler has ended. */
+  readonly task: { readonly stage: TaskStage }
 }
 
 /**
@@ -102,7 +109,7 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
               if (error.fatal) {
                 leases.delete(delivery)
                 // an answer on its way meets the same loss and says so: one line for it, not two
-                if (lease.answering) {
+                if (lease.task.stage !== "running") {
                   return Effect.logDebug(`the task's lease was lost while the task was being answered or given back: ${error.message}`)
                 }
                 return Effect.logWarning(
@@ -166,14 +173,10 @@ export const makeLeases: Effect.Effect<Leases, never, Scope.Scope> = Effect.gen(
   yield* Effect.forkScoped(Effect.forever(refresh))
 
   return {
-    add: (delivery, keepAlive, now) => {
+    add: (delivery, keepAlive, now, task) => {
       const interval = Duration.toMillis(keepAlive.interval)
-      leases.set(delivery, { due: now + interval, interval, keepAlive })
+      leases.set(delivery, { due: now + interval, interval, keepAlive, task })
       wakeBy(now + interval)
-    },
-    answering: (delivery) => {
-      const lease = leases.get(delivery)
-      if (lease !== undefined) lease.answering = true
     },
     remove: (delivery) => void leases.delete(delivery)
   }
