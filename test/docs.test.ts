@@ -1,5 +1,5 @@
 import * as path from "node:path"
-import { describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { repoRoot, run } from "./package/pack.js"
 
 // `npm run docs` builds the API reference from the JSDoc of the entry points (typedoc.json). Run
@@ -89,4 +89,86 @@ describe("the version", () => {
     const { DEFAULT_SDK } = await import("../src/transport/bullmq/internal/descriptor.js")
     expect(DEFAULT_SDK).toEqual({ name: "effect-durable-worker", version })
   })
+})
+
+// The README's quickstarts are what a new user copies first. Each is checked as the README prints
+// it: cut out of README.md, type-checked with the repository's compiler options (NestJS's decorator
+// options for its block), the promise one also run, its printed reply the one its comment shows.
+// The files go to a directory of the checkout (ignored by git), so the package's own name resolves
+// to its sources as it does for `examples/`.
+describe("the README's quickstarts", () => {
+  /** The first ```ts block after the README line `heading`. */
+  const blockAfter = (readme: string, heading: string): string => {
+    const at = readme.indexOf(`\n${heading}\n`)
+    if (at < 0) throw new Error(`README.md has no heading "${heading}"`)
+    const open = readme.indexOf("\n```ts\n", at)
+    const close = readme.indexOf("\n```\n", open + 1)
+    if (open < 0 || close < 0) throw new Error(`README.md has no ts block after "${heading}"`)
+    return readme.slice(open + "\n```ts\n".length, close + 1)
+  }
+
+  let dir: string
+  let readme: string
+
+  beforeAll(async () => {
+    const { mkdtemp, readFile } = await import("node:fs/promises")
+    readme = await readFile(path.join(repoRoot, "README.md"), "utf8")
+    dir = await mkdtemp(path.join(repoRoot, ".readme-snippets-"))
+  })
+
+  afterAll(async () => {
+    const { rm } = await import("node:fs/promises")
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true })
+  })
+
+  it("type-check as written: promises, NestJS, Effect and Durable Workflow", async () => {
+    const { mkdir, writeFile } = await import("node:fs/promises")
+    const files: Record<string, string> = {
+      "promise.ts": blockAfter(readme, "## Quickstart (promises)"),
+      "nest/durable-worker.service.ts": blockAfter(readme, "### In a NestJS application"),
+      // the application's own service the NestJS block injects (the README leaves it to the reader)
+      "nest/payments.service.ts": `import { Injectable } from "@nestjs/common"
+import type { StepContext } from "effect-durable-worker/promise"
+
+@Injectable()
+export class PaymentsService {
+  async charge(input: { amount: number }, ctx: StepContext): Promise<{ chargeId: string }> {
+    return { chargeId: \`ch_\${ctx.stepId}_\${input.amount}\` }
+  }
+}
+`,
+      "effect.ts": blockAfter(readme, "## Quickstart (Effect)"),
+      // the server's address and token, which the README's block leaves to the reader
+      "durable-workflow.ts": `declare const baseUrl: string
+declare const token: string
+${blockAfter(readme, "## Durable Workflow")}`,
+      "tsconfig.json": JSON.stringify({ extends: "../tsconfig.json", compilerOptions: { noUnusedLocals: false }, include: ["*.ts"] }),
+      // a NestJS app's relative imports name no extension: resolved as its bundler or CommonJS would
+      "nest/tsconfig.json": JSON.stringify({
+        extends: "../../tsconfig.json",
+        compilerOptions: { module: "preserve", moduleResolution: "bundler", experimentalDecorators: true, emitDecoratorMetadata: true },
+        include: ["*.ts"]
+      })
+    }
+    for (const [name, text] of Object.entries(files)) {
+      await mkdir(path.dirname(path.join(dir, name)), { recursive: true })
+      await writeFile(path.join(dir, name), text)
+    }
+    for (const project of [dir, path.join(dir, "nest")]) {
+      await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], { cwd: repoRoot })
+    }
+  }, 120_000)
+
+  it("the promise quickstart runs and prints the reply its comment shows", async () => {
+    const { writeFile } = await import("node:fs/promises")
+    const file = path.join(dir, "promise-run.ts")
+    await writeFile(file, blockAfter(readme, "## Quickstart (promises)"))
+    const { stdout } = await run(path.join(repoRoot, "node_modules/.bin/tsx"), ["--conditions=source", file], {
+      cwd: repoRoot,
+      env: { ...process.env, NODE_OPTIONS: "" }
+    })
+    expect(stdout).toMatch(/_tag: 'StepResult'/)
+    expect(stdout).toMatch(/status: 'completed'/)
+    expect(stdout).toMatch(/output: \{ chargeId: 'ch_s1' \}/)
+  }, 60_000)
 })
