@@ -406,7 +406,7 @@ export class Worker {
 
   /**
    * Throws unless a `kind` named `name` with `handler` can be registered now: a name, a function, a
-   * worker not started yet, a name not taken (a step's: `DuplicateStepError`, as the Effect API).
+   * worker not started yet, a name not taken (else a `DuplicateStepError`, as from the Effect API).
    * From JavaScript, `step("a")` would otherwise fail every task of "a" as retryable, for ever.
    */
   #refuse(
@@ -422,10 +422,7 @@ export class Worker {
       throw new TypeError(`${kind} "${name}" needs its ${kind === "workflow" ? "body" : "handler"}, a function; got ${typeof handler}`)
     }
     if (this.#worker !== undefined) throw new Error(`cannot register ${kind} "${name}": the worker has already started`)
-    if (registered.some((other) => other.name === name)) {
-      if (kind === "step") throw new Step.DuplicateStepError({ name })
-      throw new Error(`${kind} "${name}" is registered twice; each ${kind} name must have exactly one ${kind === "workflow" ? "body" : "handler"}`)
-    }
+    if (registered.some((other) => other.name === name)) throw new Step.DuplicateStepError({ kind, registeredName: name })
   }
 
   #addDurableWorkflow(definition: DurableWorkflow.DurableWorkflow): this {

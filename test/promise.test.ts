@@ -341,10 +341,15 @@ describe("promise facade", () => {
     assert.throws(() => durable(undefined, async () => 1), TypeError, /^a workflow needs a name/)
   })
 
-  it("a step cannot be registered twice (a DuplicateStepError, as from the Effect API), nor after the worker started", async () => {
+  it("a step, workflow or activity cannot be registered twice (a DuplicateStepError, as from the Effect API), nor after the worker started", async () => {
     const worker = new Worker(quiet)
     worker.step("a", () => 1)
-    assert.throws(() => worker.step("a", () => 2), DuplicateStepError, /registered twice/)
+    assert.throws(() => worker.step("a", () => 2), DuplicateStepError, /^step "a" is registered twice/)
+    // workflows and activities too, each named as what it is
+    worker.workflow("w", async () => 1)
+    assert.throws(() => worker.workflow("w", async () => 2), DuplicateStepError, /^workflow "w" is registered twice; each workflow name must have exactly one body$/)
+    worker.activity("act", async () => 1)
+    assert.throws(() => worker.activity("act", async () => 2), DuplicateStepError, /^activity "act" is registered twice; each activity name must have exactly one handler$/)
     const running = worker.run(inMemory())
     assert.throws(() => worker.step("b", () => 2), /already started/)
     await worker.stop()

@@ -160,16 +160,25 @@ export const fromPromise = <I = unknown, O = unknown, RS = never>(
 export type StepRegistry<R = never> = ReadonlyMap<string, Step<R>>
 
 /**
- * Two steps were registered under one name.
+ * Two handlers were registered under one name: two steps (or activities), two workflows or two
+ * durable workflows. Each name must have exactly one handler, or the worker could not tell which
+ * one a task means.
+ *
+ * The name is `registeredName`, not `name`: an error's `name` is its class's (`DuplicateStepError`),
+ * which loggers and `String(error)` print before the message.
  *
  * @since 0.1.0
  * @category errors
  */
 export class DuplicateStepError extends Schema.TaggedError<DuplicateStepError>()("DuplicateStepError", {
-  name: Schema.String
+  /** What was registered twice. */
+  kind: Schema.Literal("step", "activity", "workflow", "durable workflow"),
+  /** The name registered twice. */
+  registeredName: Schema.String
 }) {
   override get message(): string {
-    return `step "${this.name}" is registered twice; each step name must have exactly one handler`
+    const handler = this.kind.endsWith("workflow") ? "body" : "handler"
+    return `${this.kind} "${this.registeredName}" is registered twice; each ${this.kind} name must have exactly one ${handler}`
   }
 }
 
@@ -180,12 +189,13 @@ export class DuplicateStepError extends Schema.TaggedError<DuplicateStepError>()
  * @category constructors
  */
 export const registry = <D extends { readonly name: string }>(
-  definitions: Iterable<D>
+  definitions: Iterable<D>,
+  kind: DuplicateStepError["kind"] = "step"
 ): Effect.Effect<ReadonlyMap<string, D>, DuplicateStepError> =>
   Effect.suspend(() => {
     const map = new Map<string, D>()
     for (const definition of definitions) {
-      if (map.has(definition.name)) return Effect.fail(new DuplicateStepError({ name: definition.name }))
+      if (map.has(definition.name)) return Effect.fail(new DuplicateStepError({ kind, registeredName: definition.name }))
       map.set(definition.name, definition)
     }
     return Effect.succeed(map)

@@ -133,8 +133,8 @@ export const make = <R = never>(
     if (unknown !== undefined) return yield* new WorkerConfigError({ option: unknown.key, message: unknown.message })
     const config = yield* resolve(options, yield* WorkerConfig)
     const steps = yield* Step.registry(stepList ?? [])
-    const workflows = yield* Step.registry(workflowList ?? [])
-    const durableWorkflows = yield* Step.registry(durable ?? [])
+    const workflows = yield* Step.registry(workflowList ?? [], "workflow")
+    const durableWorkflows = yield* Step.registry(durable ?? [], "durable workflow")
     const handlers: Handlers<R> = { steps, workflows, durableWorkflows }
     const servesNothing = steps.size + workflows.size + durableWorkflows.size === 0
     const workerId = config.workerId ?? defaultWorkerId()

@@ -362,7 +362,11 @@ describe("processStep", () => {
       const a = Step.make("dup", () => Effect.void)
       const error = yield* Effect.flip(Step.registry([a, a]))
       assert.strictEqual(error._tag, "DuplicateStepError")
-      assert.include(error.message, "\"dup\" is registered twice")
+      assert.strictEqual(error.registeredName, "dup")
+      assert.strictEqual(error.message, "step \"dup\" is registered twice; each step name must have exactly one handler")
+      // an error's name is its class's, which String(error) and loggers print before the message
+      assert.strictEqual(error.name, "DuplicateStepError")
+      assert.match(String(error), /^DuplicateStepError: step "dup" is registered twice/)
     }))
 })
 

@@ -4,6 +4,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
+import * as Step from "../../src/core/Step.js"
+import * as Workflow from "../../src/core/Workflow.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as WorkerConfig from "../../src/runtime/WorkerConfig.js"
 
@@ -119,6 +122,23 @@ describe("WorkerConfig", () => {
       const health = yield* Effect.flip(Worker.make({ health: { prot: 8080 } } as unknown as Worker.WorkerDefinition))
       assert.strictEqual((health as WorkerConfig.WorkerConfigError).option, "health.prot")
       assert.match(health.message, /unknown health option "prot"; did you mean "port"\?; the options are port, host, metrics, loopDelayThreshold/)
+    }))
+
+  it.effect("two definitions of one name fail the worker's build, the error naming what was registered twice", () =>
+    Effect.gen(function*() {
+      const step = Step.make("charge", () => Effect.void)
+      const workflow = Workflow.make("order", () => Effect.void)
+      const durable = DurableWorkflow.make("greet", () => Effect.void)
+      const built = yield* Effect.all([
+        Effect.flip(Worker.make({ steps: [step, step] })),
+        Effect.flip(Worker.make({ workflows: [workflow, workflow] })),
+        Effect.flip(Worker.make({ durableWorkflows: [durable, durable] }))
+      ])
+      assert.deepStrictEqual(built.map((error) => error.message), [
+        "step \"charge\" is registered twice; each step name must have exactly one handler",
+        "workflow \"order\" is registered twice; each workflow name must have exactly one body",
+        "durable workflow \"greet\" is registered twice; each durable workflow name must have exactly one body"
+      ])
     }))
 
   it("resolve checks each option and names the first bad one", () => {
