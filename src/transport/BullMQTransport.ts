@@ -896,8 +896,9 @@ const build = (config: Resolved): Transport["Type"] => {
           const away = brokers.find(({ client }) => client.status !== "ready")
           return away === undefined ? Option.none() : Option.some(`Redis at ${away.where} is ${away.client.status}`)
         }),
-        // on a broker whose connection is away, not tried: the keys expire by themselves
-        deregister: Effect.partition(
+        // on a broker whose connection is away, not tried: the keys expire by themselves; a worker
+        // that serves nothing wrote none (and DEL of no key is an error)
+        deregister: keys.length === 0 ? Effect.void : Effect.partition(
           brokers,
           (broker) =>
             broker.client.status === "ready"

@@ -366,6 +366,8 @@ interface WorkerOptions {
   readonly hold?: Deferred.Deferred<void>
   /** Runs `runUntil(until)` rather than `run`. */
   readonly until?: Effect.Effect<unknown>
+  /** Gives the worker no steps at all (it serves nothing). */
+  readonly servesNothing?: boolean
 }
 
 const makeWorld = (backend: Backend) =>
@@ -427,7 +429,7 @@ const makeWorld = (backend: Backend) =>
       Effect.gen(function*() {
         const worker = yield* Effect.orDie(Worker.make({
           workerId: `${label}-${name}`,
-          steps: stepsOf(name),
+          steps: options.servesNothing === true ? [] : stepsOf(name),
           concurrency: options.concurrency ?? 1,
           pollTimeout: timing.pollTimeout,
           shutdownTimeout: options.shutdownTimeout ?? timing.shutdownTimeout,
@@ -651,6 +653,20 @@ const rules = (backend: Backend): ReadonlyArray<Rule> => [
         if (w.instance.deregistrations !== undefined) assert.strictEqual(yield* w.instance.deregistrations, 1)
         assert.strictEqual((yield* w.reply("t1")).status, "completed")
         assert.strictEqual(w.observed.repliesTo("t1").length, 1)
+      })
+  },
+  {
+    title: "L4 a worker that serves nothing (a user's first try of a connection) registers, and its stop ends clean",
+    run: (w) =>
+      Effect.gen(function*() {
+        const a = yield* w.start("A", { servesNothing: true })
+        yield* w.until("the registration", (o) => o.has("registered", "A"))
+        yield* a.worker.stop
+        yield* Fiber.join(a.running)
+        assert.strictEqual(w.observed.count("deregister", "A"), 1)
+        assert.strictEqual(w.observed.count("deregister-failed", "A"), 0)
+        if (w.instance.deregistrations !== undefined) assert.strictEqual(yield* w.instance.deregistrations, 1)
+        if (w.instance.registered !== undefined) assert.isFalse(yield* w.instance.registered)
       })
   },
   {
