@@ -39,7 +39,7 @@ import { unknownOption } from "../core/internal/options.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
-import type { Handlers } from "../seam/Protocol.js"
+import { type Handlers, names } from "../seam/Protocol.js"
 import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
@@ -114,6 +114,24 @@ export interface Worker<R = never> {
 
 /** A worker id of its own for every worker, so two workers of one process never share a registration. */
 const defaultWorkerId = () => `ts-${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`
+
+/** How many names of each kind the registration's line lists. */
+const SERVED_LISTED = 10
+
+/**
+ * What the worker serves, as its registration's line says it (`steps a, b; workflows c`, each kind's
+ * first names, then how many more). A name mistyped or registered on another worker's queue takes no
+ * task and fails nothing: the line is where an operator sees which names this one answers.
+ */
+const servedNames = ({ durableWorkflows, steps, workflows }: Handlers<unknown>): string =>
+  ([["steps", steps], ["workflows", workflows], ["durable workflows", durableWorkflows]] as const)
+    .map(([kind, registry]) => [kind, names(registry)] as const)
+    .filter(([, named]) => named.length > 0)
+    .map(([kind, named]) => {
+      const more = named.length - SERVED_LISTED
+      return `${kind} ${named.slice(0, SERVED_LISTED).join(", ")}${more > 0 ? ` and ${more} more` : ""}`
+    })
+    .join("; ")
 
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
 
@@ -321,7 +339,9 @@ export const make = <R = never>(
       if (controller.config.mode === "adaptive") {
         yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       }
-      yield* Effect.logInfo(`worker ${workerId} registered on ${transport.name}`)
+      yield* Effect.logInfo(
+        `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `, serving ${servedNames(handlers)}`}`
+      )
       if (servesNothing) {
         // most likely a registration forgotten or made after `run`: say so rather than sit there
         yield* Effect.logWarning(

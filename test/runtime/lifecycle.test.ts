@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
+import * as Workflow from "../../src/core/Workflow.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
@@ -415,6 +416,28 @@ describe("Worker lifecycle", () => {
       yield* start(Effect.provide(worker.run, logs.layer))
       yield* worker.registered
       assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("WARN")), [])
+      yield* worker.stop
+      // its registration's line names nothing it serves
+      assert.deepStrictEqual(emptyLogs.lines.filter((line) => line.includes(" registered on ")), [
+        `INFO worker ${empty.id} registered on in-memory`
+      ])
+    }))
+
+  it.effect("the registration's line names what the worker serves: each kind's first ten names, sorted, then how many more", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const names = Array.from({ length: 12 }, (_, i) => `step-${String(12 - i).padStart(2, "0")}`)
+      const worker = yield* Worker.make({
+        steps: names.map((name) => Step.make(name, () => Effect.void)),
+        workflows: [Workflow.make("order", () => Effect.void)]
+      })
+      const logs = captureLogs()
+      yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.mergeAll(broker.layer, memory, logs.layer)))
+      yield* worker.registered
+      assert.deepStrictEqual(logs.lines.filter((line) => line.includes(" registered on ")), [
+        `INFO worker ${worker.id} registered on in-memory, serving steps step-01, step-02, step-03, step-04, step-05, ` +
+        "step-06, step-07, step-08, step-09, step-10 and 2 more; workflows order"
+      ])
       yield* worker.stop
     }))
 
