@@ -79,7 +79,10 @@ const valued = new Set(["--workflows", "--output", "--required-families", "--par
  */
 export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Command, UsageError> => {
   const usageError = (message: string) => Either.left(new UsageError({ message }))
-  if (argv.length === 0 || argv.includes("-h") || argv.includes("--help")) return Either.right({ _tag: "Help" })
+  if (argv.includes("-h") || argv.includes("--help")) return Either.right({ _tag: "Help" })
+  // no command is a mistake, not a request for help: a CI step whose arguments came out empty must
+  // fail, not pass having verified nothing
+  if (argv.length === 0) return usageError("no command given (the command is \"verify\")")
   if (argv.includes("-v") || argv.includes("--version")) return Either.right({ _tag: "Version" })
   const [command, ...rest] = argv
   if (command !== "verify") return usageError(`unknown command ${JSON.stringify(command)} (the command is "verify")`)

@@ -97,6 +97,10 @@ describe("effect-durable-worker verify", () => {
     const absent = await cli("verify", "--workflows", "./test/fixtures/replay-cases/nope.js", "test/fixtures/replay-cases/passing")
     assert.strictEqual(absent.code, 2)
     assert.match(absent.stderr, /cannot load the workflows module/)
+    // no command at all (a CI step whose arguments came out empty) fails rather than passing
+    const bare = await cli()
+    assert.strictEqual(bare.code, 2)
+    assert.match(bare.stderr, /^effect-durable-worker: no command given \(the command is "verify"\)\n\nUsage: /)
     // a mistyped history directory is the command's mistake, not a drift
     const nowhere = await cli("verify", "--workflows", "./test/fixtures/replay-cases/workflows.ts", "test/fixtures/replay-cases/nowhere")
     assert.strictEqual(nowhere.code, 2)
@@ -120,13 +124,12 @@ describe("argument parsing", () => {
       { _tag: "Verify", directory: "dir", modules: ["a.js", "b.js"], output: undefined, requiredFamilies: ["x", "y"], partition: "eu" }
     )
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--help"])), { _tag: "Help" })
-    assert.deepStrictEqual(Either.getOrThrow(parseArgs([])), { _tag: "Help" })
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--version"])), { _tag: "Version" })
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["verify", "-v"])), { _tag: "Version" })
   })
 
   it("refuses what it does not understand", () => {
-    for (const argv of [["run"], ["verify", "--workflows", "a.js"], ["verify", "--workflows", "a.js", "d1", "d2"], ["verify", "--output"], ["verify", "-x", "d"]]) {
+    for (const argv of [[], ["run"], ["verify", "--workflows", "a.js"], ["verify", "--workflows", "a.js", "d1", "d2"], ["verify", "--output"], ["verify", "-x", "d"]]) {
       assert.isTrue(Either.isLeft(parseArgs(argv)), argv.join(" "))
     }
   })
