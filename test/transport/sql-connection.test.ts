@@ -3,7 +3,7 @@
  * and which are a connect that failed (the start fails at once).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { isConnectionLost } from "../../src/transport/sql/internal/connection.js"
+import { isConnectionLost, sqlMessageOf } from "../../src/transport/sql/internal/connection.js"
 
 describe("a lost connection, told from a failed connect", () => {
   it("an established connection the server ended is lost: tried again", () => {
@@ -23,5 +23,20 @@ describe("a lost connection, told from a failed connect", () => {
       new Error("PgClient: Connection timed out", { cause: new Error("Connection timed out") }),
       Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" })
     ]) assert.isFalse(isConnectionLost(timedOut), timedOut.message)
+  })
+})
+
+describe("a driver error's message", () => {
+  it("says the client's message and its cause's once each, and a repeated one once", () => {
+    assert.strictEqual(
+      sqlMessageOf(new Error("PgClient: Connection timed out", { cause: new Error("Connection timed out") })),
+      "PgClient: Connection timed out"
+    )
+    assert.strictEqual(
+      sqlMessageOf(new Error("PgClient: Failed to connect", { cause: new Error("Connection terminated due to connection timeout") })),
+      "PgClient: Failed to connect: Connection terminated due to connection timeout"
+    )
+    assert.strictEqual(sqlMessageOf(new Error("timeout", { cause: new Error("connect timeout after 5s") })), "connect timeout after 5s")
+    assert.strictEqual(sqlMessageOf(new Error("same", { cause: new Error("same") })), "same")
   })
 })

@@ -18,7 +18,9 @@ export const sqlMessageOf = (error: unknown): string => {
   if (typeof error === "object" && error !== null && "cause" in error && (error as { cause?: unknown }).cause !== undefined) {
     const inner = messageOf((error as { cause: unknown }).cause)
     const outer = error instanceof Error ? error.message : ""
-    return outer === "" || outer === inner ? inner : `${outer}: ${inner}`
+    // the client's message often repeats its cause's ("PgClient: Connection timed out" over
+    // "Connection timed out"): say it once
+    return outer === "" || inner.includes(outer) ? inner : outer.includes(inner) ? outer : `${outer}: ${inner}`
   }
   return messageOf(error)
 }

@@ -57,7 +57,8 @@ export interface SqlTransportOptions {
 export interface ConnectionOptions {
   /**
    * `postgres://user:password@host:5432/db` (or `postgresql://`) on PostgreSQL,
-   * `mysql://user:password@host:3306/db` (or `mariadb://`) on MySQL/MariaDB. Default none.
+   * `mysql://user:password@host:3306/db` (or `mariadb://`) on MySQL/MariaDB. Default none; the
+   * promise facade's `postgres()` / `mysql()` and `SqlTransport.layerConfig()` take `DATABASE_URL`.
    */
   readonly url?: string | Redacted.Redacted | undefined
   /** Default `127.0.0.1`. */
