@@ -77,6 +77,17 @@ describe("install lines", () => {
     for (const name of Object.keys(peerDependencies)) {
       expect(INSTALL_SPECS[name], name).toBe(`${name}@${peerLine(peerDependencies[name]!)}`)
     }
+    // and every package a transport's MissingDriverError names, peer or not: mysql2 is not a peer
+    // (@effect/sql-mysql2 depends on it), named at the line of that dependency's range
+    const drivers = await import("../src/transport/internal/drivers.js")
+    const sqlMysql2 = JSON.parse(await readFile(path.join(repoRoot, "node_modules/@effect/sql-mysql2/package.json"), "utf8")) as {
+      dependencies: Record<string, string>
+    }
+    const ranges: Record<string, string> = { ...peerDependencies, mysql2: sqlMysql2.dependencies.mysql2! }
+    for (const name of [...drivers.BULLMQ_PACKAGES, ...drivers.POSTGRES_PACKAGES, ...drivers.MYSQL_PACKAGES, ...drivers.SQS_PACKAGES]) {
+      expect(ranges[name], `${name}: no range to install it in`).toBeDefined()
+      expect(INSTALL_SPECS[name], name).toBe(`${name}@${peerLine(ranges[name]!)}`)
+    }
   })
 })
 

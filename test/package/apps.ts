@@ -103,11 +103,11 @@ try {
   }))
 }
 `,
-  // the probe server without @effect/platform-node, the PostgreSQL transport without its drivers, and
-  // the telemetry option without OpenTelemetry:
+  // the probe server without @effect/platform-node, the PostgreSQL, MySQL and SQS transports without
+  // their drivers, and the telemetry option without OpenTelemetry:
   // each message's install command must work as given (inside the peer ranges)
   "others.mjs": `
-import { Worker, inMemory, postgres } from "effect-durable-worker/promise"
+import { Worker, inMemory, mysql, postgres, sqs } from "effect-durable-worker/promise"
 
 const outcome = async (run) => {
   try {
@@ -124,7 +124,14 @@ const pg = await outcome(() => {
   return worker.run(postgres({ url: "postgres://127.0.0.1:5432/never-used" }))
 })
 const telemetry = await outcome(() => new Worker({ handleSignals: false, logLevel: "None", telemetry: {} }).run(inMemory()))
-console.log(JSON.stringify({ health, pg, telemetry }))
+const served = (transport) => outcome(() => {
+  const worker = new Worker({ handleSignals: false, logLevel: "None" })
+  worker.step("${STEP}", () => 1)
+  return worker.run(transport)
+})
+const mysqlRun = await served(mysql({ url: "mysql://root@127.0.0.1:3306/never-used" }))
+const sqsRun = await served(sqs({ prefix: "never-used" }))
+console.log(JSON.stringify({ health, pg, telemetry, mysql: mysqlRun, sqs: sqsRun }))
 `,
   "missing.cjs": `
 const { Worker, redis } = require("effect-durable-worker/promise")

@@ -249,13 +249,20 @@ describe("the packed package, installed into user projects", () => {
   it("without bullmq and ioredis: the root and the facade import, and run(redis()) rejects naming them", async () => {
     await namesMissingDriver(machineNode)
   }, 60_000)
-  it("without @effect/platform-node, the PostgreSQL drivers or OpenTelemetry: the messages give install commands inside the peer ranges", async () => {
+  it("without @effect/platform-node, the SQL or SQS drivers or OpenTelemetry: the messages give install commands inside the peer ranges", async () => {
     type Outcome = { outcome: string; tag?: string; message?: string }
-    const { health, pg, telemetry } = await nodeJson<{ health: Outcome; pg: Outcome; telemetry: Outcome }>(projects.noDriver, ["others.mjs"])
+    const { health, mysql, pg, sqs, telemetry } = await nodeJson<Record<"health" | "mysql" | "pg" | "sqs" | "telemetry", Outcome>>(
+      projects.noDriver,
+      ["others.mjs"]
+    )
     assert.strictEqual(health.tag, "HealthServerError", JSON.stringify(health))
     assert.include(health.message, "install it: npm install @effect/platform-node@0.108")
     assert.strictEqual(pg.tag, "MissingDriverError", JSON.stringify(pg))
     assert.include(pg.message, "install them: npm install @effect/sql@0.52 @effect/sql-pg@0.53 @effect/experimental@0.61 pg@8")
+    assert.strictEqual(mysql.tag, "MissingDriverError", JSON.stringify(mysql))
+    assert.include(mysql.message, "install them: npm install @effect/sql@0.52 @effect/sql-mysql2@0.53 @effect/experimental@0.61 mysql2@3", mysql.message)
+    assert.strictEqual(sqs.tag, "MissingDriverError", JSON.stringify(sqs))
+    assert.include(sqs.message, "install them: npm install @aws-sdk/client-sqs@3")
     // npm's latest @effect/opentelemetry needs Effect 4, and its latest OpenTelemetry SDK is 3.x
     assert.strictEqual(telemetry.tag, "MissingDriverError", JSON.stringify(telemetry))
     assert.match(telemetry.message ?? "", /^the telemetry option \(OpenTelemetry\) needs @effect\/opentelemetry, /)

@@ -27,6 +27,8 @@ export const INSTALL_SPECS: Readonly<Record<string, string>> = {
   bullmq: "bullmq@5",
   effect: "effect@3",
   ioredis: "ioredis@5",
+  // not a peer: @effect/sql-mysql2 depends on it (^3), and the MySQL transport's error names it
+  mysql2: "mysql2@3",
   pg: "pg@8"
 }
 
