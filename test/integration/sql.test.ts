@@ -6,6 +6,7 @@
 import { afterAll, assert, describe, it } from "vitest"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import type * as Duration from "effect/Duration"
 import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
@@ -218,17 +219,19 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
     assert.match(error.message, /DATABASE_URL/)
   })
 
-  it("a database that accepts connections and never answers fails run after connectTimeout, by URL or by host", async () => {
+  it("a database that accepts connections and never answers fails run after connectTimeout (\"1s\" or 1000), by URL or by host", async () => {
     const silent = await silentServer()
     try {
       const user = dialect === "postgres" ? "postgres" : "root"
       const layers = dialect === "postgres"
         ? [
-          PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: 1_000 }),
+          // the short form operators write, which every duration option takes at run time (a JavaScript
+          // caller's, or one read from configuration; Effect's type has only its own forms)
+          PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" as Duration.DurationInput }),
           PostgresSql.layerPostgres({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
         ]
         : [
-          MysqlSql.layerMysql({ url: `mysql://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: 1_000 }),
+          MysqlSql.layerMysql({ url: `mysql://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" as Duration.DurationInput }),
           MysqlSql.layerMysql({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
         ]
       for (const layer of layers) {

@@ -13,7 +13,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import type { RegistrationError } from "../../seam/Transport.js"
 import type { Connection, ConnectionOptions, Driver } from "../SqlTransport.js"
-import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
+import { connectFailed, connectTimeoutOf, redact, retryLostConnection } from "./internal/connection.js"
 
 /**
  * The URL with mysql2's `connectTimeout` parameter, unless it names one of its own (mysql2 reads
@@ -36,7 +36,7 @@ const withConnectTimeout = (url: string, millis: string): Redacted.Redacted => {
 export const connectMysql = (options: ConnectionOptions): Effect.Effect<Connection, RegistrationError, Scope.Scope> => {
   // mysql2's own timer is the one that holds: @effect/sql-mysql2's check of the first connection
   // cannot be cut short, and it takes its pool settings from the URL alone when there is one
-  const connectTimeout = String(Duration.toMillis(Duration.decode(options.connectTimeout ?? Duration.seconds(5))))
+  const connectTimeout = String(Duration.toMillis(connectTimeoutOf(options)))
   const url = options.url === undefined ? undefined : withConnectTimeout(
     (Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url).replace(/^mariadb:/, "mysql:"),
     connectTimeout

@@ -6,14 +6,13 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { RegistrationError } from "../../seam/Transport.js"
 import type { Connection, Driver } from "../SqlTransport.js"
 import type { PostgresConnectionOptions } from "./internal/options.js"
-import { connectFailed, redact, retryLostConnection } from "./internal/connection.js"
+import { connectFailed, connectTimeoutOf, redact, retryLostConnection } from "./internal/connection.js"
 import * as Listen from "./internal/listen.js"
 
 /** `LISTEN` on a connection of its own, with the client's connection settings (see `internal/listen`). */
@@ -36,7 +35,7 @@ export const connectPostgres = (options: PostgresConnectionOptions): Effect.Effe
     username: options.username,
     password: redact(options.password),
     maxConnections: options.maxConnections ?? 10,
-    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+    connectTimeout: connectTimeoutOf(options),
     applicationName: options.applicationName ?? "effect-durable-worker"
   }).pipe(
     Effect.provide(Reactivity.layer),

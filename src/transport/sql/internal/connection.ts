@@ -2,8 +2,11 @@
  * What both SQL dialects share when they connect: how a target is named without its password, which
  * errors mean a connection was lost (worth another try), and the registration error of a failed connect.
  */
+import * as Duration from "effect/Duration"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { messageOf } from "../../../core/internal/errors.js"
+import { decodeDuration } from "../../../core/internal/options.js"
 import { RegistrationError } from "../../../seam/Transport.js"
 import type { ConnectionOptions } from "./options.js"
 import * as Refusals from "../../internal/connectErrors.js"
@@ -59,6 +62,16 @@ const whereOf = (dialect: Dialect, options: ConnectionOptions): string => {
     : ", no user"
   return `${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (no url, host or DATABASE_URL given: the driver's defaults${user})`
 }
+
+/**
+ * How long the first connection may take: the `connectTimeout` option in any form the options take
+ * (the short forms, `"5s"`, among them: the option was checked, not decoded), 5 seconds by default.
+ */
+export const connectTimeoutOf = (options: ConnectionOptions): Duration.Duration =>
+  Option.getOrElse(
+    options.connectTimeout === undefined ? Option.none() : decodeDuration(options.connectTimeout),
+    () => Duration.seconds(5)
+  )
 
 export const redact = (value: string | Redacted.Redacted | undefined) =>
   value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
