@@ -229,6 +229,7 @@ export const defaults: ResolvedWorkerConfig = {
 }
 
 const HEALTH_KEYS = ["port", "host", "metrics", "loopDelayThreshold"]
+const CAPTURE_KEYS = ["directory", "onCapture", "sampleRate"]
 
 /**
  * The worker configuration in the environment; {@link defaults} when none is provided.
@@ -346,6 +347,9 @@ const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
     if (typeof option !== "object" || option === null) {
       return yield* fail("captureHistories", "captureHistories must be { directory } or { onCapture }")
     }
+    // a mistyped sampleRate would otherwise record every turn, unnoticed
+    const unknown = Options.unknownOption(option, CAPTURE_KEYS, "captureHistories")
+    if (unknown !== undefined) return yield* fail(`captureHistories.${unknown.key}`, unknown.message)
     if ((directory === undefined) === (onCapture === undefined)) {
       return yield* fail("captureHistories", "captureHistories needs exactly one of directory (a path) and onCapture (a function)")
     }

@@ -44,7 +44,9 @@ describe("captureHistories (worker option)", () => {
         const [option, key] of [
           [{}, "captureHistories"],
           [{ directory: "" }, "captureHistories.directory"],
-          [{ onCapture: () => {}, sampleRate: 2 }, "captureHistories.sampleRate"]
+          [{ onCapture: () => {}, sampleRate: 2 }, "captureHistories.sampleRate"],
+          // a mistyped key is refused, as every option's is
+          [{ directory: "./histories", sampelRate: 0.5 }, "captureHistories.sampelRate"]
         ] as const
       ) {
         const made = yield* Effect.either(Worker.make({ workflows: [order], captureHistories: option as never }))
