@@ -101,11 +101,16 @@ export type {
 export type { DurableWorkflowHandle, DurableWorkflowOptions } from "./facade/durableWorkflow.js"
 /**
  * The errors `run`, `stop`, the constructor and the registrations reject or throw with, as classes,
- * for `instanceof` (each also has its `_tag`).
+ * for `instanceof` (each also has its `_tag`). A transport's config error (an unknown or invalid
+ * option of `redis()`, `postgres()`, …) is its module's, exported by its entry point with the
+ * transport (`BullMQTransport.BullMQConfigError` from `effect-durable-worker/bullmq`,
+ * `SqlTransport.SqlConfigError`, `SqsTransport.SqsConfigError`,
+ * `DurableWorkflowTransport.DurableWorkflowConfigError`); its `_tag` tells it from here too.
  */
 export { DuplicateStepError } from "./core/Step.js"
 export { WorkerConfigError } from "./runtime/WorkerConfig.js"
 export {
+  HealthServerError,
   RunUntilTimeoutError,
   ShutdownTimeoutError,
   TaskRejected,

@@ -11,7 +11,8 @@ import {
 } from "@opentelemetry/sdk-metrics"
 import { type ReadableSpan, SimpleSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base"
 import { assert, describe, it } from "vitest"
-import { FatalError, inMemory, type TaskEnd, Worker, type WorkerOptions } from "../src/promise.js"
+import { type AddressInfo, createServer } from "node:net"
+import { FatalError, HealthServerError, inMemory, type TaskEnd, Worker, type WorkerOptions } from "../src/promise.js"
 import { freePort } from "./support/local.js"
 
 const task = (runId: string, name: string, extra: Record<string, unknown> = {}) => ({
@@ -131,6 +132,19 @@ describe("promise facade: operators", () => {
     await running
     const afterStop = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => "closed")
     assert.notStrictEqual(afterStop, 200)
+  })
+
+  it("health: a port already taken rejects the run with the HealthServerError /promise exports", async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    try {
+      const worker = new Worker({ handleSignals: false, logLevel: "None", health: { port: (taken.address() as AddressInfo).port } })
+      worker.step("ok", async () => 1)
+      const error = await worker.run(inMemory()).then(() => assert.fail("run should fail"), (e: unknown) => e)
+      assert.instanceOf(error, HealthServerError)
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
   })
 
   it("telemetry: span processors and metric readers of the OTel SDK get the worker's spans and metrics", async () => {

@@ -108,7 +108,11 @@ export interface Worker<R = never> {
   readonly forceStop: Effect.Effect<void, ShutdownError>
   /** The status published in heartbeats. */
   readonly status: Effect.Effect<WorkerStatus>
-  /** Waits until the run has registered; fails with the run's error when registration failed. */
+  /**
+   * Waits until the run has registered; fails with the run's error when registration failed. A run
+   * that never starts (its transport's layer failed to build, before the run's first step) leaves
+   * it waiting: wait on the run too, as `layer` does.
+   */
   readonly registered: Effect.Effect<void, RunError>
 }
 
