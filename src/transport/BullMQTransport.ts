@@ -189,21 +189,22 @@ const connectError = (options: Target, cause: unknown, timedOut: Duration.Durati
   }
   // ioredis's reading of a reply that is not Redis's protocol: something else listens there
   const notRedis = /^Protocol error, got .* as reply type byte/.test(safe.message)
-  // a server that took the connection and reset it at Redis's first command: another service (a
-  // database drops a client whose first bytes are not its protocol), or one that takes only TLS
-  const reset = !notRedis && timedOut === undefined && /\bECONNRESET\b/.test(safe.message)
+  // a server that took the connection and closed or reset it at Redis's first command, answering
+  // nothing: another service (PostgreSQL drops a client whose first bytes are not its protocol), or
+  // a Redis that takes only TLS
+  const dropped = !notRedis && timedOut === undefined && /\bECONNRESET\b|^Connection is closed\.?$/.test(safe.message)
   return new RegistrationError({
     transport: NAME,
     message: `${
       notRedis
         ? `the server at ${where} does not speak Redis's protocol (${safe.message.replace(/\.?\s*Please report this\.?$/, "")})`
-        : reset
-        ? `the server at ${where} took the connection and reset it (${safe.message})`
+        : dropped
+        ? `the server at ${where} took the connection and dropped it without an answer (${safe.message})`
         : timedOut === undefined
         ? `could not connect to Redis at ${where} (${safe.message})`
         : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`
     }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it${
-      notRedis ? ", not at another service's port" : reset ? ", not at another service's port, and whether it takes only TLS (a rediss:// URL)" : ""
+      notRedis ? ", not at another service's port" : dropped ? ", not at another service's port, and whether it takes only TLS (a rediss:// URL)" : ""
     }`,
     cause: safe
   })

@@ -3,7 +3,7 @@ import { Queue } from "bullmq"
 import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
 import { createServer as createHttpServer } from "node:http"
-import { createServer as createNetServer } from "node:net"
+import { createServer as createNetServer, type Socket } from "node:net"
 import { redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
@@ -267,23 +267,28 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     }
   })
 
-  it("a Redis URL at a server that resets the connection (a database's port, a TLS-only Redis) says so", async () => {
-    // a TCP server of the test's own, on loopback, that resets a connection at its first bytes, as
-    // PostgreSQL does to a client that does not speak its protocol
-    const server = createNetServer((socket) => socket.once("data", () => socket.resetAndDestroy()))
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-    const port = (server.address() as { port: number }).port
-    try {
-      const worker = new Worker(quiet)
-      worker.step("x", () => 1)
-      const error = await worker.run(redis({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 2_000 })).then(
-        () => assert.fail("run should fail"),
-        (e: Error) => e
-      )
-      assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
-      assert.match(error.message, new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and reset it \\(read ECONNRESET\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\)$`))
-    } finally {
-      await new Promise((resolve) => server.close(resolve))
+  it("a Redis URL at a server that drops the connection at the first command (a database's port, a TLS-only Redis) says so", async () => {
+    // TCP servers of the test's own, on loopback, that close a connection at its first bytes, as
+    // PostgreSQL does to a client that does not speak its protocol, or reset it
+    for (const [drop, what] of [[(socket: Socket) => socket.end(), "Connection is closed\\."], [(socket: Socket) => socket.resetAndDestroy(), "read ECONNRESET"]] as const) {
+      const server = createNetServer((socket) => socket.once("data", () => drop(socket)))
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+      const port = (server.address() as { port: number }).port
+      try {
+        const worker = new Worker(quiet)
+        worker.step("x", () => 1)
+        const error = await worker.run(redis({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 2_000 })).then(
+          () => assert.fail("run should fail"),
+          (e: Error) => e
+        )
+        assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
+        assert.match(
+          error.message,
+          new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and dropped it without an answer \\(${what}\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\)$`)
+        )
+      } finally {
+        await new Promise((resolve) => server.close(resolve))
+      }
     }
   })
 
