@@ -215,7 +215,7 @@ export const fileName = (record: CapturedHistory): string => {
 /**
  * Captures into a directory (created when missing): one JSON file per run ({@link fileName}),
  * replaced atomically by each later captured turn of that run, so the directory always holds each
- * run's latest captured turn and `effect-durable-worker verify <directory>` replays it.
+ * run's latest captured turn and `effect-durable-worker verify --workflows <module> <directory>` replays it.
  *
  * @since 0.3.0
  * @category layers

@@ -310,17 +310,20 @@ export const resolve = (
     if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
       return yield* fail("heartbeatInterval", "heartbeatInterval must be positive")
     }
-    const concurrency = options.concurrency === undefined
+    // `null` (which the option's type admits, meaning "absent") is not given, as `undefined` is: the
+    // environment's or the default limit, not the resolver's fixed 1 beside the default's controller
+    const concurrencyGiven = options.concurrency ?? undefined
+    const concurrency = concurrencyGiven === undefined
       ? Either.right(base.concurrency)
       : Either.mapLeft(
-        Concurrency.resolveEither(options.concurrency),
+        Concurrency.resolveEither(concurrencyGiven),
         (error) => new WorkerConfigError({ option: error.option, message: error.message })
       )
     return {
       workerId: (yield* nonBlank("workerId", options.workerId)) ?? base.workerId,
       buildId: (yield* nonBlank("buildId", options.buildId)) ?? base.buildId,
       concurrency: yield* concurrency,
-      concurrencyOption: options.concurrency ?? base.concurrencyOption,
+      concurrencyOption: concurrencyGiven ?? base.concurrencyOption,
       workflowConcurrency: yield* positiveInt("workflowConcurrency", options.workflowConcurrency, base.workflowConcurrency),
       pollTimeout: yield* duration("pollTimeout", options.pollTimeout, base.pollTimeout),
       shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, base.shutdownTimeout),

@@ -7,7 +7,8 @@
  * - `"adaptive"` (any case, surrounding blanks ignored): the adaptive controller with every default.
  * - an object of bounds and knobs: always adaptive. Keys may be camelCase or snake_case; `undefined`
  *   and `null` mean "absent".
- * - `undefined` / `null`: fixed concurrency 1.
+ * - `undefined` / `null`: fixed concurrency 1 here; a worker's `concurrency` left out (or `null`)
+ *   takes the worker's default instead (`WorkerConfig`: 10, or `DURABLE_CONCURRENCY`).
  *
  * @since 0.1.0
  */

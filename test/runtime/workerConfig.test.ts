@@ -23,6 +23,9 @@ describe("WorkerConfig", () => {
       assert.notStrictEqual(worker.id, other.id, "every worker gets an id of its own")
       assert.strictEqual(Duration.toMillis(WorkerConfig.defaults.shutdownTimeout), 30_000)
       assert.strictEqual(Duration.toMillis(WorkerConfig.defaults.pollTimeout), 35_000)
+      // null, which the concurrency option's type admits as "absent", is the default, as undefined is
+      const nulled = yield* Worker.make({ concurrency: null })
+      assert.deepStrictEqual((yield* nulled.status).concurrency, { mode: "fixed", limit: 10 })
     }))
 
   it.effect("layerConfig reads DURABLE_* variables; options given to make win over them", () =>
