@@ -392,7 +392,7 @@ export class Worker {
     body: (ctx: DurableWorkflow.AsyncWorkflowContext<D>, ...args: Args) => Promise<unknown>,
     declarations?: D
   ): this {
-    this.#refuse("workflow", name, body, this.#durableWorkflows)
+    this.#refuse("workflow", name, body, this.#durableWorkflows, "durable workflow")
     return this.#addDurableWorkflow(DurableWorkflow.fromAsync(name, body, declarations))
   }
 
@@ -405,7 +405,7 @@ export class Worker {
     ) => Generator<DurableWorkflow.Op | ReadonlyArray<DurableWorkflow.Op>, unknown, any>,
     declarations?: D
   ): this {
-    this.#refuse("workflow", name, body, this.#durableWorkflows)
+    this.#refuse("workflow", name, body, this.#durableWorkflows, "durable workflow")
     return this.#addDurableWorkflow(DurableWorkflow.fromGenerator(name, body, declarations))
   }
 
@@ -418,7 +418,8 @@ export class Worker {
     kind: "step" | "workflow" | "activity",
     name: unknown,
     handler: unknown,
-    registered: ReadonlyArray<{ readonly name: string }>
+    registered: ReadonlyArray<{ readonly name: string }>,
+    registeredAs: Step.DuplicateStepError["kind"] = kind
   ): void {
     if (typeof name !== "string" || name === "") {
       throw new TypeError(`a ${kind} needs a name, a non-empty string; got ${typeof name === "string" ? "\"\"" : typeof name}`)
@@ -427,7 +428,7 @@ export class Worker {
       throw new TypeError(`${kind} "${name}" needs its ${kind === "workflow" ? "body" : "handler"}, a function; got ${typeof handler}`)
     }
     if (this.#worker !== undefined) throw new Error(`cannot register ${kind} "${name}": the worker has already started`)
-    if (registered.some((other) => other.name === name)) throw new Step.DuplicateStepError({ kind, registeredName: name })
+    if (registered.some((other) => other.name === name)) throw new Step.DuplicateStepError({ kind: registeredAs, registeredName: name })
   }
 
   #addDurableWorkflow(definition: DurableWorkflow.DurableWorkflow): this {

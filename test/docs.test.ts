@@ -166,7 +166,7 @@ ${blockAfter(readme, "## Durable Workflow")}`,
       await writeFile(path.join(dir, name), text)
     }
     for (const project of [dir, path.join(dir, "nest")]) {
-      await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], { cwd: repoRoot })
+      await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], { cwd: repoRoot, timeout: 110_000 })
     }
   }, 120_000)
 
@@ -176,7 +176,8 @@ ${blockAfter(readme, "## Durable Workflow")}`,
     await writeFile(file, blockAfter(readme, "## Quickstart (promises)"))
     const { stdout } = await run(path.join(repoRoot, "node_modules/.bin/tsx"), ["--conditions=source", file], {
       cwd: repoRoot,
-      env: { ...process.env, NODE_OPTIONS: "" }
+      env: { ...process.env, NODE_OPTIONS: "" },
+      timeout: 50_000
     })
     expect(stdout).toMatch(/_tag: 'StepResult'/)
     expect(stdout).toMatch(/status: 'completed'/)

@@ -350,6 +350,8 @@ describe("promise facade", () => {
     assert.throws(() => worker.workflow("w", async () => 2), DuplicateStepError, /^workflow "w" is registered twice; each workflow name must have exactly one body$/)
     worker.activity("act", async () => 1)
     assert.throws(() => worker.activity("act", async () => 2), DuplicateStepError, /^activity "act" is registered twice; each activity name must have exactly one handler$/)
+    worker.durableWorkflow("greet", async () => 1)
+    assert.throws(() => worker.durableWorkflow("greet", async () => 2), DuplicateStepError, /^durable workflow "greet" is registered twice; each durable workflow name must have exactly one body$/)
     const running = worker.run(inMemory())
     assert.throws(() => worker.step("b", () => 2), /already started/)
     await worker.stop()

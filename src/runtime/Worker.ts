@@ -120,20 +120,23 @@ export interface Worker<R = never> {
 const defaultWorkerId = () => `ts-${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`
 
 /** How many names of each kind the registration's line lists. */
-const SERVED_LISTED = 10
+const HANDLERS_LISTED = 10
 
 /**
- * What the worker serves, as its registration's line says it (`steps a, b; workflows c`, each kind's
- * first names, then how many more). A name mistyped or registered on another worker's queue takes no
- * task and fails nothing: the line is where an operator sees which names this one answers.
+ * The names the worker has handlers for, as its registration's line says them (`steps "a", "b";
+ * workflows "c"`: each kind's first names, quoted, then how many more). A name mistyped, or served
+ * on another prefix, takes no task and fails nothing: the line is where an operator compares the
+ * names with the engine's. It lists what the worker was given; a transport that does not carry a
+ * kind (workflows over SQL or SQS) says so in a warning of its own.
  */
-const servedNames = ({ durableWorkflows, steps, workflows }: Handlers<unknown>): string =>
+const handlerNames = ({ durableWorkflows, steps, workflows }: Handlers<unknown>): string =>
   ([["steps", steps], ["workflows", workflows], ["durable workflows", durableWorkflows]] as const)
     .map(([kind, registry]) => [kind, names(registry)] as const)
     .filter(([, named]) => named.length > 0)
     .map(([kind, named]) => {
-      const more = named.length - SERVED_LISTED
-      return `${kind} ${named.slice(0, SERVED_LISTED).join(", ")}${more > 0 ? ` and ${more} more` : ""}`
+      const more = named.length - HANDLERS_LISTED
+      const listed = named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")
+      return `${kind} ${listed}${more > 0 ? ` and ${more} more` : ""}`
     })
     .join("; ")
 
@@ -344,7 +347,7 @@ export const make = <R = never>(
         yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       }
       yield* Effect.logInfo(
-        `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `, serving ${servedNames(handlers)}`}`
+        `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `; its handlers: ${handlerNames(handlers)}`}`
       )
       if (servesNothing) {
         // most likely a registration forgotten or made after `run`: say so rather than sit there

@@ -229,7 +229,7 @@ export const defaults: ResolvedWorkerConfig = {
 }
 
 const HEALTH_KEYS = ["port", "host", "metrics", "loopDelayThreshold"]
-const CAPTURE_KEYS = ["directory", "onCapture", "sampleRate"]
+const CAPTURE_KEYS = ["directory", "onCapture", "sampleRate", "queueCapacity"]
 
 /**
  * The worker configuration in the environment; {@link defaults} when none is provided.
@@ -343,13 +343,16 @@ export const resolve = (
     }
   })
 
-/** Checks the `captureHistories` option: a directory or a callback, and a sample rate from 0 to 1. */
+/**
+ * Checks the `captureHistories` option: a directory or a callback, a sample rate from 0 to 1 and a
+ * queue capacity of at least 1.
+ */
 const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
   Either.gen(function*() {
-    const { directory, onCapture, sampleRate } = option as unknown as Partial<Record<string, unknown>>
     if (typeof option !== "object" || option === null) {
-      return yield* fail("captureHistories", "captureHistories must be { directory } or { onCapture }")
+      return yield* fail("captureHistories", `captureHistories must be { directory } or { onCapture }, got ${String(option)}`)
     }
+    const { directory, onCapture, queueCapacity, sampleRate } = option as unknown as Partial<Record<string, unknown>>
     // a mistyped sampleRate would otherwise record every turn, unnoticed
     const unknown = Options.unknownOption(option, CAPTURE_KEYS, "captureHistories")
     if (unknown !== undefined) return yield* fail(`captureHistories.${unknown.key}`, unknown.message)
@@ -364,6 +367,12 @@ const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
     }
     if (sampleRate !== undefined && !(typeof sampleRate === "number" && sampleRate >= 0 && sampleRate <= 1)) {
       return yield* fail("captureHistories.sampleRate", `captureHistories.sampleRate must be a number from 0 to 1, got ${String(sampleRate)}`)
+    }
+    if (queueCapacity !== undefined && !(Number.isInteger(queueCapacity) && (queueCapacity as number) >= 1)) {
+      return yield* fail(
+        "captureHistories.queueCapacity",
+        `captureHistories.queueCapacity must be a whole number of at least 1, got ${String(queueCapacity)}`
+      )
     }
     return option
   })

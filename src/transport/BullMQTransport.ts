@@ -190,8 +190,8 @@ const connectError = (options: Target, cause: unknown, timedOut: Duration.Durati
   // ioredis's reading of a reply that is not Redis's protocol: something else listens there
   const notRedis = /^Protocol error, got .* as reply type byte/.test(safe.message)
   // a server that took the connection and closed or reset it at Redis's first command, answering
-  // nothing: another service (PostgreSQL drops a client whose first bytes are not its protocol), or
-  // a Redis that takes only TLS
+  // nothing: another service (PostgreSQL drops a client whose first bytes are not its protocol), a
+  // Redis that takes only TLS, or a proxy or container port whose Redis is not up yet
   const dropped = !notRedis && timedOut === undefined && /\bECONNRESET\b|^Connection is closed\.?$/.test(safe.message)
   return new RegistrationError({
     transport: NAME,
@@ -204,7 +204,12 @@ const connectError = (options: Target, cause: unknown, timedOut: Duration.Durati
         ? `could not connect to Redis at ${where} (${safe.message})`
         : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`
     }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it${
-      notRedis ? ", not at another service's port" : dropped ? ", not at another service's port, and whether it takes only TLS (a rediss:// URL)" : ""
+      notRedis
+        ? ", not at another service's port"
+        : dropped
+        ? ", not at another service's port, and whether it takes only TLS (a rediss:// URL); behind a proxy or a " +
+          "container's port, Redis may not be up yet (waitForBroker waits for it)"
+        : ""
     }`,
     cause: safe
   })

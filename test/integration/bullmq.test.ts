@@ -284,7 +284,7 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
         assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
         assert.match(
           error.message,
-          new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and dropped it without an answer \\(${what}\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\)$`)
+          new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and dropped it without an answer \\(${what}\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\); behind a proxy or a container's port, Redis may not be up yet \\(waitForBroker waits for it\\)$`)
         )
       } finally {
         await new Promise((resolve) => server.close(resolve))

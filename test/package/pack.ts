@@ -13,10 +13,18 @@ import { promisify } from "node:util"
 
 const execFileAsync = promisify(execFile)
 
-/** `execFile`, failing with everything the command printed (tsc reports its errors on stdout). */
-export const run = async (file: string, args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv; maxBuffer?: number } = {}) => {
+/**
+ * `execFile`, failing with everything the command printed (tsc reports its errors on stdout). A
+ * `timeout` kills the command (SIGKILL) once it has run that long, so a test that gives up on it
+ * leaves no process behind.
+ */
+export const run = async (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; maxBuffer?: number; timeout?: number } = {}
+) => {
   try {
-    return await execFileAsync(file, args, options)
+    return await execFileAsync(file, args, { ...options, killSignal: "SIGKILL" })
   } catch (error) {
     const { stdout, stderr } = error as { stdout?: string; stderr?: string }
     throw new Error(`${file} ${args.join(" ")} failed in ${options.cwd ?? process.cwd()}:\n${stdout ?? ""}${stderr ?? ""}`)

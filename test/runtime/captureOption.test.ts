@@ -46,7 +46,10 @@ describe("captureHistories (worker option)", () => {
           [{ directory: "" }, "captureHistories.directory"],
           [{ onCapture: () => {}, sampleRate: 2 }, "captureHistories.sampleRate"],
           // a mistyped key is refused, as every option's is
-          [{ directory: "./histories", sampelRate: 0.5 }, "captureHistories.sampelRate"]
+          [{ directory: "./histories", sampelRate: 0.5 }, "captureHistories.sampelRate"],
+          [{ directory: "./histories", queueCapacity: 0 }, "captureHistories.queueCapacity"],
+          // null, which no type allows, is refused rather than read into
+          [null, "captureHistories"]
         ] as const
       ) {
         const made = yield* Effect.either(Worker.make({ workflows: [order], captureHistories: option as never }))
@@ -56,5 +59,10 @@ describe("captureHistories (worker option)", () => {
           assert.strictEqual((made.left as { option?: string }).option, key)
         }
       }
+      // every option it has is taken
+      const full = yield* Effect.either(
+        Worker.make({ workflows: [order], captureHistories: { directory: "./histories", sampleRate: 0.5, queueCapacity: 5 } })
+      )
+      assert.isTrue(Either.isRight(full), String(Either.isLeft(full) ? full.left : ""))
     }))
 })

@@ -423,7 +423,7 @@ describe("Worker lifecycle", () => {
       ])
     }))
 
-  it.effect("the registration's line names what the worker serves: each kind's first ten names, sorted, then how many more", () =>
+  it.effect("the registration's line names the worker's handlers: each kind's first ten names, sorted and quoted, then how many more", () =>
     Effect.gen(function*() {
       const broker = yield* InMemory.make()
       const names = Array.from({ length: 12 }, (_, i) => `step-${String(12 - i).padStart(2, "0")}`)
@@ -435,8 +435,8 @@ describe("Worker lifecycle", () => {
       yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.mergeAll(broker.layer, memory, logs.layer)))
       yield* worker.registered
       assert.deepStrictEqual(logs.lines.filter((line) => line.includes(" registered on ")), [
-        `INFO worker ${worker.id} registered on in-memory, serving steps step-01, step-02, step-03, step-04, step-05, ` +
-        "step-06, step-07, step-08, step-09, step-10 and 2 more; workflows order"
+        `INFO worker ${worker.id} registered on in-memory; its handlers: steps "step-01", "step-02", "step-03", "step-04", ` +
+        "\"step-05\", \"step-06\", \"step-07\", \"step-08\", \"step-09\", \"step-10\" and 2 more; workflows \"order\""
       ])
       yield* worker.stop
     }))

@@ -38,5 +38,10 @@ describe("a driver error's message", () => {
     )
     assert.strictEqual(sqlMessageOf(new Error("timeout", { cause: new Error("connect timeout after 5s") })), "connect timeout after 5s")
     assert.strictEqual(sqlMessageOf(new Error("same", { cause: new Error("same") })), "same")
+    // whatever the case of each
+    assert.strictEqual(
+      sqlMessageOf(new Error("MysqlClient: Connection timeout", { cause: new Error("connection timeout") })),
+      "MysqlClient: Connection timeout"
+    )
   })
 })

@@ -22,8 +22,9 @@ export const sqlMessageOf = (error: unknown): string => {
     const inner = messageOf((error as { cause: unknown }).cause)
     const outer = error instanceof Error ? error.message : ""
     // the client's message often repeats its cause's ("PgClient: Connection timed out" over
-    // "Connection timed out"): say it once
-    return outer === "" || inner.includes(outer) ? inner : outer.includes(inner) ? outer : `${outer}: ${inner}`
+    // "Connection timed out", "MysqlClient: Connection timeout" over "connection timeout"): say it once
+    const [outerCase, innerCase] = [outer.toLowerCase(), inner.toLowerCase()]
+    return outer === "" || innerCase.includes(outerCase) ? inner : outerCase.includes(innerCase) ? outer : `${outer}: ${inner}`
   }
   return messageOf(error)
 }
