@@ -550,6 +550,7 @@ export const make = (
   const interceptors = options.interceptors ?? []
   return {
     name: "durable-workflow",
+    serves: ["steps", "durableWorkflows"],
     pools,
     cancelled: () => Option.none(),
     label: (payload) => {

@@ -164,6 +164,7 @@ export const pools = { step: Protocol.pool("step", "concurrency") } as const
  */
 export const make = (options: { readonly partition?: string | undefined } = {}): Protocol.Protocol<NestReply> => ({
   name: "nestjs-durable",
+  serves: ["steps", "workflows"],
   pools,
   label: (payload) => {
     const workflow = isWorkflowTaskShape(payload)

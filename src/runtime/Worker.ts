@@ -39,7 +39,7 @@ import { unknownOption } from "../core/internal/options.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
-import { type Handlers, names } from "../seam/Protocol.js"
+import { type HandlerKind, type Handlers, names, type Protocol } from "../seam/Protocol.js"
 import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
@@ -122,23 +122,42 @@ const defaultWorkerId = () => `ts-${hostname()}-${process.pid}-${randomBytes(4).
 /** How many names of each kind the registration's line lists. */
 const HANDLERS_LISTED = 10
 
+const KINDS: ReadonlyArray<readonly [HandlerKind, string]> = [
+  ["steps", "steps"],
+  ["workflows", "workflows"],
+  ["durableWorkflows", "durable workflows"]
+]
+
+/** Each kind's first names, quoted, then how many more: `"a", "b" and 3 more`. */
+const listed = (named: ReadonlyArray<string>): string => {
+  const more = named.length - HANDLERS_LISTED
+  return `${named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")}${more > 0 ? ` and ${more} more` : ""}`
+}
+
 /**
  * The names the worker has handlers for, as its registration's line says them (`steps "a", "b";
- * workflows "c"`: each kind's first names, quoted, then how many more). A name mistyped, or served
- * on another prefix, takes no task and fails nothing: the line is where an operator compares the
- * names with the engine's. It lists what the worker was given; a transport that does not carry a
- * kind (workflows over SQL or SQS) says so in a warning of its own.
+ * workflows "c"`). A name mistyped, or served on another prefix, takes no task and fails nothing:
+ * the line is where an operator compares the names with the engine's.
  */
-const handlerNames = ({ durableWorkflows, steps, workflows }: Handlers<unknown>): string =>
-  ([["steps", steps], ["workflows", workflows], ["durable workflows", durableWorkflows]] as const)
-    .map(([kind, registry]) => [kind, names(registry)] as const)
+const handlerNames = (handlers: Handlers<unknown>): string =>
+  KINDS.map(([kind, label]) => [label, names(handlers[kind])] as const)
     .filter(([, named]) => named.length > 0)
-    .map(([kind, named]) => {
-      const more = named.length - HANDLERS_LISTED
-      const listed = named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")
-      return `${kind} ${listed}${more > 0 ? ` and ${more} more` : ""}`
-    })
+    .map(([label, named]) => `${label} ${listed(named)}`)
     .join("; ")
+
+/**
+ * The warning for the kinds of handler the worker was given that its transport's protocol never
+ * runs (their tasks would never come), if any.
+ */
+const notServed = (handlers: Handlers<unknown>, protocol: Protocol<unknown>): string | undefined => {
+  const serves = protocol.serves
+  if (serves === undefined) return undefined
+  const unserved = KINDS.filter(([kind]) => !serves.includes(kind) && names(handlers[kind]).length > 0)
+  if (unserved.length === 0) return undefined
+  const runs = KINDS.filter(([kind]) => serves.includes(kind)).map(([, label]) => label).join(" and ")
+  return `${unserved.map(([kind, label]) => `${label} ${listed(names(handlers[kind]))}`).join("; ")} will take no task: ` +
+    `the ${protocol.name} protocol runs ${runs} only`
+}
 
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
 
@@ -349,6 +368,8 @@ export const make = <R = never>(
       yield* Effect.logInfo(
         `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `; its handlers: ${handlerNames(handlers)}`}`
       )
+      const unserved = notServed(handlers, transport.protocol)
+      if (unserved !== undefined) yield* Effect.logWarning(unserved)
       if (servesNothing) {
         // most likely a registration forgotten or made after `run`: say so rather than sit there
         yield* Effect.logWarning(

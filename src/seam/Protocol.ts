@@ -32,6 +32,15 @@ export interface Handlers<R = never> {
 }
 
 /**
+ * A kind of handler: `steps` (nestjs-durable steps, Durable Workflow activities), `workflows`
+ * (nestjs-durable coordinator workflows) or `durableWorkflows` (Durable Workflow definitions).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type HandlerKind = keyof Handlers
+
+/**
  * How big a pool is: the worker's `concurrency` (fixed, or resized by the adaptive controller),
  * its `workflowConcurrency`, or a fixed number of slots.
  *
@@ -135,6 +144,12 @@ export interface Task {
  */
 export interface Protocol<Reply> {
   readonly name: string
+  /**
+   * The kinds of handler its tasks run. The worker warns of a kind it was given that the protocol
+   * never runs (Durable Workflow definitions on a nestjs-durable broker): their tasks would never
+   * come. Absent: every kind.
+   */
+  readonly serves?: ReadonlyArray<HandlerKind> | undefined
   /** The pools the protocol's task kinds run in, by name (a transport's pollers take one each). */
   readonly pools: { readonly [name: string]: Pool }
   readonly label: (payload: unknown) => TaskLabel

@@ -10,6 +10,7 @@ import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
+import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import * as Step from "../../src/core/Step.js"
 import * as Workflow from "../../src/core/Workflow.js"
 import * as Worker from "../../src/runtime/Worker.js"
@@ -421,6 +422,22 @@ describe("Worker lifecycle", () => {
       assert.deepStrictEqual(emptyLogs.lines.filter((line) => line.includes(" registered on ")), [
         `INFO worker ${empty.id} registered on in-memory`
       ])
+    }))
+
+  it.effect("a kind of handler the transport's protocol never runs is warned of by name (durable workflows on nestjs-durable)", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemory.make()
+      const worker = yield* Worker.make({
+        steps: [Step.make("charge", () => Effect.void)],
+        durableWorkflows: [DurableWorkflow.make("greet", () => Effect.void)]
+      })
+      const logs = captureLogs()
+      yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.mergeAll(broker.layer, memory, logs.layer)))
+      yield* worker.registered
+      assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("WARN")), [
+        "WARN durable workflows \"greet\" will take no task: the nestjs-durable protocol runs steps and workflows only"
+      ])
+      yield* worker.stop
     }))
 
   it.effect("the registration's line names the worker's handlers: each kind's first ten names, sorted and quoted, then how many more", () =>
