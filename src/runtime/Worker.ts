@@ -128,10 +128,16 @@ const KINDS: ReadonlyArray<readonly [HandlerKind, string]> = [
   ["durableWorkflows", "durable workflows"]
 ]
 
-/** Each kind's first names, quoted, then how many more: `"a", "b" and 3 more`. */
-const listed = (named: ReadonlyArray<string>): string => {
+/** The kinds the worker has handlers of, each with its label and its names (sorted). */
+const given = (handlers: Handlers<unknown>) =>
+  KINDS.map(([kind, label]) => ({ kind, label, named: names(handlers[kind]) })).filter(({ named }) => named.length > 0)
+
+/** A kind's label and its first names, quoted, then how many more: `steps "a", "b" and 3 more`. */
+const listed = ({ label, named }: { readonly label: string; readonly named: ReadonlyArray<string> }): string => {
   const more = named.length - HANDLERS_LISTED
-  return `${named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")}${more > 0 ? ` and ${more} more` : ""}`
+  return `${label} ${named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")}${
+    more > 0 ? ` and ${more} more` : ""
+  }`
 }
 
 /**
@@ -139,11 +145,7 @@ const listed = (named: ReadonlyArray<string>): string => {
  * workflows "c"`). A name mistyped, or served on another prefix, takes no task and fails nothing:
  * the line is where an operator compares the names with the engine's.
  */
-const handlerNames = (handlers: Handlers<unknown>): string =>
-  KINDS.map(([kind, label]) => [label, names(handlers[kind])] as const)
-    .filter(([, named]) => named.length > 0)
-    .map(([label, named]) => `${label} ${listed(named)}`)
-    .join("; ")
+const handlerNames = (handlers: Handlers<unknown>): string => given(handlers).map(listed).join("; ")
 
 /**
  * The warning for the kinds of handler the worker was given that its transport's protocol never
@@ -152,11 +154,10 @@ const handlerNames = (handlers: Handlers<unknown>): string =>
 const notServed = (handlers: Handlers<unknown>, protocol: Protocol<unknown>): string | undefined => {
   const serves = protocol.serves
   if (serves === undefined) return undefined
-  const unserved = KINDS.filter(([kind]) => !serves.includes(kind) && names(handlers[kind]).length > 0)
+  const unserved = given(handlers).filter(({ kind }) => !serves.includes(kind))
   if (unserved.length === 0) return undefined
   const runs = KINDS.filter(([kind]) => serves.includes(kind)).map(([, label]) => label).join(" and ")
-  return `${unserved.map(([kind, label]) => `${label} ${listed(names(handlers[kind]))}`).join("; ")} will take no task: ` +
-    `the ${protocol.name} protocol runs ${runs} only`
+  return `${unserved.map(listed).join("; ")} will take no task: the ${protocol.name} protocol runs ${runs} only`
 }
 
 type Phase = "idle" | "running" | "ran" | "stopped-before-run"
