@@ -193,24 +193,26 @@ const connectError = (options: Target, cause: unknown, timedOut: Duration.Durati
   // nothing: another service (PostgreSQL drops a client whose first bytes are not its protocol), a
   // Redis that takes only TLS, or a proxy or container port whose Redis is not up yet
   const dropped = !notRedis && timedOut === undefined && /\bECONNRESET\b|^Connection is closed\.?$/.test(safe.message)
+  const [what, further] = notRedis
+    ? [
+      `the server at ${where} does not speak Redis's protocol (${safe.message.replace(/\.?\s*Please report this\.?$/, "")})`,
+      ", not at another service's port"
+    ]
+    : dropped
+    ? [
+      `the server at ${where} took the connection and dropped it without an answer (${safe.message})`,
+      ", not at another service's port, and whether it takes only TLS (a rediss:// URL); behind a proxy or a " +
+      "container's port, Redis may not be up yet (waitForBroker waits for it)"
+    ]
+    : [
+      timedOut === undefined
+        ? `could not connect to Redis at ${where} (${safe.message})`
+        : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`,
+      ""
+    ]
   return new RegistrationError({
     transport: NAME,
-    message: `${
-      notRedis
-        ? `the server at ${where} does not speak Redis's protocol (${safe.message.replace(/\.?\s*Please report this\.?$/, "")})`
-        : dropped
-        ? `the server at ${where} took the connection and dropped it without an answer (${safe.message})`
-        : timedOut === undefined
-        ? `could not connect to Redis at ${where} (${safe.message})`
-        : `Redis at ${where} did not answer within ${Duration.format(timedOut)}`
-    }; check that Redis is running and that REDIS_URL (or the url/connection option) points at it${
-      notRedis
-        ? ", not at another service's port"
-        : dropped
-        ? ", not at another service's port, and whether it takes only TLS (a rediss:// URL); behind a proxy or a " +
-          "container's port, Redis may not be up yet (waitForBroker waits for it)"
-        : ""
-    }`,
+    message: `${what}; check that Redis is running and that REDIS_URL (or the url/connection option) points at it${further}`,
     cause: safe
   })
 }
