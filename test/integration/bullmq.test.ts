@@ -2,8 +2,8 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { Queue } from "bullmq"
 import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
-import { createServer as createHttpServer } from "node:http"
-import { createServer as createNetServer, type Socket } from "node:net"
+import { createServer as createHttpServer, Server as HttpServer } from "node:http"
+import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net"
 import { redis, Worker } from "../../src/promise.js"
 import { type EngineHarness, startEngine } from "../support/engine.js"
 import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
@@ -247,11 +247,13 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     assert.match(error.message, /REDIS_URL/)
   })
 
-  it("a Redis URL at another service's port says so, not ioredis's \"Please report this\"", async () => {
-    // an HTTP server of the test's own, on loopback, where Redis was meant to be
-    const http = createHttpServer((_, res) => res.end("not redis"))
-    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
-    const port = (http.address() as { port: number }).port
+  /**
+   * Listens `server`, a test's own, on loopback where Redis was meant to be, and runs a worker at it:
+   * its run must fail with a RegistrationError, whose message comes back with the port.
+   */
+  const failedStartAt = async (server: NetServer) => {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.address() as { port: number }).port
     try {
       const worker = new Worker(quiet)
       worker.step("x", () => 1)
@@ -260,35 +262,28 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
         (e: Error) => e
       )
       assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
-      assert.match(error.message, new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} does not speak Redis's protocol \\(Protocol error, got "H" as reply type byte\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port$`))
+      return { port, message: error.message }
     } finally {
-      http.closeAllConnections()
-      await new Promise((resolve) => http.close(resolve))
+      if (server instanceof HttpServer) server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
     }
+  }
+
+  it("a Redis URL at another service's port says so, not ioredis's \"Please report this\"", async () => {
+    // an HTTP server where Redis was meant to be
+    const { message, port } = await failedStartAt(createHttpServer((_, res) => res.end("not redis")))
+    assert.match(message, new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} does not speak Redis's protocol \\(Protocol error, got "H" as reply type byte\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port$`))
   })
 
   it("a Redis URL at a server that drops the connection at the first command (a database's port, a TLS-only Redis) says so", async () => {
-    // TCP servers of the test's own, on loopback, that close a connection at its first bytes, as
-    // PostgreSQL does to a client that does not speak its protocol, or reset it
+    // TCP servers that close a connection at its first bytes, as PostgreSQL does to a client that
+    // does not speak its protocol, or reset it
     for (const [drop, what] of [[(socket: Socket) => socket.end(), "Connection is closed\\."], [(socket: Socket) => socket.resetAndDestroy(), "read ECONNRESET"]] as const) {
-      const server = createNetServer((socket) => socket.once("data", () => drop(socket)))
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-      const port = (server.address() as { port: number }).port
-      try {
-        const worker = new Worker(quiet)
-        worker.step("x", () => 1)
-        const error = await worker.run(redis({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 2_000 })).then(
-          () => assert.fail("run should fail"),
-          (e: Error) => e
-        )
-        assert.strictEqual((error as { _tag?: string })._tag, "RegistrationError")
-        assert.match(
-          error.message,
-          new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and dropped it without an answer \\(${what}\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\); behind a proxy or a container's port, Redis may not be up yet \\(waitForBroker waits for it\\)$`)
-        )
-      } finally {
-        await new Promise((resolve) => server.close(resolve))
-      }
+      const { message, port } = await failedStartAt(createNetServer((socket) => socket.once("data", () => drop(socket))))
+      assert.match(
+        message,
+        new RegExp(`^the server at redis://127\\.0\\.0\\.1:${port} took the connection and dropped it without an answer \\(${what}\\); check that Redis is running and that REDIS_URL \\(or the url/connection option\\) points at it, not at another service's port, and whether it takes only TLS \\(a rediss:// URL\\); behind a proxy or a container's port, Redis may not be up yet \\(waitForBroker waits for it\\)$`)
+      )
     }
   })
 
