@@ -34,6 +34,7 @@ import * as Path from "@effect/platform/Path"
 import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -127,22 +128,30 @@ export const capture = <E, R>(record: Effect.Effect<CapturedHistory | undefined,
  */
 export const capturedAt: Effect.Effect<string> = Effect.map(DateTime.now, DateTime.formatIso)
 
-const checked = (options: CaptureOptions): Effect.Effect<{ readonly sampleRate: number; readonly capacity: number }, ReplayCaptureConfigError> => {
+/**
+ * Checks a capture's sample rate and queue capacity, with their defaults: the layers here and the
+ * worker's `captureHistories` option alike.
+ *
+ * @internal
+ */
+export const checkOptions = (
+  options: CaptureOptions
+): Either.Either<{ readonly sampleRate: number; readonly capacity: number }, ReplayCaptureConfigError> => {
   const sampleRate = options.sampleRate ?? 1
   const capacity = options.queueCapacity ?? 1000
   if (typeof sampleRate !== "number" || !Number.isFinite(sampleRate) || sampleRate < 0 || sampleRate > 1) {
-    return Effect.fail(new ReplayCaptureConfigError({
+    return Either.left(new ReplayCaptureConfigError({
       option: "sampleRate",
       message: `sampleRate must be a number from 0 to 1 (the share of workflow turns recorded), got ${String(sampleRate)}`
     }))
   }
   if (!Number.isInteger(capacity) || capacity < 1) {
-    return Effect.fail(new ReplayCaptureConfigError({
+    return Either.left(new ReplayCaptureConfigError({
       option: "queueCapacity",
       message: `queueCapacity must be an integer of at least 1, got ${String(capacity)}`
     }))
   }
-  return Effect.succeed({ sampleRate, capacity })
+  return Either.right({ sampleRate, capacity })
 }
 
 /** A capture whose records a writer fiber of the layer's scope hands to `sink`, one at a time. */
@@ -151,7 +160,7 @@ const make = <R>(
   sink: (record: CapturedHistory) => Effect.Effect<void, unknown, R>
 ): Layer.Layer<ReplayCapture, ReplayCaptureConfigError, R> =>
   Layer.scoped(ReplayCapture, Effect.gen(function*() {
-    const { capacity, sampleRate } = yield* checked(options)
+    const { capacity, sampleRate } = yield* checkOptions(options)
     const queue = yield* Queue.dropping<CapturedHistory>(capacity)
     const write = (record: CapturedHistory) =>
       sink(record).pipe(

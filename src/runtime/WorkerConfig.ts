@@ -20,7 +20,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
 import * as Options from "../core/internal/options.js"
-import type * as ReplayCapture from "../core/ReplayCapture.js"
+import * as ReplayCapture from "../core/ReplayCapture.js"
 
 /**
  * An invalid worker option, named, with the accepted forms.
@@ -352,7 +352,7 @@ const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
     if (typeof option !== "object" || option === null) {
       return yield* fail("captureHistories", `captureHistories must be { directory } or { onCapture }, got ${String(option)}`)
     }
-    const { directory, onCapture, queueCapacity, sampleRate } = option as unknown as Partial<Record<string, unknown>>
+    const { directory, onCapture } = option as unknown as Partial<Record<string, unknown>>
     // a mistyped sampleRate would otherwise record every turn, unnoticed
     const unknown = Options.unknownOption(option, CAPTURE_KEYS, "captureHistories")
     if (unknown !== undefined) return yield* fail(`captureHistories.${unknown.key}`, unknown.message)
@@ -365,15 +365,11 @@ const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
     if (onCapture !== undefined && typeof onCapture !== "function") {
       return yield* fail("captureHistories.onCapture", `captureHistories.onCapture must be a function, got ${typeof onCapture}`)
     }
-    if (sampleRate !== undefined && !(typeof sampleRate === "number" && sampleRate >= 0 && sampleRate <= 1)) {
-      return yield* fail("captureHistories.sampleRate", `captureHistories.sampleRate must be a number from 0 to 1, got ${String(sampleRate)}`)
-    }
-    if (queueCapacity !== undefined && !(Number.isInteger(queueCapacity) && (queueCapacity as number) >= 1)) {
-      return yield* fail(
-        "captureHistories.queueCapacity",
-        `captureHistories.queueCapacity must be a whole number of at least 1, got ${String(queueCapacity)}`
-      )
-    }
+    // the sample rate and queue capacity as the capture layers check them
+    yield* Either.mapLeft(
+      ReplayCapture.checkOptions(option),
+      (error) => new WorkerConfigError({ option: `captureHistories.${error.option}`, message: `captureHistories.${error.message}` })
+    )
     return option
   })
 
