@@ -67,12 +67,13 @@ const whereOf = (dialect: Dialect, options: ConnectionOptions): string => {
 /**
  * How long the first connection may take: the `connectTimeout` option in any form the options take
  * (the short forms, `"5s"`, among them: the option was checked, not decoded), 5 seconds by default.
+ * `connectPostgres` / `connectMysql` called directly are not checked: a value nothing decodes fails
+ * there as Effect's own decode does, not as a silent default.
  */
-export const connectTimeoutOf = (options: ConnectionOptions): Duration.Duration =>
-  Option.getOrElse(
-    options.connectTimeout === undefined ? Option.none() : decodeDuration(options.connectTimeout),
-    () => Duration.seconds(5)
-  )
+export const connectTimeoutOf = ({ connectTimeout }: ConnectionOptions): Duration.Duration =>
+  connectTimeout === undefined
+    ? Duration.seconds(5)
+    : Option.getOrElse(decodeDuration(connectTimeout), () => Duration.decode(connectTimeout))
 
 export const redact = (value: string | Redacted.Redacted | undefined) =>
   value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
