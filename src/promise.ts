@@ -50,7 +50,16 @@ import {
 } from "./facade/internal/observability.js"
 import type { TaskEnd } from "./runtime/WorkerConfig.js"
 import type { WorkerStatus } from "./seam/Transport.js"
-import { badOption, layerOf, notOneOf, refuseUnknown, settle, settleSync, type TransportHandle } from "./facade/internal/options.js"
+import {
+  badOption,
+  inFacadeTerms,
+  layerOf,
+  notOneOf,
+  refuseUnknown,
+  settle,
+  settleSync,
+  type TransportHandle
+} from "./facade/internal/options.js"
 import type { Transport } from "./seam/Transport.js"
 
 export {
@@ -329,7 +338,10 @@ export class Worker {
     // the type names the levels; from JavaScript anything comes, and Effect would crash on it at the first log
     const level = options.logLevel === undefined ? undefined : notOneOf(options.logLevel, LOG_LEVELS, "logLevel")
     if (level !== undefined) throw new EffectWorker.WorkerConfigError({ option: "logLevel", message: level })
-    settleSync(EffectWorker.make({ ...toEffectOptions(options), steps: [] }))
+    settleSync(Effect.mapError(
+      EffectWorker.make({ ...toEffectOptions(options), steps: [] }),
+      (error) => inFacadeTerms(inFacadeTerms(error, WORKER_KEYS), HEALTH_KEYS, "health.")
+    ))
   }
 
   /** The worker's instance id. */

@@ -169,19 +169,32 @@ describe("promise facade", () => {
 
     // a milliseconds option that is not a number, refused under its own name (the Effect API's
     // duration took "1 second" and named "abc" as shutdownTimeout)
-    for (const given of ["1 second", "abc", Number.NaN]) {
+    for (const given of ["1 second", "abc", Number.NaN, -1, Number.NEGATIVE_INFINITY]) {
       const millis = refused(() => new Worker({ ...quiet, shutdownTimeoutMs: given } as WorkerOptions))
       assert.strictEqual(millis._tag, "WorkerConfigError")
       assert.strictEqual(millis.option, "shutdownTimeoutMs")
-      assert.match(millis.message, /^Worker option "shutdownTimeoutMs" is a number of milliseconds; got /)
+      assert.match(millis.message, /^Worker option "shutdownTimeoutMs" is a number of milliseconds, zero or more; got /)
     }
     const threshold = refused(() => new Worker({ health: { port: 0, loopDelayThresholdMs: "500" } } as unknown as WorkerOptions))
     assert.strictEqual(threshold.option, "health.loopDelayThresholdMs")
-    assert.match(threshold.message, /health option "loopDelayThresholdMs" is a number of milliseconds; got "500"/)
+    assert.match(threshold.message, /health option "loopDelayThresholdMs" is a number of milliseconds, zero or more; got "500"/)
     assert.match(
       refused(() => inMemory({ heartbeatIntervalMs: "5s" } as unknown as { heartbeatIntervalMs?: number })).message,
-      /inMemory\(\) option "heartbeatIntervalMs" is a number of milliseconds; got "5s"/
+      /inMemory\(\) option "heartbeatIntervalMs" is a number of milliseconds, zero or more; got "5s"/
     )
+    // a number the Effect API refuses (it must be positive) is named as written here, not as the
+    // Effect API's option (heartbeatInterval)
+    for (
+      const [options, option] of [
+        [{ heartbeatIntervalMs: 0 }, "heartbeatIntervalMs"],
+        [{ metricsIntervalMs: 0 }, "metricsIntervalMs"],
+        [{ health: { port: 0, loopDelayThresholdMs: 0 } }, "health.loopDelayThresholdMs"]
+      ] as const
+    ) {
+      const error = refused(() => new Worker({ ...quiet, ...options }))
+      assert.strictEqual(error.option, option)
+      assert.match(error.message, new RegExp(`^${option.replace(".", "\\.")} must be positive`))
+    }
 
     const step = refused(() => new Worker(quiet).step("pay", () => 1, { inputs: undefined } as StepOptions<unknown, unknown>))
     assert.instanceOf(step, TypeError)
@@ -227,7 +240,16 @@ describe("promise facade", () => {
     const millis = await runOn(redis({ url: "redis://127.0.0.1:1", lockDurationMs: "30 seconds" } as unknown as RedisOptions))
     assert.strictEqual(millis._tag, "BullMQConfigError")
     assert.strictEqual(millis.option, "lockDurationMs")
-    assert.match(millis.message, /redis\(\) option "lockDurationMs" is a number of milliseconds; got "30 seconds"/)
+    assert.match(millis.message, /redis\(\) option "lockDurationMs" is a number of milliseconds, zero or more; got "30 seconds"/)
+    // a number the transport refuses (it must be positive), named as written, without the forms of
+    // the Effect API's durations that the facade does not take
+    const zero = await runOn(redis({ url: "redis://127.0.0.1:1", connectTimeoutMs: 0 }))
+    assert.strictEqual(zero._tag, "BullMQConfigError")
+    assert.strictEqual(zero.option, "connectTimeoutMs")
+    assert.strictEqual(zero.message, "connectTimeoutMs must be a positive, finite duration, got 0")
+    const noTime = await runOn(durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", requestTimeoutMs: 0 }))
+    assert.strictEqual(noTime._tag, "DurableWorkflowConfigError")
+    assert.strictEqual(noTime.message, "requestTimeoutMs must be a positive duration, got 0")
 
     const sqsError = await runOn(sqs({ endpoint: "http://127.0.0.1:1", region: "us-east-1" } as Parameters<typeof sqs>[0]))
     assert.strictEqual(sqsError._tag, "SqsConfigError")

@@ -259,8 +259,9 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
 
 const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
   value === undefined ? Either.right(fallback) : Option.match(Options.decodeDuration(value), {
-    onNone: () => fail(option, `${option} must be a duration (${Options.durationForms()}), got ${String(value)}`),
-    onSome: (d) => Either.right(Duration.max(d, Duration.zero))
+    onNone: () =>
+      fail(option, `${option} must be a duration of zero or more (${Options.durationForms()}), got ${String(value)}`),
+    onSome: Either.right
   })
 
 const positive = (option: string, value: unknown, fallback: Duration.Duration) =>

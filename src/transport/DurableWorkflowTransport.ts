@@ -40,7 +40,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { decodeDuration } from "../core/internal/options.js"
+import { decodeDuration, durationForms } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -265,10 +265,20 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   }
   const heartbeat = decodeDuration(options.heartbeatInterval ?? "60 seconds")
   if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0) {
-    return Either.left(new DurableWorkflowConfigError({ message: "heartbeat_interval must be positive" }))
+    return Either.left(
+      new DurableWorkflowConfigError({
+        message: `heartbeatInterval must be a positive duration (${durationForms("60 seconds")}), got ${show(options.heartbeatInterval)}`
+      })
+    )
   }
   const timeout = decodeDuration(options.requestTimeout ?? "60 seconds")
-  if (Option.isNone(timeout)) return Either.left(new DurableWorkflowConfigError({ message: "requestTimeout must be a duration" }))
+  if (Option.isNone(timeout) || Duration.toMillis(timeout.value) <= 0) {
+    return Either.left(
+      new DurableWorkflowConfigError({
+        message: `requestTimeout must be a positive duration (${durationForms("60 seconds")}), got ${show(options.requestTimeout)}`
+      })
+    )
+  }
   const threshold = options.externalStorageThresholdBytes
   if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {
     return Either.left(new DurableWorkflowConfigError({ message: "external_storage_threshold_bytes must be at least 1" }))

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -88,9 +89,20 @@ describe("Durable Workflow registration", () => {
     Effect.gen(function*() {
       const layer = DW.layer({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", heartbeatInterval: 0 })
       const built = yield* Effect.either(Effect.scoped(Effect.asVoid(Effect.provide(Effect.void, layer))))
-      assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeat_interval must be positive")
+      assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeatInterval must be a positive duration (milliseconds, or a string such as \"60 seconds\" or \"1m30s\"), got 0")
       const api = yield* Effect.either(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1/api", taskQueue: "q" })))
       assert.match(Either.getLeft(api).pipe((o) => o._tag === "Some" ? o.value.message : ""), /not end in \/api/)
+      // Duration.decode reads -1 as zero, and no time for a request fails every one of them
+      for (const requestTimeout of [0, -1, "-5 seconds", "soon"] as Array<Duration.DurationInput>) {
+        const timeout = yield* Effect.either(
+          Effect.scoped(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", requestTimeout })))
+        )
+        assert.match(
+          Either.getLeft(timeout).pipe((o) => o._tag === "Some" ? o.value.message : ""),
+          /^requestTimeout must be a positive duration \(milliseconds, or a string such as "60 seconds" or "1m30s"\), got /,
+          String(requestTimeout)
+        )
+      }
     }))
 
   it.scoped("the poll timeout stays above the server's long poll: long_poll_timeout 12 → 17 s", () =>

@@ -487,7 +487,7 @@ describe("Worker lifecycle", () => {
       assert.deepStrictEqual(yield* Ref.get(ended), ["interrupted a"])
       assert.strictEqual((yield* ops).at(-1), "deregister")
       assert.deepStrictEqual(logs.lines.filter((line) => /stop|draining|interrupting/.test(line)), [
-        "INFO worker stopping: its pollers first, then the tasks it accepted, within 10s (shutdownTimeout)",
+        "INFO worker stopping: its pollers first, then the tasks it accepted, within 10s (the shutdown timeout)",
         "INFO worker draining 1 accepted task(s) within 10s",
         "WARN interrupting 1 task(s) still running at a stop made at once (forceStop, or a second signal)",
         "INFO worker stopped and deregistered"

@@ -65,7 +65,7 @@ describe("WorkerConfig", () => {
       assert.strictEqual(Duration.toMillis(config.interruptTimeout), 500)
       assert.strictEqual(Duration.toMillis(config.pollTimeout), 90_000)
       assert.strictEqual(Duration.toMillis(config.heartbeatInterval!), 10_000)
-      for (const bad of ["30", "thirty seconds", "30 s x"]) {
+      for (const bad of ["30", "thirty seconds", "30 s x", "-5 seconds"]) {
         const error = yield* Effect.flip(read({ DURABLE_SHUTDOWN_TIMEOUT: bad }))
         assert.include(String(error), "DURABLE_SHUTDOWN_TIMEOUT", bad)
         assert.include(String(error), `Expected a duration such as "30 seconds" or "30s", got "${bad}"`, bad)
@@ -74,7 +74,7 @@ describe("WorkerConfig", () => {
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
       assert.isString(worker.id, "built")
       const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" as Duration.DurationInput }))
-      assert.include(refused.message, 'shutdownTimeout must be a duration (milliseconds, or a string such as "30 seconds" or "1m30s"), got 45 sec')
+      assert.include(refused.message, 'shutdownTimeout must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got 45 sec')
     }))
 
   it.effect("DURABLE_HEALTH_PORT turns the probe server on; DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set where and /metrics", () =>
@@ -153,6 +153,11 @@ describe("WorkerConfig", () => {
     assert.strictEqual(option({ pollTimeout: "soon" as never }), "pollTimeout")
     assert.strictEqual(option({ heartbeatInterval: 0 }), "heartbeatInterval")
     assert.strictEqual(option({ concurrency: "fast" as never }), "concurrency")
-    assert.strictEqual(option({ shutdownTimeout: -5 }), "ok", "a negative deadline counts as 0")
+    // Duration.decode reads these as zero: a stop would interrupt every running task at once
+    assert.strictEqual(option({ shutdownTimeout: -5 }), "shutdownTimeout", "a negative deadline is not 'none'")
+    assert.strictEqual(option({ shutdownTimeout: "-5 seconds" }), "shutdownTimeout")
+    assert.strictEqual(option({ interruptTimeout: Number.NaN }), "interruptTimeout")
+    assert.strictEqual(option({ pollRetryDelay: [-1, 0] }), "pollRetryDelay")
+    assert.strictEqual(option({ shutdownTimeout: 0 }), "ok", "no time to drain is a choice")
   })
 })

@@ -67,7 +67,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["an empty resultsQueueUrl", { resultsQueueUrl: "" }, "resultsQueueUrl", /resultsQueueUrl must be a non-empty string/],
   ["a marker with a reserved prefix", { marker: "AWS.durable" }, "marker", /marker must be an SQS message attribute name .*got "AWS\.durable"/],
   ["a marker with a double '.'", { marker: "a..b" }, "marker", /marker must be an SQS message attribute name/],
-  ["an undecodable waitTime", { waitTime: "long" }, "waitTime", /waitTime must be a duration \(milliseconds, or a string such as "60 seconds" or "1m30s"\), got "long"/],
+  ["an undecodable waitTime", { waitTime: "long" }, "waitTime", /waitTime must be a duration of zero or more \(milliseconds, or a string such as "60 seconds" or "1m30s"\), got "long"/],
   ["a zero visibilityTimeout", { visibilityTimeout: 0 }, "visibilityTimeout", /visibilityTimeout must be between 1 second and 12 hours/],
   ["a visibilityTimeout over 12 hours", { visibilityTimeout: "13 hours" }, "visibilityTimeout", /between 1 second and 12 hours/],
   ["an undecodable visibilityTimeout", { visibilityTimeout: "a while" }, "visibilityTimeout", /visibilityTimeout must be a duration/],

@@ -132,13 +132,28 @@ export const optional = <A>(config: Config.Config<A>): Config.Config<A | undefin
 const SHORT_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
 /**
+ * Whether a duration is given below zero, or as `NaN`. `Duration.decode` reads either as zero, so
+ * `shutdownTimeout: -1` (often meant as "no deadline") would interrupt every running task at a stop.
+ */
+const belowZero = (value: unknown): boolean =>
+  typeof value === "number"
+    ? !(value >= 0)
+    : typeof value === "bigint"
+    ? value < 0n
+    : typeof value === "string"
+    ? value.trim().startsWith("-")
+    : Array.isArray(value) && value.some((part) => typeof part === "number" && !(part >= 0))
+
+/**
  * A duration as the options and the `DURABLE_*` variables take it: what `Duration.decode` accepts
  * (milliseconds as a number, `"30 seconds"`, `"500 millis"`), and the short forms of Go and
- * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); none for anything else.
+ * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); none for anything else, nor for
+ * a value below zero or `NaN`.
  *
  * @internal
  */
 export const decodeDuration = (value: unknown): Option.Option<Duration.Duration> => {
+  if (belowZero(value)) return Option.none()
   const decoded = Duration.decodeUnknown(value)
   if (Option.isSome(decoded)) return decoded
   if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value.trim())) return Option.none()
@@ -154,6 +169,14 @@ export const decodeDuration = (value: unknown): Option.Option<Duration.Duration>
  * @internal
  */
 export const durationForms = (example = "30 seconds"): string => `milliseconds, or a string such as "${example}" or "1m30s"`
+
+/**
+ * {@link durationForms} as a message puts it, in parentheses after the option: the promise facade,
+ * whose `…Ms` options take milliseconds only, leaves it out of the message it passes on.
+ *
+ * @internal
+ */
+export const durationFormsClause = / \(milliseconds, or a string such as "[^"]*" or "1m30s"\)/
 
 /**
  * A `DURABLE_*` variable holding a duration in any form {@link decodeDuration} takes.

@@ -6,7 +6,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { unknownOption } from "../../core/internal/options.js"
+import { durationFormsClause, unknownOption } from "../../core/internal/options.js"
 import type { Transport } from "../../seam/Transport.js"
 
 export { notOneOf } from "../../core/internal/options.js"
@@ -45,9 +45,9 @@ export const layerOf = (transport: unknown): Layer.Layer<Transport, unknown> => 
 }
 
 /**
- * An option the facade cannot take: a key it does not know, or a `…Ms` option that is not a number.
- * The Effect API takes any duration (`"1 second"`), and would refuse a bad one under its own name
- * (`shutdownTimeout`), not the one the application wrote.
+ * An option the facade cannot take: a key it does not know, or a `…Ms` option that is not a number
+ * of zero or more. The Effect API takes any duration (`"1 second"`), and would refuse a bad one under
+ * its own name (`shutdownTimeout`), not the one the application wrote.
  */
 export const badOption = (
   options: object | undefined,
@@ -57,10 +57,10 @@ export const badOption = (
   const unknown = unknownOption(options, known, what)
   if (unknown !== undefined || options === undefined || options === null) return unknown
   for (const [key, value] of Object.entries(options)) {
-    if (key.endsWith("Ms") && value !== undefined && (typeof value !== "number" || Number.isNaN(value))) {
+    if (key.endsWith("Ms") && value !== undefined && !(typeof value === "number" && value >= 0)) {
       return {
         key,
-        message: `${what} option "${key}" is a number of milliseconds; got ${
+        message: `${what} option "${key}" is a number of milliseconds, zero or more; got ${
           typeof value === "string" ? JSON.stringify(value) : String(value)
         }`
       }
@@ -75,7 +75,30 @@ export const refuseUnknown = (options: object | undefined, known: ReadonlyArray<
   if (bad !== undefined) throw new TypeError(bad.message)
 }
 
-/** `layer()`, or, when `options` has an option it cannot take, a layer that fails with `error` when a run builds it. */
+/**
+ * `error`, where it refuses an option that the facade takes in milliseconds under another name
+ * (`connectTimeout` for `connectTimeoutMs: 0`), naming the option as the application wrote it:
+ * its `option` (or, for an error without one, the message's first word) and the message's start,
+ * without the duration forms the facade does not take.
+ * `known` are the facade's keys of the object, `prefix` the path to it (`"health."`).
+ */
+export const inFacadeTerms = <E>(error: E, known: ReadonlyArray<string>, prefix = ""): E => {
+  if (typeof error !== "object" || error === null || typeof (error as { message?: unknown }).message !== "string") return error
+  const { message: given, option } = error as unknown as { readonly message: string; readonly option?: unknown }
+  const message = given.replace(durationFormsClause, "")
+  const named = typeof option === "string" ? option : /^[\w.]+/.exec(message)?.[0]
+  if (named === undefined || !named.startsWith(prefix) || !known.includes(`${named.slice(prefix.length)}Ms`)) return error
+  const written = `${named}Ms`
+  const props = { message: message.startsWith(named) ? written + message.slice(named.length) : message }
+  // the error's own class (a Schema.TaggedError of { option?, message }), so its tag and type stay
+  const Class = error.constructor as new(props: object) => E
+  return new Class(typeof option === "string" ? { ...props, option: written } : props)
+}
+
+/**
+ * `layer()`, its refusals of a milliseconds option named as the application wrote it; or, when
+ * `options` has an option it cannot take, a layer that fails with `error` when a run builds it.
+ */
 export const refusingUnknown = <ROut, E>(
   options: object,
   known: ReadonlyArray<string>,
@@ -84,7 +107,9 @@ export const refusingUnknown = <ROut, E>(
   layer: () => Layer.Layer<ROut, E>
 ): Layer.Layer<ROut, E> => {
   const bad = badOption(options, known, what)
-  return bad === undefined ? layer() : Layer.unwrapEffect(Effect.fail(error(bad)))
+  return bad === undefined
+    ? Layer.mapError(layer(), (refused) => inFacadeTerms(refused, known))
+    : Layer.unwrapEffect(Effect.fail(error(bad)))
 }
 
 /** Runs an effect and settles with its value, or rejects with its error itself (not a wrapper). */

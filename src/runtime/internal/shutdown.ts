@@ -62,7 +62,7 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
     const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(config.shutdownTimeout)
     yield* Effect.logInfo(
       `worker stopping: its pollers first, then the tasks it accepted, within ${Duration.format(config.shutdownTimeout)} ` +
-        "(shutdownTimeout)"
+        "(the shutdown timeout)"
     )
     yield* env.controller.beginDrain
     const stuckPollers = yield* stopFibers(

@@ -171,7 +171,7 @@ export const visibility = (
 const decode = (option: string, value: unknown) =>
   value === undefined ? Either.right(undefined) : Option.match(decodeDuration(value), {
     onNone: () =>
-      fail(option, `${option} must be a duration (${durationForms("60 seconds")}), got ${show(value)}`),
+      fail(option, `${option} must be a duration of zero or more (${durationForms("60 seconds")}), got ${show(value)}`),
     onSome: (d) => Either.right(d)
   })
 
