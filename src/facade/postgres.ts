@@ -13,7 +13,8 @@ export type { PostgresOptions } from "./internal/transportOptions.js"
 /**
  * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
  * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
- * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`.
+ * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`, with
+ * the connection fields given (`host`, `port`, `database`, `username`, `password`) over its parts.
  * An unknown or invalid option makes `run` reject with an `SqlConfigError` naming it, before anything
  * connects.
  *
@@ -21,5 +22,5 @@ export type { PostgresOptions } from "./internal/transportOptions.js"
  * @category transports
  */
 export const postgres = (options: PostgresOptions = {}): TransportHandle => ({
-  layer: SqlTransport.layerPostgres(withDatabaseUrl(options))
+  layer: withDatabaseUrl("postgres", options, SqlTransport.layerPostgres)
 })

@@ -75,6 +75,7 @@ import {
   hasErrorCode,
   isConnectionLost,
   NAME,
+  overEnvironmentUrl,
   refusalOf,
   retryLostConnection,
   sqlMessageOf
@@ -948,7 +949,8 @@ const loadDriver = (dialect: Dialect): Effect.Effect<Driver, MissingDriverError>
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
  * PostgreSQL or MySQL/MariaDB), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`. Explicit
- * options win over the environment. `applicationName` is used on PostgreSQL and left out on
+ * options win over the environment, connection fields (`host`, `port`, `database`, `username`,
+ * `password`) over the parts of `DATABASE_URL`. `applicationName` is used on PostgreSQL and left out on
  * MySQL/MariaDB, whose connections have no such name: the dialect is the environment's choice here.
  *
  * @since 0.1.0
@@ -984,10 +986,14 @@ export const layerConfig = (
         }
         const url = env.url.value
         const { applicationName, ...rest } = options
-        const merged = {
-          ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }),
+        const given = {
+          ...definedOnly({ prefix: env.prefix, partition: env.partition }),
           ...definedOnly({ ...rest, applicationName: url.dialect === "postgres" ? applicationName : undefined })
         }
+        // a url in code wins over DATABASE_URL; connection fields in code over its parts
+        const merged = (rest as { readonly url?: unknown }).url === undefined
+          ? overEnvironmentUrl(Redacted.value(url.url), given)
+          : given
         return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )

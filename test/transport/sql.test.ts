@@ -35,6 +35,7 @@ import { servingSteps } from "../support/handlers.js"
 import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
+import { mysql, postgres } from "../../src/promise.js"
 
 /** Lets forked fibers run until they block. */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
@@ -622,6 +623,57 @@ describe("SqlTransport.layerConfig", () => {
         withEnv({ DATABASE_URL: "mariadb://root@127.0.0.1:3306/test", DURABLE_PREFIX: "ignored" })
       )
       assert.strictEqual(my.name, "sql mariadb://root@127.0.0.1:3306/test prefix explicit")
+      // connection fields in code win over DATABASE_URL's parts; the pool would take the URL over them
+      const env = { DATABASE_URL: "postgresql://u:secret@db.example:5433/app" }
+      const fields = yield* Effect.provide(Transport, SqlTransport.layerConfig({ database: "orders", port: 6543 })).pipe(withEnv(env))
+      assert.strictEqual(fields.name, "sql postgresql://u@db.example:6543/orders prefix durable")
+      const login = yield* Effect.provide(Transport, SqlTransport.layerConfig({ host: "db2.example", username: "w" })).pipe(withEnv(env))
+      assert.strictEqual(login.name, "sql postgresql://w@db2.example:5433/app prefix durable")
+    }))
+
+  it.effect("the promise facade's postgres() and mysql() read DATABASE_URL the same way, and name it when its dialect is the other one", () =>
+    Effect.gen(function*() {
+      const withDatabaseUrl = <A, E, R>(url: string, effect: Effect.Effect<A, E, R>) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            const saved = process.env.DATABASE_URL
+            process.env.DATABASE_URL = url
+            return saved
+          }),
+          () => effect,
+          (saved) => Effect.sync(() => saved === undefined ? delete process.env.DATABASE_URL : (process.env.DATABASE_URL = saved))
+        )
+      const nameOf = (handle: { readonly layer: Layer.Layer<Transport, unknown> }) =>
+        Effect.map(Effect.provide(Transport, handle.layer), (transport) => transport.name)
+      const pgUrl = "postgresql://u:secret@db.example:5433/app"
+      assert.strictEqual(yield* withDatabaseUrl(pgUrl, nameOf(postgres())), "sql postgresql://u@db.example:5433/app prefix durable")
+      assert.strictEqual(
+        yield* withDatabaseUrl(pgUrl, nameOf(postgres({ database: "orders" }))),
+        "sql postgresql://u@db.example:5433/orders prefix durable",
+        "the database given, not DATABASE_URL's"
+      )
+      assert.strictEqual(
+        yield* withDatabaseUrl(pgUrl, nameOf(postgres({ url: "postgres://x@127.0.0.1:1/y" }))),
+        "sql postgres://x@127.0.0.1:1/y prefix durable"
+      )
+      // a socket directory cannot go into a URL: the fields alone
+      assert.strictEqual(
+        yield* withDatabaseUrl(pgUrl, nameOf(postgres({ host: "/var/run/postgresql", database: "orders" }))),
+        "sql postgres:///var/run/postgresql:5432/orders prefix durable"
+      )
+      const wrong = yield* Effect.flip(withDatabaseUrl(pgUrl, nameOf(mysql())))
+      assert.strictEqual((wrong as { _tag?: string })._tag, "SqlConfigError")
+      assert.strictEqual(
+        (wrong as Error).message,
+        "DATABASE_URL, which mysql() reads when no url is given, is a postgresql:// URL, and mysql() connects to " +
+          "MySQL/MariaDB: set DATABASE_URL to a mysql:// URL, or pass url (or host, port, database, username, password)"
+      )
+      assert.notInclude((wrong as Error).message, "secret")
+      // beside connection fields, it is some other database's: the fields alone
+      assert.strictEqual(
+        yield* withDatabaseUrl(pgUrl, nameOf(mysql({ host: "127.0.0.1", username: "root" }))),
+        "sql mysql://root@127.0.0.1:3306 prefix durable"
+      )
     }))
 })
 
