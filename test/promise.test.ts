@@ -187,6 +187,7 @@ describe("promise facade", () => {
     for (
       const [options, option] of [
         [{ heartbeatIntervalMs: 0 }, "heartbeatIntervalMs"],
+        [{ pollTimeoutMs: 0 }, "pollTimeoutMs"],
         [{ metricsIntervalMs: 0 }, "metricsIntervalMs"],
         [{ health: { port: 0, loopDelayThresholdMs: 0 } }, "health.loopDelayThresholdMs"]
       ] as const

@@ -55,9 +55,15 @@ export interface WorkerOptions {
   readonly concurrency?: Concurrency.ConcurrencyOption | undefined
   /** At most this many workflow turns at once where the transport polls them separately. Default 10. */
   readonly workflowConcurrency?: number | undefined
-  /** How long one poll waits for work. Default 35 seconds. */
+  /**
+   * How long one poll waits for work. Default 35 seconds; must be positive (a poll that waits for
+   * nothing would ask the broker again at once, for ever).
+   */
   readonly pollTimeout?: Duration.DurationInput | undefined
-  /** One deadline for the whole drain at shutdown. Default 30 seconds; negative counts as 0. */
+  /**
+   * One deadline for the whole drain at shutdown. Default 30 seconds; 0 interrupts the running tasks
+   * at once, `Duration.infinity` waits for them however long they take.
+   */
   readonly shutdownTimeout?: Duration.DurationInput | undefined
   /** Overrides the transport's heartbeat interval. Must be positive. */
   readonly heartbeatInterval?: Duration.DurationInput | undefined
@@ -326,7 +332,7 @@ export const resolve = (
       concurrency: yield* concurrency,
       concurrencyOption: concurrencyGiven ?? base.concurrencyOption,
       workflowConcurrency: yield* positiveInt("workflowConcurrency", options.workflowConcurrency, base.workflowConcurrency),
-      pollTimeout: yield* duration("pollTimeout", options.pollTimeout, base.pollTimeout),
+      pollTimeout: yield* positive("pollTimeout", options.pollTimeout, base.pollTimeout),
       shutdownTimeout: yield* duration("shutdownTimeout", options.shutdownTimeout, base.shutdownTimeout),
       heartbeatInterval,
       interruptTimeout: yield* duration("interruptTimeout", options.interruptTimeout, base.interruptTimeout),

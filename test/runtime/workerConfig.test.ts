@@ -159,5 +159,6 @@ describe("WorkerConfig", () => {
     assert.strictEqual(option({ interruptTimeout: Number.NaN }), "interruptTimeout")
     assert.strictEqual(option({ pollRetryDelay: [-1, 0] }), "pollRetryDelay")
     assert.strictEqual(option({ shutdownTimeout: 0 }), "ok", "no time to drain is a choice")
+    assert.strictEqual(option({ pollTimeout: 0 }), "pollTimeout", "a poll that waits for nothing asks the broker again at once")
   })
 })

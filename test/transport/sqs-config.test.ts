@@ -69,6 +69,19 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["a marker with a double '.'", { marker: "a..b" }, "marker", /marker must be an SQS message attribute name/],
   ["an undecodable waitTime", { waitTime: "long" }, "waitTime", /waitTime must be a duration of zero or more \(milliseconds, or a string such as "60 seconds" or "1m30s"\), got "long"/],
   ["a zero visibilityTimeout", { visibilityTimeout: 0 }, "visibilityTimeout", /visibilityTimeout must be between 1 second and 12 hours/],
+  // SQS's own settings count seconds; a number here is milliseconds, and SQS cannot take a fraction
+  [
+    "a visibilityTimeout under a second (60 meant as seconds)",
+    { visibilityTimeout: 60 },
+    "visibilityTimeout",
+    /^visibilityTimeout must be between 1 second and 12 hours \(got 60ms; a number is milliseconds: 60 seconds is "60 seconds"\)$/
+  ],
+  [
+    "a waitTime under a second (20 meant as seconds), which SQS would not wait at all",
+    { waitTime: 20 },
+    "waitTime",
+    /^waitTime must be 0 \(short polls\) or at least 1 second: SQS waits whole seconds \(got 20ms; a number is milliseconds: 20 seconds is "20 seconds"\)$/
+  ],
   ["a visibilityTimeout over 12 hours", { visibilityTimeout: "13 hours" }, "visibilityTimeout", /between 1 second and 12 hours/],
   ["an undecodable visibilityTimeout", { visibilityTimeout: "a while" }, "visibilityTimeout", /visibilityTimeout must be a duration/],
   [

@@ -153,8 +153,11 @@ export const visibility = (
   extendEvery: Duration.Duration | undefined
 ): Either.Either<Visibility, SqsConfigError> => {
   const timeoutSeconds = Math.ceil(Duration.toSeconds(timeout))
-  if (!(timeoutSeconds >= 1 && timeoutSeconds <= Naming.MAX_VISIBILITY_SECONDS)) {
-    return fail("visibilityTimeout", `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)})`)
+  if (Duration.lessThan(timeout, Duration.seconds(1)) || timeoutSeconds > Naming.MAX_VISIBILITY_SECONDS) {
+    return fail(
+      "visibilityTimeout",
+      `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)}${millisHint(timeout)})`
+    )
   }
   const every = extendEvery ?? Duration.millis(Math.floor((timeoutSeconds * 1000) / 3))
   if (!Duration.greaterThan(every, Duration.zero) || !Duration.lessThan(every, Duration.seconds(timeoutSeconds))) {
@@ -166,6 +169,30 @@ export const visibility = (
   }
   return Either.right({ timeoutSeconds, extendEvery: every })
 }
+
+/**
+ * For a value under a second, which SQS (counting whole seconds) cannot take: that a number is
+ * milliseconds, `60` being 60 ms, not the 60 seconds SQS's own settings would mean.
+ */
+const millisHint = (given: Duration.Duration) =>
+  Duration.lessThan(given, Duration.seconds(1)) && Duration.greaterThan(given, Duration.zero)
+    ? `; a number is milliseconds: ${Duration.toMillis(given)} seconds is "${Duration.toMillis(given)} seconds"`
+    : ""
+
+/**
+ * `waitTime`: 0 (short polls, the poll timeout's pause between empty ones) or a whole-second wait,
+ * capped at 20 s and by the poll timeout where it is used. Under a second SQS would not wait at all.
+ */
+const waitTime = (value: unknown) =>
+  Either.flatMap(decode("waitTime", value), (given) =>
+    given === undefined || Duration.isZero(given) || !Duration.lessThan(given, Duration.seconds(1))
+      ? Either.right(given)
+      : fail(
+        "waitTime",
+        `waitTime must be 0 (short polls) or at least 1 second: SQS waits whole seconds (got ${Duration.format(given)}${
+          millisHint(given)
+        })`
+      ))
 
 /** A duration option whose range is checked where it is used (or that needs none). */
 const decode = (option: string, value: unknown) =>
@@ -260,7 +287,7 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
       resultsQueueUrl,
       marker,
       // capped at 20 s and by the poll timeout where it is used
-      waitTime: (yield* decode("waitTime", options.waitTime)) ?? Duration.seconds(20),
+      waitTime: (yield* waitTime(options.waitTime)) ?? Duration.seconds(20),
       visibility: yield* visibility(
         (yield* decode("visibilityTimeout", options.visibilityTimeout)) ?? Duration.seconds(60),
         yield* decode("visibilityExtendInterval", options.visibilityExtendInterval)

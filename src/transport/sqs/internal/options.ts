@@ -48,7 +48,10 @@ export interface SqsTransportOptions {
    * it; an SQS message attribute name. Default none.
    */
   readonly marker?: string | undefined
-  /** Longest receive wait, capped at 20 s and by the worker's poll timeout (negative counts as 0). Default 20 seconds. */
+  /**
+   * Longest receive wait: 0 (short polls) or at least 1 second, capped at 20 s and by the worker's
+   * poll timeout. Default 20 seconds.
+   */
   readonly waitTime?: Duration.DurationInput | undefined
   /**
    * Visibility of a received task, renewed while it runs or waits: 1 second to 12 hours, in whole
