@@ -32,6 +32,7 @@ import * as NestDurableProtocol from "./protocol/NestDurableProtocol.js"
 import * as EffectWorker from "./runtime/Worker.js"
 import { TaskRejected, WorkerStateError } from "./runtime/WorkerError.js"
 import { messageOf } from "./core/internal/errors.js"
+import { showValue } from "./core/internal/options.js"
 import type * as Concurrency from "./services/Concurrency.js"
 import * as InMemoryTransport from "./transport/InMemoryTransport.js"
 import type { NestReply } from "./transport/InMemoryTransport.js"
@@ -288,6 +289,53 @@ const unknownHealthOption = (health: unknown) => {
   return unknown === undefined ? undefined : { key: `health.${unknown.key}`, message: unknown.message }
 }
 
+const TELEMETRY_KEYS: ReadonlyArray<keyof TelemetryOptions> = ["serviceName", "spanProcessors", "metricReaders"]
+
+const isFunction = (value: unknown): boolean => typeof value === "function"
+
+/**
+ * What the facade's own options (those the Effect API does not check) cannot be, from JavaScript:
+ * each would otherwise be taken for something else in silence — `handleSignals: "false"` as true, a
+ * logger without `warn` or `error` dropping those lines, `telemetry: { spanProcessor }` (the SDK's
+ * own key) exporting nothing.
+ */
+const facadeOption = (options: WorkerOptions): { readonly option: string; readonly message: string } | undefined => {
+  const { handleSignals, logger, telemetry } = options
+  if (handleSignals !== undefined && typeof handleSignals !== "boolean") {
+    return { option: "handleSignals", message: `handleSignals must be true or false, got ${showValue(handleSignals)}` }
+  }
+  if (logger !== undefined) {
+    const target = logger as unknown as Record<string, unknown> | null
+    const missing = typeof target !== "object" || target === null
+      ? ["info (or log)", "warn", "error"]
+      : [
+        ...(isFunction(target["info"]) || isFunction(target["log"]) ? [] : ["info (or log)"]),
+        ...(["warn", "error"].filter((method) => !isFunction(target[method])))
+      ]
+    if (missing.length > 0) {
+      return {
+        option: "logger",
+        message: `logger must have the methods info (or log), warn and error, as console, pino and NestJS's Logger do; ${
+          typeof target === "object" && target !== null ? `it has no ${missing.join(", no ")}` : `got ${showValue(logger)}`
+        }`
+      }
+    }
+  }
+  if (telemetry !== undefined) {
+    if (typeof telemetry !== "object" || telemetry === null) {
+      return { option: "telemetry", message: `telemetry must be an object such as { spanProcessors: [...] }, got ${showValue(telemetry)}` }
+    }
+    const unknown = badOption(telemetry, TELEMETRY_KEYS, "telemetry")
+    if (unknown !== undefined) return { option: `telemetry.${unknown.key}`, message: unknown.message }
+    for (const key of ["spanProcessors", "metricReaders"] as const) {
+      if (telemetry[key] !== undefined && !Array.isArray(telemetry[key])) {
+        return { option: `telemetry.${key}`, message: `telemetry.${key} must be an array, got ${showValue(telemetry[key])}` }
+      }
+    }
+  }
+  return undefined
+}
+
 const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => ({
   ...(options.workerId === undefined ? {} : { workerId: options.workerId }),
   ...(options.buildId === undefined ? {} : { buildId: options.buildId }),
@@ -300,7 +348,10 @@ const toEffectOptions = (options: WorkerOptions): EffectWorker.WorkerOptions => 
   ...(options.onTaskEnd === undefined ? {} : { onTaskEnd: options.onTaskEnd }),
   ...(options.metricsIntervalMs === undefined ? {} : { metricsInterval: options.metricsIntervalMs }),
   ...(options.captureHistories === undefined ? {} : { captureHistories: options.captureHistories }),
-  ...(options.health === undefined ? {} : {
+  // anything but an object goes as given, for the Effect API to refuse it as it is
+  ...(options.health === undefined ? {} : typeof options.health !== "object" || options.health === null ? {
+    health: options.health as never
+  } : {
     health: {
       port: options.health.port,
       ...(options.health.host === undefined ? {} : { host: options.health.host }),
@@ -338,6 +389,8 @@ export class Worker {
     // the type names the levels; from JavaScript anything comes, and Effect would crash on it at the first log
     const level = options.logLevel === undefined ? undefined : notOneOf(options.logLevel, LOG_LEVELS, "logLevel")
     if (level !== undefined) throw new EffectWorker.WorkerConfigError({ option: "logLevel", message: level })
+    const refused = facadeOption(options)
+    if (refused !== undefined) throw new EffectWorker.WorkerConfigError(refused)
     settleSync(Effect.mapError(
       EffectWorker.make({ ...toEffectOptions(options), steps: [] }),
       (error) => inFacadeTerms(inFacadeTerms(error, WORKER_KEYS), HEALTH_KEYS, "health.")
@@ -474,6 +527,15 @@ export class Worker {
     const unknown = badOption(options, RUN_UNTIL_KEYS, "runUntil")
     if (unknown !== undefined) return Promise.reject(new TypeError(unknown.message))
     const { until } = options
+    // anything else would be awaited as a value already there: the worker stopped at once
+    if (typeof until !== "function" && typeof (until as { then?: unknown } | null)?.then !== "function") {
+      return Promise.reject(
+        new TypeError(`runUntil's until must be a function (asked every pollIntervalMs) or a promise, got ${showValue(until)}`)
+      )
+    }
+    if (options.pollIntervalMs === 0) {
+      return Promise.reject(new TypeError("runUntil's pollIntervalMs must be more than 0: until() would be asked without a pause"))
+    }
     const condition = typeof until === "function"
       ? Effect.promise(async () => until()).pipe(
         Effect.repeat({ until: (done) => done, schedule: Schedule.spaced(options.pollIntervalMs ?? 500) })

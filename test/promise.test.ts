@@ -222,6 +222,57 @@ describe("promise facade", () => {
     )
     assert.instanceOf(error, TypeError)
     assert.match(error.message, /unknown runUntil option "pollInterval"; did you mean "pollIntervalMs"\? durations are in milliseconds here/)
+    // an until that is neither a function nor a promise would be awaited as a value already there,
+    // and the worker stopped at once; nor may until() be asked without a pause
+    for (
+      const [options, message] of [
+        [{ until: false }, /^runUntil's until must be a function \(asked every pollIntervalMs\) or a promise, got false$/],
+        [{ timeoutMs: 5_000 }, /^runUntil's until must be a function .* got undefined$/],
+        [{ until: () => true, pollIntervalMs: 0 }, /^runUntil's pollIntervalMs must be more than 0/]
+      ] as const
+    ) {
+      const refused = await worker.runUntil(inMemory(), options as unknown as RunUntilOptions).then(
+        () => assert.fail("should reject"),
+        (e: Error) => e
+      )
+      assert.instanceOf(refused, TypeError)
+      assert.match(refused.message, message)
+    }
+    assert.strictEqual((await worker.status()).state, "starting", "nothing ran")
+  })
+
+  it("the facade's own options are checked as the Effect API checks its own: nothing taken for something else", () => {
+    const refused = (options: unknown) => {
+      try {
+        new Worker({ ...quiet, ...(options as WorkerOptions) })
+      } catch (error) {
+        return error as { _tag?: string; option?: string; message: string }
+      }
+      return assert.fail(`should throw: ${JSON.stringify(options)}`)
+    }
+    const cases: ReadonlyArray<readonly [unknown, string, RegExp]> = [
+      // "false" would install the signal handlers
+      [{ handleSignals: "false" }, "handleSignals", /^handleSignals must be true or false, got "false"$/],
+      // a logger without warn and error would drop those lines
+      [{ logger: { info: () => {} } }, "logger", /^logger must have the methods info \(or log\), warn and error, .*; it has no warn, no error$/],
+      [{ logger: true }, "logger", /; got true$/],
+      // the OTel SDK's own (singular) key would export nothing
+      [{ telemetry: { spanProcessor: {} } }, "telemetry.spanProcessor", /unknown telemetry option "spanProcessor"; did you mean "spanProcessors"\?/],
+      [{ telemetry: { metricReaders: {} } }, "telemetry.metricReaders", /^telemetry\.metricReaders must be an array/],
+      // not an object: refused as it is, not as an object without a port
+      [{ health: 8080 }, "health", /^health must be an object such as \{ port: 8080 \}, got 8080$/],
+      [{ health: null }, "health", /got null$/],
+      [{ health: { port: "8080" } }, "health.port", /^health\.port must be an integer from 0 to 65535, got "8080"$/]
+    ]
+    for (const [options, option, message] of cases) {
+      const error = refused(options)
+      assert.strictEqual(error._tag, "WorkerConfigError", JSON.stringify(options))
+      assert.strictEqual(error.option, option)
+      assert.match(error.message, message)
+    }
+    // what the type allows is taken
+    new Worker({ ...quiet, logger: { log: () => {}, warn: () => {}, error: () => {} } })
+    new Worker({ ...quiet, logger: console, telemetry: { serviceName: "billing", spanProcessors: [] } })
   })
 
   it("a transport function's unknown option makes run reject with the transport's config error, before anything connects", async () => {

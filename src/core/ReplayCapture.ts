@@ -42,6 +42,7 @@ import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import { messageOf } from "./internal/errors.js"
+import { showValue } from "./internal/options.js"
 import type { DurableWorkflowHistory, NestDurableHistory } from "./internal/verify/files.js"
 import * as NodeFiles from "../services/internal/nodeFiles.js"
 
@@ -142,13 +143,13 @@ export const checkOptions = (
   if (typeof sampleRate !== "number" || !Number.isFinite(sampleRate) || sampleRate < 0 || sampleRate > 1) {
     return Either.left(new ReplayCaptureConfigError({
       option: "sampleRate",
-      message: `sampleRate must be a number from 0 to 1 (the share of workflow turns recorded), got ${String(sampleRate)}`
+      message: `sampleRate must be a number from 0 to 1 (the share of workflow turns recorded), got ${showValue(sampleRate)}`
     }))
   }
   if (!Number.isInteger(capacity) || capacity < 1) {
     return Either.left(new ReplayCaptureConfigError({
       option: "queueCapacity",
-      message: `queueCapacity must be an integer of at least 1, got ${String(capacity)}`
+      message: `queueCapacity must be an integer of at least 1, got ${showValue(capacity)}`
     }))
   }
   return Either.right({ sampleRate, capacity })

@@ -261,35 +261,35 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
     ? Either.right(fallback)
     : Number.isInteger(value) && (value as number) >= 1
     ? Either.right(value as number)
-    : fail(option, `${option} must be an integer of at least 1, got ${String(value)}`)
+    : fail(option, `${option} must be an integer of at least 1, got ${Options.showValue(value)}`)
 
 const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
   value === undefined ? Either.right(fallback) : Option.match(Options.decodeDuration(value), {
     onNone: () =>
-      fail(option, `${option} must be a duration of zero or more (${Options.durationForms()}), got ${String(value)}`),
+      fail(option, `${option} must be a duration of zero or more (${Options.durationForms()}), got ${Options.showValue(value)}`),
     onSome: Either.right
   })
 
 const positive = (option: string, value: unknown, fallback: Duration.Duration) =>
   Either.flatMap(
     duration(option, value, fallback),
-    (d) => Duration.toMillis(d) > 0 ? Either.right(d) : fail(option, `${option} must be positive, got ${String(value)}`)
+    (d) => Duration.toMillis(d) > 0 ? Either.right(d) : fail(option, `${option} must be positive, got ${Options.showValue(value)}`)
   )
 
 const health = (value: unknown, fallback: ResolvedHealth | undefined) =>
   Either.gen(function*() {
     if (value === undefined) return fallback
     if (typeof value !== "object" || value === null) {
-      return yield* fail("health", `health must be an object such as { port: 8080 }, got ${String(value)}`)
+      return yield* fail("health", `health must be an object such as { port: 8080 }, got ${Options.showValue(value)}`)
     }
     const unknown = Options.unknownOption(value, HEALTH_KEYS, "health")
     if (unknown !== undefined) return yield* fail(`health.${unknown.key}`, unknown.message)
     const options = value as HealthOptions
     if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
-      return yield* fail("health.port", `health.port must be an integer from 0 to 65535, got ${String(options.port)}`)
+      return yield* fail("health.port", `health.port must be an integer from 0 to 65535, got ${Options.showValue(options.port)}`)
     }
     if (options.metrics !== undefined && typeof options.metrics !== "boolean") {
-      return yield* fail("health.metrics", `health.metrics must be a boolean, got ${String(options.metrics)}`)
+      return yield* fail("health.metrics", `health.metrics must be a boolean, got ${Options.showValue(options.metrics)}`)
     }
     return {
       port: options.port,
@@ -357,7 +357,7 @@ export const resolve = (
 const capture = (option: ReplayCapture.CaptureHistoriesOption) =>
   Either.gen(function*() {
     if (typeof option !== "object" || option === null) {
-      return yield* fail("captureHistories", `captureHistories must be { directory } or { onCapture }, got ${String(option)}`)
+      return yield* fail("captureHistories", `captureHistories must be { directory } or { onCapture }, got ${Options.showValue(option)}`)
     }
     const { directory, onCapture } = option as unknown as Partial<Record<string, unknown>>
     // a mistyped sampleRate would otherwise record every turn, unnoticed

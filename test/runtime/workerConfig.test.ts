@@ -74,7 +74,7 @@ describe("WorkerConfig", () => {
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
       assert.isString(worker.id, "built")
       const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" as Duration.DurationInput }))
-      assert.include(refused.message, 'shutdownTimeout must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got 45 sec')
+      assert.include(refused.message, 'shutdownTimeout must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got "45 sec"')
     }))
 
   it.effect("DURABLE_HEALTH_PORT turns the probe server on; DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set where and /metrics", () =>

@@ -163,6 +163,13 @@ export const decodeDuration = (value: unknown): Option.Option<Duration.Duration>
 }
 
 /**
+ * A value for a message: a string quoted, so that `"8080"` does not read as the number it is not.
+ *
+ * @internal
+ */
+export const showValue = (value: unknown): string => typeof value === "string" ? JSON.stringify(value) : String(value)
+
+/**
  * What a duration option accepts, for the message refusing or suggesting one: `example` in Effect's
  * words, and the short form every option takes as well.
  *
