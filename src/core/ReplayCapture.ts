@@ -42,7 +42,7 @@ import * as Queue from "effect/Queue"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import { messageOf } from "./internal/errors.js"
-import { showValue } from "./internal/options.js"
+import { showValue, unknownOption } from "./internal/options.js"
 import type { DurableWorkflowHistory, NestDurableHistory } from "./internal/verify/files.js"
 import * as NodeFiles from "../services/internal/nodeFiles.js"
 
@@ -155,12 +155,17 @@ export const checkOptions = (
   return Either.right({ sampleRate, capacity })
 }
 
+const CAPTURE_OPTION_KEYS: ReadonlyArray<keyof CaptureOptions> = ["sampleRate", "queueCapacity"]
+
 /** A capture whose records a writer fiber of the layer's scope hands to `sink`, one at a time. */
 const make = <R>(
   options: CaptureOptions,
   sink: (record: CapturedHistory) => Effect.Effect<void, unknown, R>
 ): Layer.Layer<ReplayCapture, ReplayCaptureConfigError, R> =>
   Layer.scoped(ReplayCapture, Effect.gen(function*() {
+    // a mistyped sampleRate would otherwise record every turn, unnoticed
+    const unknown = unknownOption(options, CAPTURE_OPTION_KEYS, "replay capture")
+    if (unknown !== undefined) return yield* new ReplayCaptureConfigError({ option: unknown.key, message: unknown.message })
     const { capacity, sampleRate } = yield* checkOptions(options)
     const queue = yield* Queue.dropping<CapturedHistory>(capacity)
     const write = (record: CapturedHistory) =>
@@ -198,16 +203,24 @@ export const layer = (
   onCapture: (record: CapturedHistory) => unknown,
   options: CaptureOptions = {}
 ): Layer.Layer<ReplayCapture, ReplayCaptureConfigError> =>
-  make(options, (record) =>
-    Effect.flatMap(
-      Effect.try({ try: () => onCapture(record), catch: (error) => error }),
-      (out) =>
-        Effect.isEffect(out)
-          ? out as Effect.Effect<unknown, unknown>
-          : typeof (out as PromiseLike<unknown> | null)?.then === "function"
-          ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
-          : Effect.void
-    ))
+  typeof onCapture !== "function"
+    ? Layer.fail(
+      new ReplayCaptureConfigError({
+        option: "onCapture",
+        message: `ReplayCapture.layer takes the function each record is handed to, got ${showValue(onCapture)}; ` +
+          "for a directory, ReplayCapture.layerDirectory"
+      })
+    )
+    : make(options, (record) =>
+      Effect.flatMap(
+        Effect.try({ try: () => onCapture(record), catch: (error) => error }),
+        (out) =>
+          Effect.isEffect(out)
+            ? out as Effect.Effect<unknown, unknown>
+            : typeof (out as PromiseLike<unknown> | null)?.then === "function"
+            ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
+            : Effect.void
+      ))
 
 /**
  * The file name a run's records are written under: its orchestrator and its run id, with every
@@ -284,7 +297,7 @@ export const layerOption = (option: CaptureHistoriesOption): Layer.Layer<ReplayC
       Effect.map(
         Effect.serviceOption(FileSystem.FileSystem),
         (fs) =>
-          layerDirectory(option.directory, option).pipe(
+          layerDirectory(option.directory, sampling(option)).pipe(
             Layer.provide(
               Option.isSome(fs)
                 ? Layer.merge(Layer.succeed(FileSystem.FileSystem, fs.value), Path.layer)
@@ -293,4 +306,7 @@ export const layerOption = (option: CaptureHistoriesOption): Layer.Layer<ReplayC
           )
       )
     )
-    : layer(option.onCapture, option)
+    : layer(option.onCapture, sampling(option))
+
+/** The sample rate and queue capacity of a {@link CaptureHistoriesOption}, whose other keys say where records go. */
+const sampling = ({ queueCapacity, sampleRate }: CaptureOptions): CaptureOptions => ({ queueCapacity, sampleRate })

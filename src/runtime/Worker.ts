@@ -35,7 +35,6 @@ import { hostname } from "node:os"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import * as FailureRun from "../core/internal/failureRun.js"
-import { unknownOption } from "../core/internal/options.js"
 import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
@@ -50,7 +49,7 @@ import { makePools } from "./internal/pools.js"
 import { makeReachability } from "./internal/reachability.js"
 import { shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
-import { optionNames, resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
+import { resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
   type RunError,
@@ -174,8 +173,6 @@ export const make = <R = never>(
 ): Effect.Effect<Worker<R>, WorkerConfigError | Step.DuplicateStepError | DurableWorkflow.WorkflowDefinitionChanged> =>
   Effect.gen(function*() {
     const { durableWorkflows: durable, steps: stepList, workflows: workflowList, ...options } = definition
-    const unknown = unknownOption(options, optionNames, "worker")
-    if (unknown !== undefined) return yield* new WorkerConfigError({ option: unknown.key, message: unknown.message })
     const config = yield* resolve(options, yield* WorkerConfig)
     const steps = yield* Step.registry(stepList ?? [])
     const workflows = yield* Step.registry(workflowList ?? [], "workflow")

@@ -301,7 +301,7 @@ const health = (value: unknown, fallback: ResolvedHealth | undefined) =>
 
 /**
  * Checks options over a base configuration (the {@link defaults} unless given): every option given
- * replaces the base's.
+ * replaces the base's; an unknown key is refused, named.
  *
  * @since 0.2.0
  * @category constructors
@@ -311,6 +311,9 @@ export const resolve = (
   base: ResolvedWorkerConfig = defaults
 ): Either.Either<ResolvedWorkerConfig, WorkerConfigError> =>
   Either.gen(function*() {
+    // here, not only in Worker.make: WorkerConfig.layer({ shutdownTimeoutMs }) built the defaults
+    const unknown = Options.unknownOption(options, KEYS, "worker")
+    if (unknown !== undefined) return yield* fail(unknown.key, unknown.message)
     const heartbeatInterval = options.heartbeatInterval === undefined
       ? base.heartbeatInterval
       : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero)

@@ -40,7 +40,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { decodeDuration, durationForms } from "../core/internal/options.js"
+import { decodeDuration, durationForms, unknownOption } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -247,7 +247,27 @@ interface Resolved {
   readonly waitForBroker: boolean
 }
 
+const OPTION_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
+  "baseUrl",
+  "token",
+  "workerToken",
+  "controlToken",
+  "waitForBroker",
+  "namespace",
+  "taskQueue",
+  "protocolVersion",
+  "controlPlaneVersion",
+  "requestTimeout",
+  "heartbeatInterval",
+  "interceptors",
+  "externalStorage",
+  "externalStorageThresholdBytes",
+  "sdkVersion"
+]
+
 const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> => {
+  const unknown = unknownOption(options, OPTION_KEYS, "Durable Workflow")
+  if (unknown !== undefined) return Either.left(new DurableWorkflowConfigError({ message: unknown.message }))
   for (const key of ["token", "workerToken", "controlToken"] as const) {
     if (options[key] !== undefined && !isSecret(options[key])) {
       return Either.left(new DurableWorkflowConfigError({ message: `${key} must be a string or a Redacted string` }))
@@ -281,7 +301,11 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   }
   const threshold = options.externalStorageThresholdBytes
   if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {
-    return Either.left(new DurableWorkflowConfigError({ message: "external_storage_threshold_bytes must be at least 1" }))
+    return Either.left(
+      new DurableWorkflowConfigError({
+        message: `externalStorageThresholdBytes must be a whole number of at least 1, got ${show(threshold)}`
+      })
+    )
   }
   return Either.right({
     settings: {
@@ -339,7 +363,7 @@ export const make = (
         const refused = Refusals.toError(NAME, refusal, `the Durable Workflow server at ${where}`, {
           authentication: "check DURABLE_WORKFLOW_AUTH_TOKEN (or the token / workerToken option) against the server's tokens",
           permission: `check that the token may use namespace "${resolved.settings.namespace}" and the worker plane ` +
-            "(a worker_token, or a shared token with worker access)"
+            "(a worker token, or a shared token with worker access)"
         }, safeCause(error, secrets))
         return new RegistrationError({ transport: NAME, message: `${refusedPrefix}${refused.message}`, cause: refused })
       }

@@ -47,10 +47,10 @@ describe("Durable Workflow client", () => {
     const worker = headersFor(settings({ controlToken: "c" }), "worker") as { message: string }
     assert.strictEqual(
       worker.message,
-      "worker-plane requests require worker_token or the shared token; control_token cannot authorize worker operations"
+      "worker-plane requests require workerToken or the shared token; controlToken cannot authorize worker operations"
     )
     const control = headersFor(settings({ workerToken: "w" }), "control") as { message: string }
-    assert.match(control.message, /^control-plane requests require control_token or the shared token/)
+    assert.match(control.message, /^control-plane requests require controlToken or the shared token/)
   })
 
   it("discovery uses the worker token when there is one, else control credentials", () => {

@@ -92,6 +92,28 @@ describe("Durable Workflow registration", () => {
       assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeatInterval must be a positive duration (milliseconds, or a string such as \"60 seconds\" or \"1m30s\"), got 0")
       const api = yield* Effect.either(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1/api", taskQueue: "q" })))
       assert.match(Either.getLeft(api).pipe((o) => o._tag === "Some" ? o.value.message : ""), /not end in \/api/)
+      const messageOf = (options: Record<string, unknown>) =>
+        Effect.map(
+          Effect.either(Effect.scoped(Effect.provide(Effect.void, DW.layer({ taskQueue: "q", ...options } as never)))),
+          (built) => Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : "built")
+        )
+      // an unknown key is refused, as the other transports refuse theirs (it was ignored)
+      assert.match(
+        yield* messageOf({ baseUrl: "http://127.0.0.1:1", requestTimout: "1s" }),
+        /^unknown Durable Workflow option "requestTimout"; did you mean "requestTimeout"\?/
+      )
+      // a host and port without a scheme parse as a URL of the scheme "durable-workflow:", and every
+      // request would then fail as a server that cannot be reached
+      assert.strictEqual(
+        yield* messageOf({ baseUrl: "durable-workflow:8080" }),
+        'baseUrl must be an absolute http(s) URL, got "durable-workflow:8080" (its scheme is durable-workflow:; for a host ' +
+          'and port, write "http://durable-workflow:8080")'
+      )
+      assert.match(yield* messageOf({ baseUrl: "ftp://h" }), /^baseUrl must be an absolute http\(s\) URL, got "ftp:\/\/h" \(its scheme is ftp:\)$/)
+      assert.strictEqual(
+        yield* messageOf({ baseUrl: "http://127.0.0.1:1", externalStorageThresholdBytes: 0 }),
+        "externalStorageThresholdBytes must be a whole number of at least 1, got 0"
+      )
       // Duration.decode reads -1 as zero, and no time for a request fails every one of them
       for (const requestTimeout of [0, -1, "-5 seconds", "soon"] as Array<Duration.DurationInput>) {
         const timeout = yield* Effect.either(
@@ -215,7 +237,7 @@ describe("Durable Workflow registration", () => {
       assert.isUndefined(control["x-durable-workflow-protocol-version"])
       // the worker plane refuses a control-only token before any I/O
       assert.isTrue(Exit.isFailure(exit))
-      assert.include((Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error).message, "control_token cannot authorize worker operations")
+      assert.include((Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error).message, "controlToken cannot authorize worker operations")
       assert.strictEqual(server.requestsTo("register").length, 0)
     }))
 })

@@ -160,5 +160,18 @@ describe("WorkerConfig", () => {
     assert.strictEqual(option({ pollRetryDelay: [-1, 0] }), "pollRetryDelay")
     assert.strictEqual(option({ shutdownTimeout: 0 }), "ok", "no time to drain is a choice")
     assert.strictEqual(option({ pollTimeout: 0 }), "pollTimeout", "a poll that waits for nothing asks the broker again at once")
+    // the layer checks keys as Worker.make does: it built the defaults in silence
+    assert.strictEqual(option({ shutdownTimeoutMs: 60_000 } as never), "shutdownTimeoutMs")
   })
+
+  it.effect("WorkerConfig.layer and layerConfig refuse an unknown option, naming it and what was meant", () =>
+    Effect.gen(function*() {
+      const build = (layer: Layer.Layer<WorkerConfig.WorkerConfig, unknown>) =>
+        Effect.flip(Effect.provide(WorkerConfig.WorkerConfig, layer))
+      const refused = (yield* build(WorkerConfig.layer({ pollTimout: "5s" } as never))) as WorkerConfig.WorkerConfigError
+      assert.strictEqual(refused.option, "pollTimout")
+      assert.match(refused.message, /^unknown worker option "pollTimout"; did you mean "pollTimeout"\?/)
+      const fromEnv = (yield* build(WorkerConfig.layerConfig({ shutdownTimeoutMs: 1 } as never))) as WorkerConfig.WorkerConfigError
+      assert.strictEqual(fromEnv.option, "shutdownTimeoutMs")
+    }))
 })

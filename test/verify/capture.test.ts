@@ -172,6 +172,16 @@ describe("ReplayCapture sampling and options", () => {
         const error = Exit.isFailure(exit) ? exit.cause : undefined
         assert.include(JSON.stringify(error), option)
       }
+      // a mistyped key recorded every turn (the default rate), and a directory given where the
+      // function goes was taken until the first record
+      const refused = (layer: Layer.Layer<ReplayCapture.ReplayCapture, ReplayCapture.ReplayCaptureConfigError>) =>
+        Effect.flip(Effect.scoped(Layer.build(layer)))
+      const mistyped = yield* refused(ReplayCapture.layer(() => undefined, { samplerate: 0.01 } as never))
+      assert.strictEqual(mistyped.option, "samplerate")
+      assert.match(mistyped.message, /^unknown replay capture option "samplerate"; did you mean "sampleRate"\?/)
+      const notAFunction = yield* refused(ReplayCapture.layer("captures" as never))
+      assert.strictEqual(notAFunction.option, "onCapture")
+      assert.match(notAFunction.message, /got "captures"; for a directory, ReplayCapture\.layerDirectory$/)
     }))
 
   it("file names keep each run apart and safe", () => {

@@ -60,6 +60,15 @@ export const normalizeBaseUrl = (raw: string): string | DurableWorkflowConfigErr
   } catch {
     return new DurableWorkflowConfigError({ message: `baseUrl must be an absolute http(s) URL, got ${JSON.stringify(raw)}` })
   }
+  // "durable-workflow:8080" parses, as the scheme "durable-workflow:": fetch would then fail every
+  // request as a server that cannot be reached
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return new DurableWorkflowConfigError({
+      message: `baseUrl must be an absolute http(s) URL, got ${JSON.stringify(raw)} (its scheme is ${url.protocol}${
+        /^[^/]*:\d+/.test(raw) ? `; for a host and port, write "http://${raw}"` : ""
+      })`
+    })
+  }
   if (url.search !== "" || url.hash !== "" || raw.includes("?") || raw.includes("#")) {
     return new DurableWorkflowConfigError({ message: "baseUrl must not contain a query string or fragment" })
   }
@@ -83,7 +92,7 @@ export const headersFor = (
     if (settings.workerToken === undefined && settings.token === undefined && settings.controlToken !== undefined) {
       return new DurableWorkflowConfigError({
         message:
-          "worker-plane requests require worker_token or the shared token; control_token cannot authorize worker operations"
+          "worker-plane requests require workerToken or the shared token; controlToken cannot authorize worker operations"
       })
     }
     token = settings.workerToken ?? settings.token
@@ -92,7 +101,7 @@ export const headersFor = (
     if (settings.controlToken === undefined && settings.token === undefined && settings.workerToken !== undefined) {
       return new DurableWorkflowConfigError({
         message:
-          "control-plane requests require control_token or the shared token; worker_token cannot authorize control-plane operations"
+          "control-plane requests require controlToken or the shared token; workerToken cannot authorize control-plane operations"
       })
     }
     token = settings.controlToken ?? settings.token
