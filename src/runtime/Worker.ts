@@ -49,6 +49,7 @@ import { makePools } from "./internal/pools.js"
 import { makeReachability } from "./internal/reachability.js"
 import { shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
+import { decodeDuration, durationForms, showValue } from "../core/internal/options.js"
 import { resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
@@ -95,12 +96,13 @@ export interface Worker<R = never> {
   /**
    * Runs the worker until `until` succeeds (then stops and returns its value) or `timeout` passes
    * (then stops and fails with {@link RunUntilTimeoutError}). An external `stop` makes it fail with
-   * an interruption once accepted work has drained or been interrupted.
+   * an interruption once accepted work has drained or been interrupted. A `timeout` that is not a
+   * duration of zero or more fails it with a `WorkerConfigError` before anything runs.
    */
   readonly runUntil: <A, E, R2>(
     until: Effect.Effect<A, E, R2>,
     options?: { readonly timeout?: Duration.DurationInput }
-  ) => Effect.Effect<A, E | RunError | RunUntilTimeoutError, Transport | R | R2>
+  ) => Effect.Effect<A, E | RunError | RunUntilTimeoutError | WorkerConfigError, Transport | R | R2>
   /** Single-flight graceful stop: every caller shares one shutdown and its outcome. */
   readonly stop: Effect.Effect<void, ShutdownError>
   /** Like `stop`, but the drain deadline is now: running work is interrupted at once. */
@@ -486,9 +488,16 @@ export const make = <R = never>(
 
     const runUntil: Worker<R>["runUntil"] = (until, untilOptions) =>
       Effect.gen(function*() {
+        // Duration.decode would throw on "30s" and read -5000 as no time at all
+        const timeout = untilOptions?.timeout === undefined ? undefined : Option.getOrUndefined(decodeDuration(untilOptions.timeout))
+        if (untilOptions?.timeout !== undefined && timeout === undefined) {
+          return yield* new WorkerConfigError({
+            option: "timeout",
+            message: `runUntil's timeout must be a duration of zero or more (${durationForms()}), got ${showValue(untilOptions.timeout)}`
+          })
+        }
         yield* claim
         const running = yield* Effect.fork(serve)
-        const timeout = untilOptions?.timeout === undefined ? undefined : Duration.decode(untilOptions.timeout)
         const first = yield* Effect.raceAll([
           Effect.map(Effect.either(until), (result) => ({ _tag: "Until" as const, result })),
           Effect.map(Fiber.await(running), (exit) => ({ _tag: "Ended" as const, exit })),

@@ -883,9 +883,17 @@ export const workflowTerminal = (
   options: { readonly pollInterval?: Duration.DurationInput } = {}
 ): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
   Effect.gen(function*() {
+    const interval = Option.getOrUndefined(decodeDuration(options.pollInterval ?? "500 millis"))
+    // Duration.decode would read -1 as no pause (the control plane asked without one) and throw on "1s"
+    if (interval === undefined || Duration.isZero(interval)) {
+      return yield* new DurableWorkflowConfigError({
+        message: `workflowTerminal's pollInterval must be a positive duration (${durationForms("1 second")}), got ${
+          show(options.pollInterval)
+        }`
+      })
+    }
     const client = yield* DurableWorkflowClient
     const describeOnce = Effect.provideService(describeWorkflow(workflowId), DurableWorkflowClient, client)
-    const interval = options.pollInterval ?? "500 millis"
     const loop: Effect.Effect<Record<string, unknown>, DurableWorkflowError> = Effect.flatMap(describeOnce, (description) =>
       isTerminal(description)
         ? Effect.succeed(description)

@@ -128,6 +128,9 @@ describe("runUntil", () => {
         worker.runUntil(DW.workflowTerminal("wf-done", { pollInterval: "1 second" }), { timeout: "1 minute" }).pipe(Effect.provide(layerFor(server)))
       )
       yield* until(server, () => server.requestsTo("describeWorkflow").length === 1)
+      // the condition is asked from the start, beside the registration: a workflow done before the
+      // worker had registered stops it unregistered (run alone, this test raced there)
+      yield* worker.registered
       server.putWorkflow({ workflowId: "wf-done", status: "completed" })
       yield* TestClock.adjust("1 second")
       const description = yield* Fiber.join(running)
@@ -135,6 +138,21 @@ describe("runUntil", () => {
       assert.strictEqual(server.requestsTo("register").length, 1)
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
       assert.strictEqual(server.requestsTo("describeWorkflow")[0]!.headers["x-durable-workflow-control-plane-version"], "2")
+    }))
+
+  it.scoped("workflowTerminal refuses a poll interval of no time before asking the control plane; takes the short forms", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      // Duration.decode read -1 as no pause at all, and threw on "1s"
+      for (const pollInterval of [-1, 0, "soon" as never]) {
+        const refused = yield* Effect.flip(DW.workflowTerminal("wf", { pollInterval }).pipe(Effect.provide(layerFor(server))))
+        assert.strictEqual(refused._tag, "DurableWorkflowConfigError")
+        assert.match(refused.message, /^workflowTerminal's pollInterval must be a positive duration \(/)
+      }
+      assert.strictEqual(server.requestsTo("describeWorkflow").length, 0)
+      server.putWorkflow({ workflowId: "wf-short", status: "completed" })
+      const description = yield* DW.workflowTerminal("wf-short", { pollInterval: "1s" as never }).pipe(Effect.provide(layerFor(server)))
+      assert.strictEqual(description["status"], "completed")
     }))
 
   it.scoped("times out with RunUntilTimeoutError and stops the worker", () =>

@@ -258,6 +258,20 @@ describe("Worker lifecycle", () => {
       assert.strictEqual((yield* ops).at(-1), "deregister")
     }))
 
+  it.effect("runUntil takes the short forms of a timeout, and refuses one below zero before anything runs", () =>
+    Effect.gen(function*() {
+      const { worker, start, ops } = yield* setup()
+      // Duration.decode threw on "30s" (a defect), and read -5000 as no time at all
+      const refused = yield* Effect.flip(Fiber.join(yield* start(worker.runUntil(Effect.never, { timeout: -5_000 }))))
+      assert.strictEqual(refused._tag, "WorkerConfigError")
+      assert.match(refused.message, /^runUntil's timeout must be a duration of zero or more \(.*\), got -5000$/)
+      assert.deepStrictEqual(yield* ops, [], "nothing registered")
+      const running = yield* start(worker.runUntil(Effect.never, { timeout: "30s" as never }))
+      yield* settle
+      yield* TestClock.adjust("30 seconds")
+      assert.strictEqual((yield* Effect.flip(Fiber.join(running)))._tag, "RunUntilTimeoutError")
+    }))
+
   it.effect("L6: a poller that cannot be stopped fails stop() by name and leaves the registration in place", () =>
     Effect.gen(function*() {
       const { broker, worker, start, ops } = yield* setup()

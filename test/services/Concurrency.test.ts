@@ -164,6 +164,21 @@ describe("Concurrency.resolve", () => {
     assert.strictEqual(error({ ram_admission: "yes" }).option, "concurrency.ram_admission")
   })
 
+  it("a percentage given as a fraction, or over 100, is refused: 0.85 would hold the limit at min for good", () => {
+    for (const [input, option] of [
+      [{ ramCeilingPct: 0.85 }, "concurrency.ramCeilingPct"],
+      [{ cpu_ceiling_pct: 0.9 }, "concurrency.cpu_ceiling_pct"],
+      [{ ramAdmitPct: 1 }, "concurrency.ramAdmitPct"],
+      [{ ramResumePct: 650 }, "concurrency.ramResumePct"]
+    ] as const) {
+      const e = error(input)
+      assert.strictEqual(e.option, option)
+      assert.include(e.message, "expected a percentage: 0, or more than 1 up to 100 (85 for 85 %")
+    }
+    const taken = Concurrency.resolveEither({ ramCeilingPct: 90, cpuCeilingPct: 100, ramAdmitPct: 1.5, ramResumePct: 0 })
+    assert.isTrue(Either.isRight(taken))
+  })
+
   it("an unknown key is rejected (a typo never silently falls back to a default)", () => {
     const e = error({ ramCeilingPercent: 90 })
     assert.strictEqual(e.option, "concurrency.ramCeilingPercent")
