@@ -320,6 +320,12 @@ export const resolve = (
     if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
       return yield* fail("heartbeatInterval", "heartbeatInterval must be positive")
     }
+    if (heartbeatInterval !== undefined && !Duration.isFinite(heartbeatInterval)) {
+      return yield* fail(
+        "heartbeatInterval",
+        "heartbeatInterval must be finite: the orchestrator takes a worker that never beats for a dead one"
+      )
+    }
     // `null` (which the option's type admits, meaning "absent") is not given, as `undefined` is: the
     // environment's or the default limit, not the resolver's fixed 1 beside the default's controller
     const concurrencyGiven = options.concurrency ?? undefined

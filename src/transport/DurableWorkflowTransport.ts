@@ -284,10 +284,12 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
     return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
   }
   const heartbeat = decodeDuration(options.heartbeatInterval ?? "60 seconds")
-  if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0) {
+  if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0 || !Duration.isFinite(heartbeat.value)) {
     return Either.left(
       new DurableWorkflowConfigError({
-        message: `heartbeatInterval must be a positive duration (${durationForms("60 seconds")}), got ${show(options.heartbeatInterval)}`
+        message: `heartbeatInterval must be a positive, finite duration (${durationForms("60 seconds")}), got ${
+          show(options.heartbeatInterval)
+        }`
       })
     )
   }

@@ -89,7 +89,7 @@ describe("Durable Workflow registration", () => {
     Effect.gen(function*() {
       const layer = DW.layer({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", heartbeatInterval: 0 })
       const built = yield* Effect.either(Effect.scoped(Effect.asVoid(Effect.provide(Effect.void, layer))))
-      assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeatInterval must be a positive duration (milliseconds, or a string such as \"60 seconds\" or \"1m30s\"), got 0")
+      assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeatInterval must be a positive, finite duration (milliseconds, or a string such as \"60 seconds\" or \"1m30s\"), got 0")
       const api = yield* Effect.either(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1/api", taskQueue: "q" })))
       assert.match(Either.getLeft(api).pipe((o) => o._tag === "Some" ? o.value.message : ""), /not end in \/api/)
       const messageOf = (options: Record<string, unknown>) =>

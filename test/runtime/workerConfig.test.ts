@@ -152,6 +152,7 @@ describe("WorkerConfig", () => {
     assert.strictEqual(option({ workflowConcurrency: 1.5 }), "workflowConcurrency")
     assert.strictEqual(option({ pollTimeout: "soon" as never }), "pollTimeout")
     assert.strictEqual(option({ heartbeatInterval: 0 }), "heartbeatInterval")
+    assert.strictEqual(option({ heartbeatInterval: Duration.infinity }), "heartbeatInterval", "a worker that never beats is dead")
     assert.strictEqual(option({ concurrency: "fast" as never }), "concurrency")
     // Duration.decode reads these as zero: a stop would interrupt every running task at once
     assert.strictEqual(option({ shutdownTimeout: -5 }), "shutdownTimeout", "a negative deadline is not 'none'")

@@ -48,7 +48,14 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ],
   ["a broker that is not an object", { brokers: { b: "redis://b" } }, "brokers.b", /brokers\.b must be \{ url \} or \{ connection \}/],
   ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown brokers\.b option "host"; the options are url, connection/],
-  ["a broker URL that is not redis://", { brokers: { b: { url: "b:6379" } } }, "brokers.b.url", /brokers\.b\.url must be a redis:\/\//]
+  ["a broker URL that is not redis://", { brokers: { b: { url: "b:6379" } } }, "brokers.b.url", /brokers\.b\.url must be a redis:\/\//],
+  // it would connect to 127.0.0.1:6379, serving that pool's queues from the main Redis
+  [
+    "a further broker with neither url nor connection (a url from an unset variable)",
+    { brokers: { eu: { url: undefined } } },
+    "brokers.eu",
+    /^brokers\.eu needs a url or a connection: it has neither/
+  ]
 ]
 
 describe("BullMQ transport options", () => {

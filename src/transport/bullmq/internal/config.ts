@@ -126,6 +126,11 @@ const broker = (id: string, value: unknown) =>
     const option = `brokers.${id}`
     if (!isRecord(value)) return yield* fail(option, `${option} must be { url } or { connection }, got ${show(value)}`)
     yield* refuseUnknownOfBroker(value, option)
+    // the main broker defaults to 127.0.0.1:6379; a further one never does (a url read from an unset
+    // variable would otherwise serve that pool's queues from the main Redis)
+    if (value["url"] === undefined && value["connection"] === undefined) {
+      return yield* fail(option, `${option} needs a url or a connection: it has neither (a url from an unset variable?)`)
+    }
     return yield* target(value, (key) => `${option}.${key}`)
   })
 
