@@ -10,7 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { checks, show } from "../../internal/options.js"
+import { checks, millisHint, show } from "../../internal/options.js"
 import type { ConnectionOptions, PostgresConnectionOptions, SqlTransportOptions } from "./options.js"
 import * as Statements from "./statements.js"
 
@@ -83,6 +83,11 @@ const transport = (options: SqlTransportOptions): Either.Either<Resolved, SqlCon
     const invalid = typeof prefix === "string" ? Statements.invalidPrefix(prefix) : `prefix must be a string, got ${show(prefix)}`
     if (invalid !== undefined) return yield* fail("prefix", invalid)
     const lease = (yield* duration("lease", options.lease)) ?? DEFAULT_LEASE
+    // renewed every third of it, a lease of milliseconds (`lease: 30` meant as seconds) has every
+    // running task's claim renewed without pause, and lost at the first slow statement
+    if (Duration.lessThan(lease, Duration.seconds(1))) {
+      return yield* fail("lease", `lease must be at least 1 second (got ${Duration.format(lease)}${millisHint(lease)})`)
+    }
     const renewInterval = (yield* duration("renewInterval", options.renewInterval)) ??
       Duration.millis(Math.max(1, Math.floor(Duration.toMillis(lease) / 3)))
     if (!Duration.lessThan(renewInterval, lease)) {

@@ -20,7 +20,7 @@ export interface SqlTransportOptions {
   readonly prefix?: string | undefined
   /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). Default none. */
   readonly partition?: string | undefined
-  /** How long a claimed row is owned before another worker may claim it (positive). Default 30 seconds (the engine's). */
+  /** How long a claimed row is owned before another worker may claim it: at least 1 second. Default 30 seconds (the engine's). */
   readonly lease?: Duration.DurationInput | undefined
   /** How often a running task's lease is renewed; shorter than `lease`. Default a third of `lease`. */
   readonly renewInterval?: Duration.DurationInput | undefined

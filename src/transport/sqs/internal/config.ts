@@ -14,7 +14,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
 import { decodeDuration, definedOnly, durationForms, unknownKey } from "../../../core/internal/options.js"
-import { checks, isRecord, show } from "../../internal/options.js"
+import { checks, isRecord, millisHint, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
 
@@ -169,15 +169,6 @@ export const visibility = (
   }
   return Either.right({ timeoutSeconds, extendEvery: every })
 }
-
-/**
- * For a value under a second, which SQS (counting whole seconds) cannot take: that a number is
- * milliseconds, `60` being 60 ms, not the 60 seconds SQS's own settings would mean.
- */
-const millisHint = (given: Duration.Duration) =>
-  Duration.lessThan(given, Duration.seconds(1)) && Duration.greaterThan(given, Duration.zero)
-    ? `; a number is milliseconds: ${Duration.toMillis(given)} seconds is "${Duration.toMillis(given)} seconds"`
-    : ""
 
 /**
  * `waitTime`: 0 (short polls, the poll timeout's pause between empty ones) or a whole-second wait,
