@@ -74,8 +74,8 @@ import {
   describeTarget,
   hasErrorCode,
   isConnectionLost,
+  locationFields,
   NAME,
-  overEnvironmentUrl,
   refusalOf,
   retryLostConnection,
   sqlMessageOf
@@ -948,16 +948,17 @@ const loadDriver = (dialect: Dialect): Effect.Effect<Driver, MissingDriverError>
 
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
- * PostgreSQL or MySQL/MariaDB), `DURABLE_PREFIX` (default `durable`), `DURABLE_PARTITION`. Explicit
- * options win over the environment, connection fields (`host`, `port`, `database`, `username`,
- * `password`) over the parts of `DATABASE_URL`. `applicationName` is used on PostgreSQL and left out on
- * MySQL/MariaDB, whose connections have no such name: the dialect is the environment's choice here.
+ * PostgreSQL or MySQL/MariaDB, and says where the database is), `DURABLE_PREFIX` (default `durable`),
+ * `DURABLE_PARTITION`. Explicit options win over the environment; where the database is comes from
+ * `DATABASE_URL` alone (for `host`, `database` and the like in code, use `layerPostgres` / `layerMysql`).
+ * `applicationName` is used on PostgreSQL and left out on MySQL/MariaDB, whose connections have no
+ * such name: the dialect is the environment's choice here.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  options: SqlTransportOptions & Omit<PostgresConnectionOptions, "url"> = {}
+  options: SqlTransportOptions & Pick<PostgresConnectionOptions, "maxConnections" | "connectTimeout" | "applicationName"> = {}
 ): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
   Layer.unwrapEffect(
     Effect.map(
@@ -986,14 +987,22 @@ export const layerConfig = (
         }
         const url = env.url.value
         const { applicationName, ...rest } = options
-        const given = {
-          ...definedOnly({ prefix: env.prefix, partition: env.partition }),
+        // the pool takes the URL over every field: one given here would be ignored, in silence
+        const located = locationFields(rest as ConnectionOptions)
+        if (located.length > 0) {
+          return Layer.fail(
+            new SqlConfigError({
+              option: located[0]!,
+              message: `${located.join(", ")} given to layerConfig, which connects where DATABASE_URL says: put ${
+                located.length === 1 ? "it" : "them"
+              } in DATABASE_URL, or use layerPostgres / layerMysql with the fields`
+            })
+          )
+        }
+        const merged = {
+          ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }),
           ...definedOnly({ ...rest, applicationName: url.dialect === "postgres" ? applicationName : undefined })
         }
-        // a url in code wins over DATABASE_URL; connection fields in code over its parts
-        const merged = (rest as { readonly url?: unknown }).url === undefined
-          ? overEnvironmentUrl(Redacted.value(url.url), given)
-          : given
         return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
       }
     )

@@ -623,15 +623,20 @@ describe("SqlTransport.layerConfig", () => {
         withEnv({ DATABASE_URL: "mariadb://root@127.0.0.1:3306/test", DURABLE_PREFIX: "ignored" })
       )
       assert.strictEqual(my.name, "sql mariadb://root@127.0.0.1:3306/test prefix explicit")
-      // connection fields in code win over DATABASE_URL's parts; the pool would take the URL over them
+      // the pool takes the URL over every field: a field given beside it was ignored, in silence
       const env = { DATABASE_URL: "postgresql://u:secret@db.example:5433/app" }
-      const fields = yield* Effect.provide(Transport, SqlTransport.layerConfig({ database: "orders", port: 6543 })).pipe(withEnv(env))
-      assert.strictEqual(fields.name, "sql postgresql://u@db.example:6543/orders prefix durable")
-      const login = yield* Effect.provide(Transport, SqlTransport.layerConfig({ host: "db2.example", username: "w" })).pipe(withEnv(env))
-      assert.strictEqual(login.name, "sql postgresql://w@db2.example:5433/app prefix durable")
+      const fields = yield* Effect.flip(
+        Effect.provide(Transport, SqlTransport.layerConfig({ database: "orders", port: 6543 } as never)).pipe(withEnv(env))
+      )
+      assert.strictEqual(fields._tag, "SqlConfigError")
+      assert.strictEqual(
+        fields.message,
+        "port, database given to layerConfig, which connects where DATABASE_URL says: put them in DATABASE_URL, or use " +
+          "layerPostgres / layerMysql with the fields"
+      )
     }))
 
-  it.effect("the promise facade's postgres() and mysql() read DATABASE_URL the same way, and name it when its dialect is the other one", () =>
+  it.effect("the promise facade's postgres() and mysql() read DATABASE_URL when no field says where the database is, and name it when its dialect is the other one", () =>
     Effect.gen(function*() {
       const withDatabaseUrl = <A, E, R>(url: string, effect: Effect.Effect<A, E, R>) =>
         Effect.acquireUseRelease(
@@ -647,19 +652,16 @@ describe("SqlTransport.layerConfig", () => {
         Effect.map(Effect.provide(Transport, handle.layer), (transport) => transport.name)
       const pgUrl = "postgresql://u:secret@db.example:5433/app"
       assert.strictEqual(yield* withDatabaseUrl(pgUrl, nameOf(postgres())), "sql postgresql://u@db.example:5433/app prefix durable")
+      // a field given says where the database is: DATABASE_URL, most likely the application's own
+      // database, is not read (the pool would take it over the field)
       assert.strictEqual(
         yield* withDatabaseUrl(pgUrl, nameOf(postgres({ database: "orders" }))),
-        "sql postgresql://u@db.example:5433/orders prefix durable",
+        "sql postgres://127.0.0.1:5432/orders prefix durable",
         "the database given, not DATABASE_URL's"
       )
       assert.strictEqual(
         yield* withDatabaseUrl(pgUrl, nameOf(postgres({ url: "postgres://x@127.0.0.1:1/y" }))),
         "sql postgres://x@127.0.0.1:1/y prefix durable"
-      )
-      // a socket directory cannot go into a URL: the fields alone
-      assert.strictEqual(
-        yield* withDatabaseUrl(pgUrl, nameOf(postgres({ host: "/var/run/postgresql", database: "orders" }))),
-        "sql postgres:///var/run/postgresql:5432/orders prefix durable"
       )
       const wrong = yield* Effect.flip(withDatabaseUrl(pgUrl, nameOf(mysql())))
       assert.strictEqual((wrong as { _tag?: string })._tag, "SqlConfigError")
@@ -669,7 +671,7 @@ describe("SqlTransport.layerConfig", () => {
           "MySQL/MariaDB: set DATABASE_URL to a mysql:// URL, or pass url (or host, port, database, username, password)"
       )
       assert.notInclude((wrong as Error).message, "secret")
-      // beside connection fields, it is some other database's: the fields alone
+      // beside a field, DATABASE_URL is not read, whatever its dialect
       assert.strictEqual(
         yield* withDatabaseUrl(pgUrl, nameOf(mysql({ host: "127.0.0.1", username: "root" }))),
         "sql mysql://root@127.0.0.1:3306 prefix durable"

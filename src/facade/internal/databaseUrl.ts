@@ -1,16 +1,17 @@
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type { Transport } from "../../seam/Transport.js"
-import { dialectOfUrl, SqlConfigError } from "../../transport/sql/internal/config.js"
-import { dialectLabel, overEnvironmentUrl } from "../../transport/sql/internal/connection.js"
+import { dialectOfUrl, schemeOf, SqlConfigError } from "../../transport/sql/internal/config.js"
+import { dialectLabel, locationFields } from "../../transport/sql/internal/connection.js"
 import type { ConnectionOptions } from "../../transport/sql/internal/options.js"
 import type { Dialect } from "../../transport/sql/internal/statements.js"
 
 /**
- * A SQL transport's layer over `options`, its `url` read from `DATABASE_URL` when none is given, with
- * the connection fields given over that URL's parts (explicit options win). A `DATABASE_URL` of the
- * other dialect is some other database's: left out beside connection fields, refused naming the
- * variable without them (the application wrote no url).
+ * A SQL transport's layer over `options`, its `url` read from `DATABASE_URL` when none of `url`,
+ * `host`, `port`, `database`, `username` and `password` is given: a field given says where the
+ * database is, and the variable, most likely the application's own database, is not read (the pool
+ * would take its URL over every field). A `DATABASE_URL` of the other dialect is refused naming it.
  */
 export const withDatabaseUrl = <O extends ConnectionOptions, E>(
   dialect: Dialect,
@@ -18,12 +19,10 @@ export const withDatabaseUrl = <O extends ConnectionOptions, E>(
   layer: (options: O) => Layer.Layer<Transport, E>
 ): Layer.Layer<Transport, E | SqlConfigError> => {
   const url = process.env.DATABASE_URL
-  if (options.url !== undefined || url === undefined) return layer(options)
+  if (options.url !== undefined || url === undefined || locationFields(options).length > 0) return layer(options)
   const named = dialectOfUrl(url)
-  if (Either.isRight(named) && named.right === dialect) return layer(overEnvironmentUrl(url, options))
-  const { database, host, password, port, username } = options
-  if ([database, host, password, port, username].some((field) => field !== undefined)) return layer(options)
-  const scheme = /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0]
+  if (Either.isRight(named) && named.right === dialect) return layer({ ...options, url: Redacted.make(url) })
+  const scheme = schemeOf(url)
   const fn = dialect === "postgres" ? "postgres()" : "mysql()"
   return Layer.fail(
     new SqlConfigError({

@@ -124,6 +124,13 @@ export const dialectOfUrl = (url: string): Either.Either<Statements.Dialect, str
     ? Either.right("mysql")
     : Either.left("must start with postgres://, postgresql://, mysql:// or mariadb://")
 
+/**
+ * The scheme of a URL (`postgres:`), all of it a message may show: the rest may hold a password.
+ *
+ * @internal
+ */
+export const schemeOf = (url: string): string | undefined => /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0]
+
 const schemes = { postgres: "postgres:// or postgresql://", mysql: "mysql:// or mariadb://" } as const
 
 /** Checks the connection options of a pool the transport opens on `dialect`. */
@@ -132,7 +139,7 @@ const connection = (dialect: Statements.Dialect, options: PostgresConnectionOpti
     if (options.url !== undefined) {
       const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
       // the URL may hold a password: only its scheme is shown
-      const scheme = typeof url === "string" ? /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0] : undefined
+      const scheme = typeof url === "string" ? schemeOf(url) : undefined
       if (typeof url !== "string" || Either.getOrUndefined(dialectOfUrl(url)) !== dialect) {
         return yield* fail(
           "url",

@@ -76,34 +76,12 @@ export const connectTimeoutOf = ({ connectTimeout }: ConnectionOptions): Duratio
     : Option.getOrElse(decodeDuration(connectTimeout), () => Duration.decode(connectTimeout))
 
 /**
- * The environment's database URL (`DATABASE_URL`) under the connection fields the code gives, as the
- * `url` of `options`: explicit options win over the environment part by part, so
- * `{ database: "orders" }` beside `postgres://app:secret@db:5432/app` connects to `orders` on `db` as
- * `app` (the pool's `url` would otherwise win over every field). A `host` a URL does not carry as
- * given (a socket directory; an IPv6 address, which pg reads back with its brackets) leaves the
- * environment's URL out: the fields alone then.
+ * The fields that say where a database is, beside `url` (which the pool takes over all of them).
+ *
+ * @internal
  */
-export const overEnvironmentUrl = <O extends ConnectionOptions>(url: string, options: O): O => {
-  const { database, host, password, port, username } = options
-  if (host === undefined && port === undefined && database === undefined && username === undefined && password === undefined) {
-    return { ...options, url: Redacted.make(url) }
-  }
-  if (typeof host === "string" && (host.startsWith("/") || host.includes(":"))) return options
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return { ...options, url: Redacted.make(url) } // refused where the url is checked, naming it
-  }
-  // a field of the wrong type is refused where the fields are checked, whatever the URL holds
-  if (typeof host === "string") parsed.hostname = host
-  if (typeof port === "number") parsed.port = String(port)
-  if (typeof database === "string") parsed.pathname = `/${encodeURIComponent(database)}`
-  if (typeof username === "string") parsed.username = encodeURIComponent(username)
-  const secret = Redacted.isRedacted(password) ? Redacted.value(password) : password
-  if (typeof secret === "string") parsed.password = encodeURIComponent(secret)
-  return { ...options, url: Redacted.make(parsed.toString()) }
-}
+export const locationFields = (options: ConnectionOptions): ReadonlyArray<string> =>
+  (["host", "port", "database", "username", "password"] as const).filter((field) => options[field] !== undefined)
 
 export const redact = (value: string | Redacted.Redacted | undefined) =>
   value === undefined ? undefined : Redacted.isRedacted(value) ? value : Redacted.make(value)
