@@ -83,7 +83,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Command, U
   // no command is a mistake, not a request for help: a CI step whose arguments came out empty must
   // fail, not pass having verified nothing
   if (argv.length === 0) return usageError("no command given (the command is \"verify\")")
-  if (argv.includes("-v") || argv.includes("--version")) return Either.right({ _tag: "Version" })
+  // only in the command's place: `verify -v …` (read as "verbose") printed the version and passed a
+  // CI step that verified nothing
+  if (argv[0] === "-v" || argv[0] === "--version") return Either.right({ _tag: "Version" })
   const [command, ...rest] = argv
   if (command !== "verify") return usageError(`unknown command ${JSON.stringify(command)} (the command is "verify")`)
   const modules: Array<string> = []
@@ -96,13 +98,24 @@ export const parseArgs = (argv: ReadonlyArray<string>): Either.Either<Command, U
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1
     const flag = eq === -1 ? arg : arg.slice(0, eq)
     if (flag.startsWith("-") && flag !== "-") {
-      if (!valued.has(flag)) return usageError(`unknown option ${flag}`)
+      if (!valued.has(flag)) {
+        return usageError(
+          `unknown option ${flag}${flag === "-v" || flag === "--version" ? " (the version: effect-durable-worker --version)" : ""}`
+        )
+      }
       const value = eq === -1 ? rest[++i] : arg.slice(eq + 1)
-      if (value === undefined || value === "") return usageError(`${flag} needs a value`)
+      // `--workflows --output x` would take "--output" for the module
+      if (value === undefined || value.trim() === "" || (eq === -1 && value.startsWith("--"))) {
+        return usageError(`${flag} needs a value`)
+      }
       if (flag === "--workflows") modules.push(value)
       else if (flag === "--output") output = value
       else if (flag === "--partition") partition = value
-      else families = value.split(",").map((f) => f.trim()).filter((f) => f !== "")
+      else {
+        families = value.split(",").map((f) => f.trim()).filter((f) => f !== "")
+        // an empty list would require nothing, and the run pass on any histories
+        if (families.length === 0) return usageError(`${flag} needs at least one family, got ${JSON.stringify(value)}`)
+      }
     } else {
       positional.push(arg)
     }

@@ -667,7 +667,7 @@ describe("SqlTransport.layerConfig", () => {
       assert.strictEqual((wrong as { _tag?: string })._tag, "SqlConfigError")
       assert.strictEqual(
         (wrong as Error).message,
-        "DATABASE_URL, which mysql() reads when no url is given, is a postgresql:// URL, and mysql() connects to " +
+        "DATABASE_URL, which mysql() reads when given no connection option, is a postgresql:// URL, and mysql() connects to " +
           "MySQL/MariaDB: set DATABASE_URL to a mysql:// URL, or pass url (or host, port, database, username, password)"
       )
       assert.notInclude((wrong as Error).message, "secret")

@@ -125,7 +125,23 @@ describe("argument parsing", () => {
     )
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--help"])), { _tag: "Help" })
     assert.deepStrictEqual(Either.getOrThrow(parseArgs(["--version"])), { _tag: "Version" })
-    assert.deepStrictEqual(Either.getOrThrow(parseArgs(["verify", "-v"])), { _tag: "Version" })
+    assert.deepStrictEqual(Either.getOrThrow(parseArgs(["-v"])), { _tag: "Version" })
+  })
+
+  it("takes -v only in the command's place: after verify (read as \"verbose\") it printed the version and exited 0", () => {
+    const refused = parseArgs(["verify", "-v", "--workflows", "./wf.js", "drifted"])
+    assert.isTrue(Either.isLeft(refused))
+    assert.strictEqual(Either.getLeft(refused).pipe((o) => o._tag === "Some" ? o.value.message : ""), "unknown option -v (the version: effect-durable-worker --version)")
+  })
+
+  it("refuses a value that would verify less than asked", () => {
+    const messageOf = (argv: ReadonlyArray<string>) =>
+      Either.match(parseArgs(argv), { onLeft: (e) => e.message, onRight: () => "parsed" })
+    // no family at all would require none, and pass on any histories
+    assert.strictEqual(messageOf(["verify", "--workflows", "a.js", "--required-families", ",", "d"]), '--required-families needs at least one family, got ","')
+    assert.strictEqual(messageOf(["verify", "--workflows", "a.js", "--partition", " ", "d"]), "--partition needs a value")
+    // the next flag is not the module
+    assert.strictEqual(messageOf(["verify", "--workflows", "--output", "x", "d"]), "--workflows needs a value")
   })
 
   it("refuses what it does not understand", () => {

@@ -28,7 +28,7 @@ export const withDatabaseUrl = <O extends ConnectionOptions, E>(
     new SqlConfigError({
       option: "url",
       // only the scheme is shown: the URL may hold a password
-      message: `DATABASE_URL, which ${fn} reads when no url is given, ${
+      message: `DATABASE_URL, which ${fn} reads when given no connection option, ${
         Either.isRight(named) ? `is a ${scheme}// URL` : `has ${scheme === undefined ? "no scheme" : `the scheme ${scheme}`}`
       }, and ${fn} connects to ${dialectLabel(dialect)}: set DATABASE_URL to a ${
         dialect === "postgres" ? "postgres://" : "mysql://"
