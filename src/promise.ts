@@ -305,17 +305,15 @@ const facadeOption = (options: WorkerOptions): { readonly option: string; readon
     return { option: "handleSignals", message: `handleSignals must be true or false, got ${showValue(handleSignals)}` }
   }
   if (logger !== undefined) {
+    // info (or log) and debug are optional: their lines go to warn, then
     const target = logger as unknown as Record<string, unknown> | null
     const missing = typeof target !== "object" || target === null
-      ? ["info (or log)", "warn", "error"]
-      : [
-        ...(isFunction(target["info"]) || isFunction(target["log"]) ? [] : ["info (or log)"]),
-        ...(["warn", "error"].filter((method) => !isFunction(target[method])))
-      ]
+      ? ["warn", "error"]
+      : ["warn", "error"].filter((method) => !isFunction(target[method]))
     if (missing.length > 0) {
       return {
         option: "logger",
-        message: `logger must have the methods info (or log), warn and error, as console, pino and NestJS's Logger do; ${
+        message: `logger must have the methods warn and error (and info or log), as console, pino and NestJS's Logger do; ${
           typeof target === "object" && target !== null ? `it has no ${missing.join(", no ")}` : `got ${showValue(logger)}`
         }`
       }
@@ -677,9 +675,10 @@ export interface InMemoryHandle extends TransportHandle {
  */
 export const inMemory = (options?: { readonly heartbeatIntervalMs?: number | undefined }): InMemoryHandle => {
   refuseUnknown(options, ["heartbeatIntervalMs"], "inMemory()")
-  const broker = Effect.runSync(
-    InMemoryTransport.make(options?.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs })
-  )
+  const broker = settleSync(Effect.mapError(
+    InMemoryTransport.make(options?.heartbeatIntervalMs === undefined ? {} : { heartbeatInterval: options.heartbeatIntervalMs }),
+    (error) => inFacadeTerms(error, ["heartbeatIntervalMs"])
+  ))
   return {
     broker,
     layer: broker.layer,

@@ -182,6 +182,11 @@ describe("promise facade", () => {
       refused(() => inMemory({ heartbeatIntervalMs: "5s" } as unknown as { heartbeatIntervalMs?: number })).message,
       /inMemory\(\) option "heartbeatIntervalMs" is a number of milliseconds, zero or more; got "5s"/
     )
+    // the in-memory broker's beat every 0 ms would never pause
+    const beat = refused(() => inMemory({ heartbeatIntervalMs: 0 }))
+    assert.strictEqual(beat._tag, "InMemoryConfigError")
+    assert.strictEqual(beat.option, "heartbeatIntervalMs")
+    assert.strictEqual(beat.message, "heartbeatIntervalMs must be a positive duration, got 0")
     // a number the Effect API refuses (it must be positive) is named as written here, not as the
     // Effect API's option (heartbeatInterval)
     for (
@@ -254,7 +259,7 @@ describe("promise facade", () => {
       // "false" would install the signal handlers
       [{ handleSignals: "false" }, "handleSignals", /^handleSignals must be true or false, got "false"$/],
       // a logger without warn and error would drop those lines
-      [{ logger: { info: () => {} } }, "logger", /^logger must have the methods info \(or log\), warn and error, .*; it has no warn, no error$/],
+      [{ logger: { info: () => {} } }, "logger", /^logger must have the methods warn and error \(and info or log\), .*; it has no warn, no error$/],
       [{ logger: true }, "logger", /; got true$/],
       // the OTel SDK's own (singular) key would export nothing
       [{ telemetry: { spanProcessor: {} } }, "telemetry.spanProcessor", /unknown telemetry option "spanProcessor"; did you mean "spanProcessors"\?/],
@@ -272,6 +277,7 @@ describe("promise facade", () => {
     }
     // what the type allows is taken
     new Worker({ ...quiet, logger: { log: () => {}, warn: () => {}, error: () => {} } })
+    new Worker({ ...quiet, logger: { warn: () => {}, error: () => {} } })
     new Worker({ ...quiet, logger: console, telemetry: { serviceName: "billing", spanProcessors: [] } })
   })
 

@@ -318,7 +318,7 @@ export const resolve = (
       ? base.heartbeatInterval
       : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero)
     if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
-      return yield* fail("heartbeatInterval", "heartbeatInterval must be positive")
+      return yield* fail("heartbeatInterval", `heartbeatInterval must be positive, got ${Options.showValue(options.heartbeatInterval)}`)
     }
     if (heartbeatInterval !== undefined && !Duration.isFinite(heartbeatInterval)) {
       return yield* fail(

@@ -33,7 +33,7 @@ export interface AdaptiveConcurrencyOptions {
   readonly start?: number | undefined
   /**
    * Memory use (percent of the limit) at or above which the limit collapses to `min`. Default 85.
-   * Each percentage here is 0 or more than 1 up to 100: `0.85` is refused, not read as 0.85 %.
+   * Each percentage here is more than 1 up to 100: `0.85` is refused, not read as 0.85 %.
    */
   readonly ramCeilingPct?: number | undefined
   /** CPU use (percent of all cores) at or above which the limit shrinks by one. Default off. */
@@ -182,7 +182,7 @@ const describeSpec = (spec: KeySpec): string => {
     case "int":
       return spec.minimum === 0 ? "expected a whole number >= 0" : "expected a whole number"
     case "pct":
-      return "expected a percentage: 0, or more than 1 up to 100 (85 for 85 %; 0.85 would be 0.85 %, which nearly every reading exceeds)"
+      return "expected a percentage more than 1 up to 100 (85 for 85 %; 0.85 would be 0.85 %, which nearly every reading exceeds)"
     case "bool":
       return "expected true or false"
   }
@@ -237,8 +237,8 @@ const resolveObject = (
     const ok = spec.kind === "bool"
       ? typeof raw === "boolean"
       : spec.kind === "pct"
-      // (0, 1] is a fraction meant as a percentage: 0.85 would hold the limit at min for good
-      ? typeof raw === "number" && Number.isFinite(raw) && (raw === 0 || (raw > 1 && raw <= 100))
+      // up to 1 is a fraction meant as a percentage, or 0: either holds the limit at min for good
+      ? typeof raw === "number" && Number.isFinite(raw) && raw > 1 && raw <= 100
       : typeof raw === "number" && Number.isInteger(raw) && raw >= spec.minimum
     if (!ok) {
       const given = input[camel] !== undefined && input[camel] !== null ? camel : snake

@@ -11,6 +11,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import { decodeDuration, durationForms, showValue } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import {
@@ -60,6 +62,28 @@ export interface InMemoryOptions {
   readonly heartbeatInterval?: Duration.DurationInput | undefined
   /** How often a running task's lease is renewed. Default 15 seconds. */
   readonly leaseRenewInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * An option of the in-memory broker that it cannot take: an interval that is not a positive duration.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class InMemoryConfigError extends Schema.TaggedError<InMemoryConfigError>()("InMemoryConfigError", {
+  option: Schema.String,
+  message: Schema.String
+}) {}
+
+/** An interval of the broker: a positive duration in any form the options take (a beat every 0 ms would never pause). */
+const interval = (option: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
+  if (value === undefined) return Effect.succeed(fallback)
+  const decoded = decodeDuration(value)
+  return Option.isSome(decoded) && Duration.toMillis(decoded.value) > 0
+    ? Effect.succeed(decoded.value)
+    : Effect.fail(
+      new InMemoryConfigError({ option, message: `${option} must be a positive duration (${durationForms("10 seconds")}), got ${showValue(value)}` })
+    )
 }
 
 /**
@@ -124,10 +148,10 @@ const runFault = <E>(fault: Fault | undefined, fail: (message: string, fatal: bo
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroker> =>
+export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroker, InMemoryConfigError> =>
   Effect.gen(function*() {
-    const heartbeatInterval = Duration.decode(options.heartbeatInterval ?? "10 seconds")
-    const leaseRenewInterval = Duration.decode(options.leaseRenewInterval ?? "15 seconds")
+    const heartbeatInterval = yield* interval("heartbeatInterval", options.heartbeatInterval, Duration.seconds(10))
+    const leaseRenewInterval = yield* interval("leaseRenewInterval", options.leaseRenewInterval, Duration.seconds(15))
     const queue = yield* Queue.unbounded<Entry>()
     const replyQueue = yield* Queue.unbounded<NestReply>()
     const replies: Array<NestReply> = []
@@ -237,5 +261,5 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: InMemoryOptions): Layer.Layer<Transport> =>
+export const layer = (options?: InMemoryOptions): Layer.Layer<Transport, InMemoryConfigError> =>
   Layer.unwrapEffect(Effect.map(make(options), (broker) => broker.layer))

@@ -100,7 +100,7 @@ export const inMemory: Backend = {
   },
   setup: (observed: Observed) =>
     Effect.gen(function*() {
-      const broker = yield* InMemoryTransport.make({ leaseRenewInterval: "1 second" })
+      const broker = yield* Effect.orDie(InMemoryTransport.make({ leaseRenewInterval: "1 second" }))
       const tasks = nestTasks("mem")
       yield* broker.takeReply.pipe(
         Effect.tap((reply) =>

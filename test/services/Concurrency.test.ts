@@ -169,13 +169,15 @@ describe("Concurrency.resolve", () => {
       [{ ramCeilingPct: 0.85 }, "concurrency.ramCeilingPct"],
       [{ cpu_ceiling_pct: 0.9 }, "concurrency.cpu_ceiling_pct"],
       [{ ramAdmitPct: 1 }, "concurrency.ramAdmitPct"],
-      [{ ramResumePct: 650 }, "concurrency.ramResumePct"]
+      [{ ramResumePct: 650 }, "concurrency.ramResumePct"],
+      // every reading is at or above 0 %
+      [{ ramCeilingPct: 0 }, "concurrency.ramCeilingPct"]
     ] as const) {
       const e = error(input)
       assert.strictEqual(e.option, option)
-      assert.include(e.message, "expected a percentage: 0, or more than 1 up to 100 (85 for 85 %")
+      assert.include(e.message, "expected a percentage more than 1 up to 100 (85 for 85 %")
     }
-    const taken = Concurrency.resolveEither({ ramCeilingPct: 90, cpuCeilingPct: 100, ramAdmitPct: 1.5, ramResumePct: 0 })
+    const taken = Concurrency.resolveEither({ ramCeilingPct: 90, cpuCeilingPct: 100, ramAdmitPct: 1.5, ramResumePct: 2 })
     assert.isTrue(Either.isRight(taken))
   })
 

@@ -82,6 +82,8 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
     "waitTime",
     /^waitTime must be 0 \(short polls\) or at least 1 second: SQS waits whole seconds \(got 20ms; a number is milliseconds: 20 seconds is "20 seconds"\)$/
   ],
+  // no number given, no word of numbers
+  ["a waitTime of \"500 millis\"", { waitTime: "500 millis" }, "waitTime", /^waitTime must be 0 .*\(got 500ms\)$/],
   ["a visibilityTimeout over 12 hours", { visibilityTimeout: "13 hours" }, "visibilityTimeout", /between 1 second and 12 hours/],
   ["an undecodable visibilityTimeout", { visibilityTimeout: "a while" }, "visibilityTimeout", /visibilityTimeout must be a duration/],
   [

@@ -152,13 +152,15 @@ const belowZero = (value: unknown): boolean =>
  *
  * @internal
  */
-export const decodeDuration = (value: unknown): Option.Option<Duration.Duration> => {
+export const decodeDuration = (given: unknown): Option.Option<Duration.Duration> => {
+  // " 30 seconds " from an env file decodes as "30 seconds" does
+  const value = typeof given === "string" ? given.trim() : given
   if (belowZero(value)) return Option.none()
   const decoded = Duration.decodeUnknown(value)
   if (Option.isSome(decoded)) return decoded
-  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value.trim())) return Option.none()
+  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value)) return Option.none()
   let millis = 0
-  for (const [, amount, unit] of value.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!
+  for (const [, amount, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!
   return Option.some(Duration.millis(millis))
 }
 
@@ -167,7 +169,14 @@ export const decodeDuration = (value: unknown): Option.Option<Duration.Duration>
  *
  * @internal
  */
-export const showValue = (value: unknown): string => typeof value === "string" ? JSON.stringify(value) : String(value)
+export const showValue = (value: unknown): string =>
+  typeof value === "string"
+    ? JSON.stringify(value)
+    : typeof value === "function"
+    ? "a function"
+    : Duration.isDuration(value)
+    ? Duration.format(value)
+    : String(value)
 
 /**
  * What a duration option accepts, for the message refusing or suggesting one: `example` in Effect's
@@ -194,6 +203,7 @@ export const durationConfig = (name: string): Config.Config<Duration.Duration> =
   Config.mapOrFail(Config.string(name), (text) =>
     Option.match(decodeDuration(text), {
       // a bare number is not taken: 30 of what? (the options' numbers are milliseconds)
-      onNone: () => Either.left(ConfigError.InvalidData([], `Expected a duration such as "30 seconds" or "30s", got ${JSON.stringify(text)}`)),
+      onNone: () =>
+        Either.left(ConfigError.InvalidData([], `Expected a duration of zero or more such as "30 seconds" or "30s", got ${JSON.stringify(text)}`)),
       onSome: Either.right
     }))

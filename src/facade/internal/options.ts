@@ -83,7 +83,11 @@ export const refuseUnknown = (options: object | undefined, known: ReadonlyArray<
  * `known` are the facade's keys of the object, `prefix` the path to it (`"health."`).
  */
 export const inFacadeTerms = <E>(error: E, known: ReadonlyArray<string>, prefix = ""): E => {
-  if (typeof error !== "object" || error === null || typeof (error as { message?: unknown }).message !== "string") return error
+  // only an option's refusal: a `…ConfigError`, whose fields are `message` and perhaps `option`, so
+  // that it can be made again (a connection's error, with a cause and more, passes as it is)
+  const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : undefined
+  if (typeof tag !== "string" || !tag.endsWith("ConfigError")) return error
+  if (typeof (error as { message?: unknown }).message !== "string") return error
   const { message: given, option } = error as unknown as { readonly message: string; readonly option?: unknown }
   const message = given.replace(durationFormsClause, "")
   const named = typeof option === "string" ? option : /^[\w.]+/.exec(message)?.[0]
@@ -91,7 +95,7 @@ export const inFacadeTerms = <E>(error: E, known: ReadonlyArray<string>, prefix 
   const written = `${named}Ms`
   const props = { message: message.startsWith(named) ? written + message.slice(named.length) : message }
   // the error's own class (a Schema.TaggedError of { option?, message }), so its tag and type stay
-  const Class = error.constructor as new(props: object) => E
+  const Class = (error as object).constructor as new(props: object) => E
   return new Class(typeof option === "string" ? { ...props, option: written } : props)
 }
 

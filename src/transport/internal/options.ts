@@ -21,14 +21,14 @@ export const show = (value: unknown): string =>
   typeof value === "string" ? JSON.stringify(value.replace(/\/\/[^@/]*@/, "//***@")) : inspect(value, { depth: 0 })
 
 /**
- * For a duration under a second where a setting counts seconds (an SQS wait, a lease): that a number
+ * For a number under a thousand where a setting counts seconds (an SQS wait, a lease): that a number
  * is milliseconds, `60` being 60 ms, not the 60 seconds the broker's own settings would mean.
  *
  * @internal
  */
-export const millisHint = (given: Duration.Duration): string =>
-  Duration.lessThan(given, Duration.seconds(1)) && Duration.greaterThan(given, Duration.zero)
-    ? `; a number is milliseconds: ${Duration.toMillis(given)} seconds is "${Duration.toMillis(given)} seconds"`
+export const millisHint = (given: unknown): string =>
+  typeof given === "number" && given > 0 && given < 1000
+    ? `; a number is milliseconds: ${given} seconds is "${given} seconds"`
     : ""
 
 /**

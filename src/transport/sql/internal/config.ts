@@ -86,7 +86,7 @@ const transport = (options: SqlTransportOptions): Either.Either<Resolved, SqlCon
     // renewed every third of it, a lease of milliseconds (`lease: 30` meant as seconds) has every
     // running task's claim renewed without pause, and lost at the first slow statement
     if (Duration.lessThan(lease, Duration.seconds(1))) {
-      return yield* fail("lease", `lease must be at least 1 second (got ${Duration.format(lease)}${millisHint(lease)})`)
+      return yield* fail("lease", `lease must be at least 1 second (got ${Duration.format(lease)}${millisHint(options.lease)})`)
     }
     const renewInterval = (yield* duration("renewInterval", options.renewInterval)) ??
       Duration.millis(Math.max(1, Math.floor(Duration.toMillis(lease) / 3)))

@@ -150,13 +150,15 @@ const isAttributeName = (name: string) =>
  */
 export const visibility = (
   timeout: Duration.Duration,
-  extendEvery: Duration.Duration | undefined
+  extendEvery: Duration.Duration | undefined,
+  /** The timeout as the options gave it, for the message. */
+  given?: unknown
 ): Either.Either<Visibility, SqsConfigError> => {
   const timeoutSeconds = Math.ceil(Duration.toSeconds(timeout))
   if (Duration.lessThan(timeout, Duration.seconds(1)) || timeoutSeconds > Naming.MAX_VISIBILITY_SECONDS) {
     return fail(
       "visibilityTimeout",
-      `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)}${millisHint(timeout)})`
+      `visibilityTimeout must be between 1 second and 12 hours (got ${Duration.format(timeout)}${millisHint(given)})`
     )
   }
   const every = extendEvery ?? Duration.millis(Math.floor((timeoutSeconds * 1000) / 3))
@@ -181,7 +183,7 @@ const waitTime = (value: unknown) =>
       : fail(
         "waitTime",
         `waitTime must be 0 (short polls) or at least 1 second: SQS waits whole seconds (got ${Duration.format(given)}${
-          millisHint(given)
+          millisHint(value)
         })`
       ))
 
@@ -281,7 +283,8 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
       waitTime: (yield* waitTime(options.waitTime)) ?? Duration.seconds(20),
       visibility: yield* visibility(
         (yield* decode("visibilityTimeout", options.visibilityTimeout)) ?? Duration.seconds(60),
-        yield* decode("visibilityExtendInterval", options.visibilityExtendInterval)
+        yield* decode("visibilityExtendInterval", options.visibilityExtendInterval),
+        options.visibilityTimeout
       ),
       connectTimeout: (yield* duration("connectTimeout", options.connectTimeout)) ?? Duration.seconds(10),
       waitForBroker: (yield* boolean("waitForBroker", options.waitForBroker)) ?? false
