@@ -431,9 +431,16 @@ export const config: Config.Config<WorkerOptions> = Config.all({
   workerId: Options.optional(Config.string("DURABLE_WORKER_ID")),
   buildId: Options.optional(Config.string("DURABLE_BUILD_ID")),
   concurrency: Options.optional(
-    Config.orElse(Config.integer("DURABLE_CONCURRENCY"), () => Config.literal("adaptive")("DURABLE_CONCURRENCY"))
+    Config.mapOrFail(
+      Config.string("DURABLE_CONCURRENCY"),
+      // "adaptive" in any case, as the option takes it; a number as every whole-number variable
+      (text): Either.Either<number | "adaptive", ConfigError.ConfigError> =>
+        text.trim().toLowerCase() === "adaptive"
+          ? Either.right("adaptive")
+          : Options.wholeNumber(text, 1, Number.MAX_SAFE_INTEGER, ' or "adaptive"')
+    )
   ),
-  workflowConcurrency: Options.optional(Config.integer("DURABLE_WORKFLOW_CONCURRENCY")),
+  workflowConcurrency: Options.optional(Options.wholeNumberConfig("DURABLE_WORKFLOW_CONCURRENCY", 1)),
   pollTimeout: Options.optional(Options.durationConfig("DURABLE_POLL_TIMEOUT")),
   shutdownTimeout: Options.optional(Options.durationConfig("DURABLE_SHUTDOWN_TIMEOUT")),
   heartbeatInterval: Options.optional(Options.durationConfig("DURABLE_HEARTBEAT_INTERVAL")),
@@ -442,7 +449,7 @@ export const config: Config.Config<WorkerOptions> = Config.all({
   metricsInterval: Options.optional(Options.durationConfig("DURABLE_METRICS_INTERVAL")),
   health: Config.mapOrFail(
     Config.all({
-      port: Options.optional(Config.integer("DURABLE_HEALTH_PORT")),
+      port: Options.optional(Options.wholeNumberConfig("DURABLE_HEALTH_PORT", 0, 65_535)),
       host: Options.optional(Config.string("DURABLE_HEALTH_HOST")),
       metrics: Options.optional(Config.boolean("DURABLE_HEALTH_METRICS"))
     }),

@@ -105,11 +105,30 @@ describe("WorkerConfig", () => {
 
   it.effect("a bad value in the environment fails the layer with the option named", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(
-        Layer.build(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv({ DURABLE_WORKFLOW_CONCURRENCY: "0" })))).pipe(Effect.scoped)
-      )
+      const build = (env: Record<string, string>) =>
+        Effect.flip(Layer.build(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv(env)))).pipe(Effect.scoped))
+      const error = yield* build({ DURABLE_POLL_TIMEOUT: "0s" })
       assert.strictEqual(error._tag, "WorkerConfigError")
-      assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "workflowConcurrency")
+      assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "pollTimeout")
+      // a whole number is digits: Config.integer read "" (an empty FOO= in an env file) as 0, so an
+      // empty DURABLE_HEALTH_PORT served the probes on a random port and DURABLE_CONCURRENCY= ran one task at a time
+      for (
+        const [name, text, expected] of [
+          ["DURABLE_WORKFLOW_CONCURRENCY", "0", "a whole number of at least 1"],
+          ["DURABLE_HEALTH_PORT", "", "a whole number from 0 to 65535"],
+          ["DURABLE_HEALTH_PORT", "0x1F90", "a whole number from 0 to 65535"],
+          ["DURABLE_CONCURRENCY", "", 'a whole number of at least 1 or "adaptive"'],
+          ["DURABLE_CONCURRENCY", "-5", 'a whole number of at least 1 or "adaptive"']
+        ] as const
+      ) {
+        const refused = String(yield* build({ [name]: text }))
+        assert.include(refused, name)
+        assert.include(refused, `Expected ${expected}, got ${JSON.stringify(text)}`, `${name}=${text}`)
+      }
+      const read = (env: Record<string, string>) =>
+        Effect.provide(WorkerConfig.WorkerConfig, WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv(env))))
+      assert.strictEqual((yield* read({ DURABLE_CONCURRENCY: " Adaptive " })).concurrency.mode, "adaptive", "any case, as the option")
+      assert.strictEqual((yield* read({ DURABLE_CONCURRENCY: " 8 " })).concurrency.limit, 8)
     }))
 
   it.effect("an unknown option is refused by name when the worker is built", () =>

@@ -165,6 +165,35 @@ export const decodeDuration = (given: unknown): Option.Option<Duration.Duration>
 }
 
 /**
+ * A `DURABLE_*` variable holding a whole number from `min` to `max`: digits only, where Effect's
+ * `Config.integer` reads `""` (an empty `FOO=` in an env file) as 0, and `0x1F90` or `8e3` as
+ * numbers.
+ *
+ * @internal
+ */
+export const wholeNumberConfig = (name: string, min: number, max = Number.MAX_SAFE_INTEGER): Config.Config<number> =>
+  Config.mapOrFail(Config.string(name), (text) => wholeNumber(text, min, max))
+
+/**
+ * The text of a variable as a whole number from `min` to `max` ({@link wholeNumberConfig}); `also`
+ * names what else the variable takes, for the message.
+ *
+ * @internal
+ */
+export const wholeNumber = (text: string, min: number, max: number, also = ""): Either.Either<number, ConfigError.ConfigError> => {
+  const trimmed = text.trim()
+  const value = Number(trimmed)
+  return /^\d+$/.test(trimmed) && value >= min && value <= max
+    ? Either.right(value)
+    : Either.left(ConfigError.InvalidData(
+      [],
+      `Expected a whole number ${max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`}${also}, got ${
+        JSON.stringify(text)
+      }`
+    ))
+}
+
+/**
  * A value for a message: a string quoted, so that `"8080"` does not read as the number it is not.
  *
  * @internal

@@ -81,6 +81,20 @@ export const checks = <E>(
             max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`
           }, got ${show(value)}`
         ),
+    /**
+     * A part of every name the engine routes by (a prefix, namespace or partition), checked as a
+     * string already: no blank, quote or `:`. The engine's names hold none (BullMQ refuses `:` in a
+     * queue name), so a worker with one — `"shop"` quoted in an env file, a stray blank — would take
+     * nothing, for ever.
+     */
+    namePart: (option: string, value: string | undefined): Either.Either<string | undefined, E> =>
+      value === undefined || !/[\s'"`:]/.test(value)
+        ? Either.right(value)
+        : fail(
+          option,
+          `${option} ${JSON.stringify(value)} has a blank, a quote or ":", which no name of the engine's has ` +
+            "(a value quoted in an env file?): this worker would take nothing"
+        ),
     /** A positive, finite duration, given as anything `Duration.decode` takes or a short form (`"30s"`). */
     duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
       value === undefined ? Either.right(undefined) : Option.match(

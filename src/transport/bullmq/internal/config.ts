@@ -78,7 +78,7 @@ const KEYS: ReadonlyArray<keyof BullMQOptions> = [
 
 const TARGET_KEYS: ReadonlyArray<keyof BrokerTarget> = ["url", "connection"]
 
-const { boolean, duration, fail, refuseUnknown, string } = checks(
+const { boolean, duration, fail, namePart, refuseUnknown, string } = checks(
   "BullMQ",
   (option, message) => new BullMQConfigError({ option, message })
 )
@@ -145,9 +145,9 @@ export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQC
   Either.gen(function*() {
     yield* refuseUnknown(options, KEYS)
     const main = yield* target(options, (key) => key)
-    const prefix = (yield* string("prefix", options.prefix)) ?? Naming.DEFAULT_PREFIX
-    const namespace = yield* string("namespace", options.namespace, true)
-    const partition = yield* string("partition", options.partition, true)
+    const prefix = (yield* namePart("prefix", yield* string("prefix", options.prefix))) ?? Naming.DEFAULT_PREFIX
+    const namespace = yield* namePart("namespace", yield* string("namespace", options.namespace, true))
+    const partition = yield* namePart("partition", yield* string("partition", options.partition, true))
     if (!Naming.isDefaultScope(namespace) && !Naming.isDefaultScope(partition)) {
       return yield* fail(
         "partition",

@@ -71,7 +71,7 @@ const CONNECTION_KEYS: ReadonlyArray<keyof ConnectionOptions> = [
 const DEFAULT_LEASE = Duration.seconds(30)
 const DEFAULT_BATCH = 100
 
-const { boolean, duration, fail, integer, refuseUnknown, string } = checks(
+const { boolean, duration, fail, integer, namePart, refuseUnknown, string } = checks(
   "SQL transport",
   (option, message) => new SqlConfigError({ option, message })
 )
@@ -100,7 +100,7 @@ const transport = (options: SqlTransportOptions): Either.Either<Resolved, SqlCon
     }
     return {
       prefix,
-      partition: yield* string("partition", options.partition, true),
+      partition: yield* namePart("partition", yield* string("partition", options.partition, true)),
       lease,
       renewInterval,
       pollInterval: yield* duration("pollInterval", options.pollInterval),
