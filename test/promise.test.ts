@@ -309,6 +309,18 @@ describe("promise facade", () => {
     assert.strictEqual(noTime._tag, "DurableWorkflowConfigError")
     assert.strictEqual(noTime.message, "requestTimeoutMs must be a positive duration, got 0")
 
+    // a url from REDIS_URL, which the application did not write: the refusal names the variable
+    const saved = process.env.REDIS_URL
+    process.env.REDIS_URL = ""
+    try {
+      const fromEnvironment = await runOn(redis())
+      assert.strictEqual(fromEnvironment.option, "url")
+      assert.match(fromEnvironment.message, /^REDIS_URL, which redis\(\) reads when given no url: url must be a redis:\/\/ or rediss:\/\/ URL/)
+    } finally {
+      if (saved === undefined) delete process.env.REDIS_URL
+      else process.env.REDIS_URL = saved
+    }
+
     const sqsError = await runOn(sqs({ endpoint: "http://127.0.0.1:1", region: "us-east-1" } as Parameters<typeof sqs>[0]))
     assert.strictEqual(sqsError._tag, "SqsConfigError")
     assert.strictEqual(sqsError.option, "endpoint")

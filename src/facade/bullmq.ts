@@ -3,6 +3,7 @@
  *
  * @since 0.3.0
  */
+import * as Layer from "effect/Layer"
 import * as BullMQTransport from "../transport/BullMQTransport.js"
 import { refusingUnknown, type TransportHandle } from "./internal/options.js"
 import type { RedisOptions } from "./internal/transportOptions.js"
@@ -35,8 +36,10 @@ const REDIS_KEYS: ReadonlyArray<keyof RedisOptions> = [
  */
 export const redis = (options: RedisOptions = {}): TransportHandle => {
   const url = options.url ?? process.env.REDIS_URL
+  // the application wrote no url: a refusal of it names the variable it came from
+  const fromEnvironment = options.url === undefined && url !== undefined
   return {
-    layer: refusingUnknown(
+    layer: Layer.mapError(refusingUnknown(
       options,
       REDIS_KEYS,
       "redis()",
@@ -56,6 +59,9 @@ export const redis = (options: RedisOptions = {}): TransportHandle => {
         ...(options.commandsPerWrite === undefined ? {} : { commandsPerWrite: options.commandsPerWrite }),
         ...(options.waitForBroker === undefined ? {} : { waitForBroker: options.waitForBroker })
       })
-    )
+    ), (error) =>
+      fromEnvironment && error instanceof BullMQTransport.BullMQConfigError && error.option === "url"
+        ? new BullMQTransport.BullMQConfigError({ option: "url", message: `REDIS_URL, which redis() reads when given no url: ${error.message}` })
+        : error)
   }
 }

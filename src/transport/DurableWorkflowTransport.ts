@@ -272,6 +272,22 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
     if (options[key] !== undefined && !isSecret(options[key])) {
       return Either.left(new DurableWorkflowConfigError({ message: `${key} must be a string or a Redacted string` }))
     }
+    // an empty token would go out as "Authorization: Bearer " and be refused as a wrong one
+    if (options[key] !== undefined && reveal(options[key])!.trim() === "") {
+      return Either.left(
+        new DurableWorkflowConfigError({
+          message: `${key} is empty (an empty variable, DURABLE_WORKFLOW_AUTH_TOKEN=?): leave it out for a server without tokens`
+        })
+      )
+    }
+  }
+  for (const key of ["namespace", "protocolVersion", "controlPlaneVersion"] as const) {
+    const value = options[key]
+    if (value !== undefined && (typeof value !== "string" || value.trim() === "" || value.trim() !== value)) {
+      return Either.left(
+        new DurableWorkflowConfigError({ message: `${key} must be a non-empty string without blanks around it, got ${show(value)}` })
+      )
+    }
   }
   if (options.waitForBroker !== undefined && typeof options.waitForBroker !== "boolean") {
     return Either.left(

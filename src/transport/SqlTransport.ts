@@ -67,7 +67,7 @@ import { logMalformed } from "../protocol/internal/malformed.js"
 import * as Protocol from "../seam/Protocol.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as Batcher from "./internal/batcher.js"
-import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError } from "./sql/internal/config.js"
+import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError, urlShape } from "./sql/internal/config.js"
 import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
 import {
   dialectLabel,
@@ -967,7 +967,7 @@ export const layerConfig = (
         url: Config.option(Config.string("DATABASE_URL").pipe(
           Config.mapOrFail((url) =>
             Either.match(dialectOfUrl(url), {
-              onLeft: (problem) => Either.left(ConfigError.InvalidData(["DATABASE_URL"], `DATABASE_URL ${problem}`)),
+              onLeft: (problem) => Either.left(ConfigError.InvalidData(["DATABASE_URL"], `DATABASE_URL ${problem}; it ${urlShape(url)}`)),
               onRight: (dialect) => Either.right({ url: Redacted.make(url), dialect })
             })
           )

@@ -833,12 +833,13 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
         marker: optional(Config.string("SQS_MARKER")),
         resultsQueueUrl: optional(Config.string("SQS_RESULTS_QUEUE_URL"))
       }),
-      ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
-        make({
-          clientConfig: SqsConfig.clientConfigOf({ endpoint, region, accessKeyId, secretAccessKey, sessionToken }),
-          ...definedOnly(env),
-          ...definedOnly(options)
-        })
+      (read) =>
+        Effect.flatMap(SqsConfig.environmentKeys(read), ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
+          make({
+            clientConfig: SqsConfig.clientConfigOf({ endpoint, region, accessKeyId, secretAccessKey, sessionToken }),
+            ...definedOnly(env),
+            ...definedOnly(options)
+          }))
     )
   )
 

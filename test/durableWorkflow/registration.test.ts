@@ -110,6 +110,15 @@ describe("Durable Workflow registration", () => {
           'and port, write "http://durable-workflow:8080")'
       )
       assert.match(yield* messageOf({ baseUrl: "ftp://h" }), /^baseUrl must be an absolute http\(s\) URL, got "ftp:\/\/h" \(its scheme is ftp:\)$/)
+      // as an env file gives them: an empty token went out as "Bearer ", an empty namespace as an empty header
+      assert.match(yield* messageOf({ baseUrl: "http://127.0.0.1:1", token: "" }), /^token is empty \(an empty variable/)
+      assert.strictEqual(
+        yield* messageOf({ baseUrl: "http://127.0.0.1:1", namespace: "" }),
+        'namespace must be a non-empty string without blanks around it, got ""'
+      )
+      assert.match(yield* messageOf({ baseUrl: "http://127.0.0.1:1", protocolVersion: " 1.1" }), /^protocolVersion must be/)
+      // the URL's blank is trimmed: it passes, and the next check speaks
+      assert.match(yield* messageOf({ baseUrl: "http://127.0.0.1:1 ", requestTimeout: 0 }), /^requestTimeout must be/)
       assert.strictEqual(
         yield* messageOf({ baseUrl: "http://127.0.0.1:1", externalStorageThresholdBytes: 0 }),
         "externalStorageThresholdBytes must be a whole number of at least 1, got 0"

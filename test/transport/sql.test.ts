@@ -610,7 +610,15 @@ describe("SqlTransport.layerConfig", () => {
         Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({ DATABASE_URL: "sqlite:///tmp/x" }))
       )
       assert.isTrue(Exit.isFailure(bad))
-      assert.match(String(Exit.isFailure(bad) ? bad.cause : ""), /DATABASE_URL must start with postgres:\/\//)
+      assert.match(String(Exit.isFailure(bad) ? bad.cause : ""), /DATABASE_URL must start with postgres:\/\/.*; it is a sqlite:\/\/ URL/)
+      // as some env files keep it: said, without showing the URL (it may hold a password)
+      for (const [url, shape] of [[" postgres://u:pw@h/db", "has blanks around it"], ['"postgres://u:pw@h/db"', "is in quotes"]] as const) {
+        const refused = String(
+          yield* Effect.flip(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({ DATABASE_URL: url })))
+        )
+        assert.include(refused, `; it ${shape}`)
+        assert.notInclude(refused, "pw")
+      }
       const missing = yield* Effect.flip(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({})))
       assert.strictEqual(missing._tag, "SqlConfigError")
       assert.match(missing.message, /^DATABASE_URL is not set: set it to the engine's database \(postgres:\/\/user:password@host:5432\/db/)

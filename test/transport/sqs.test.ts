@@ -25,7 +25,7 @@ import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import * as SqsConfig from "../../src/transport/sqs/internal/config.js"
 import * as Inflight from "../../src/transport/sqs/internal/inflight.js"
 import * as Naming from "../../src/transport/sqs/internal/naming.js"
-import type { Transport } from "../../src/seam/Transport.js"
+import { Transport } from "../../src/seam/Transport.js"
 import { type RecordedCall, recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
 import { captureLogs, freePort, silentServer, stepTask as task } from "../support/local.js"
 
@@ -539,6 +539,20 @@ describe("SQS transport on fauxqs", () => {
       assert.deepStrictEqual(JSON.parse(result).output, "configured")
       yield* worker.stop
       yield* Fiber.join(running)
+    }))
+
+  it.effect("layerConfig reads an empty AWS key as unset, and refuses one key without the other", () =>
+    Effect.gen(function*() {
+      const configOf = (env: Record<string, string>) =>
+        Effect.either(Effect.provide(Transport, SqsTransport.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))))))
+      // empty keys given as they are would stand in front of the SDK's own lookup (a role), and be refused
+      const empty = yield* configOf({ SQS_ENDPOINT: "http://127.0.0.1:1", AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "" })
+      assert.isTrue(Either.isRight(empty), "built, the keys left to the SDK")
+      const half = yield* configOf({ SQS_ENDPOINT: "http://127.0.0.1:1", AWS_ACCESS_KEY_ID: "AKIDTEST" })
+      assert.strictEqual(
+        Either.match(half, { onLeft: (e) => e.message, onRight: () => "built" }),
+        "AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY: set both, or neither for the AWS SDK's own lookup (a profile, an instance or IRSA role)"
+      )
     }))
 })
 

@@ -2,7 +2,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type { Transport } from "../../seam/Transport.js"
-import { dialectOfUrl, schemeOf, SqlConfigError } from "../../transport/sql/internal/config.js"
+import { dialectOfUrl, SqlConfigError, urlShape } from "../../transport/sql/internal/config.js"
 import { dialectLabel, locationFields } from "../../transport/sql/internal/connection.js"
 import type { ConnectionOptions } from "../../transport/sql/internal/options.js"
 import type { Dialect } from "../../transport/sql/internal/statements.js"
@@ -22,15 +22,12 @@ export const withDatabaseUrl = <O extends ConnectionOptions, E>(
   if (options.url !== undefined || url === undefined || locationFields(options).length > 0) return layer(options)
   const named = dialectOfUrl(url)
   if (Either.isRight(named) && named.right === dialect) return layer({ ...options, url: Redacted.make(url) })
-  const scheme = schemeOf(url)
   const fn = dialect === "postgres" ? "postgres()" : "mysql()"
   return Layer.fail(
     new SqlConfigError({
       option: "url",
-      // only the scheme is shown: the URL may hold a password
-      message: `DATABASE_URL, which ${fn} reads when given no connection option, ${
-        Either.isRight(named) ? `is a ${scheme}// URL` : `has ${scheme === undefined ? "no scheme" : `the scheme ${scheme}`}`
-      }, and ${fn} connects to ${dialectLabel(dialect)}: set DATABASE_URL to a ${
+      // only its shape is shown: the URL may hold a password
+      message: `DATABASE_URL, which ${fn} reads when given no connection option, ${urlShape(url)}, and ${fn} connects to ${dialectLabel(dialect)}: set DATABASE_URL to a ${
         dialect === "postgres" ? "postgres://" : "mysql://"
       } URL, or pass url (or host, port, database, username, password)`
     })

@@ -50,10 +50,12 @@ export interface Client {
 }
 
 /**
- * Checks and normalises a base URL: no query or fragment, no trailing `/api`, trailing `/` removed.
+ * Checks and normalises a base URL: blanks around it and a trailing `/` removed, no query or fragment, no trailing `/api`.
  * @internal
  */
-export const normalizeBaseUrl = (raw: string): string | DurableWorkflowConfigError => {
+export const normalizeBaseUrl = (given: string): string | DurableWorkflowConfigError => {
+  // a blank around it (an env file's) would go into every request's URL
+  const raw = typeof given === "string" ? given.trim() : given
   let url: URL
   try {
     url = new URL(raw)

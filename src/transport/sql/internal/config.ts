@@ -131,6 +131,20 @@ export const dialectOfUrl = (url: string): Either.Either<Statements.Dialect, str
  */
 export const schemeOf = (url: string): string | undefined => /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0]
 
+/**
+ * What a database URL that names no dialect looks like, for a message that must not show it (it may
+ * hold a password): blanks around it, quotes (both kept by some env files), no scheme, or another one.
+ *
+ * @internal
+ */
+export const urlShape = (url: string): string => {
+  if (url.trim() === "") return "is empty"
+  if (url.trim() !== url) return "has blanks around it"
+  if (/^['"`]/.test(url)) return "is in quotes"
+  const scheme = schemeOf(url)
+  return scheme === undefined ? "has no scheme" : `is a ${scheme}// URL`
+}
+
 const schemes = { postgres: "postgres:// or postgresql://", mysql: "mysql:// or mariadb://" } as const
 
 /** Checks the connection options of a pool the transport opens on `dialect`. */
