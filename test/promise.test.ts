@@ -199,7 +199,7 @@ describe("promise facade", () => {
     ) {
       const error = refused(() => new Worker({ ...quiet, ...options }))
       assert.strictEqual(error.option, option)
-      assert.match(error.message, new RegExp(`^${option.replace(".", "\\.")} must be positive`))
+      assert.match(error.message, new RegExp(`^${option.replace(".", "\\.")} must be a positive(, finite)? duration, got 0$`))
     }
 
     const step = refused(() => new Worker(quiet).step("pay", () => 1, { inputs: undefined } as StepOptions<unknown, unknown>))

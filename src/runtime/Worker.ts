@@ -49,7 +49,7 @@ import { makePools } from "./internal/pools.js"
 import { makeReachability } from "./internal/reachability.js"
 import { shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
-import { decodeDuration, durationForms, showValue } from "../core/internal/options.js"
+import { checkDuration } from "../core/internal/options.js"
 import { resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
@@ -489,13 +489,10 @@ export const make = <R = never>(
     const runUntil: Worker<R>["runUntil"] = (until, untilOptions) =>
       Effect.gen(function*() {
         // Duration.decode would throw on "30s" and read -5000 as no time at all
-        const timeout = untilOptions?.timeout === undefined ? undefined : Option.getOrUndefined(decodeDuration(untilOptions.timeout))
-        if (untilOptions?.timeout !== undefined && timeout === undefined) {
-          return yield* new WorkerConfigError({
-            option: "timeout",
-            message: `runUntil's timeout must be a duration of zero or more (${durationForms()}), got ${showValue(untilOptions.timeout)}`
-          })
-        }
+        const timeout = untilOptions?.timeout === undefined ? undefined : yield* Either.mapLeft(
+          checkDuration("runUntil's timeout", untilOptions.timeout),
+          (message) => new WorkerConfigError({ option: "timeout", message })
+        )
         yield* claim
         const running = yield* Effect.fork(serve)
         const first = yield* Effect.raceAll([

@@ -16,7 +16,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../services/Concurrency.js"
 import * as Options from "../core/internal/options.js"
@@ -263,18 +262,12 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
     ? Either.right(value as number)
     : fail(option, `${option} must be an integer of at least 1, got ${Options.showValue(value)}`)
 
-const duration = (option: string, value: unknown, fallback: Duration.Duration) =>
-  value === undefined ? Either.right(fallback) : Option.match(Options.decodeDuration(value), {
-    onNone: () =>
-      fail(option, `${option} must be a duration of zero or more (${Options.durationForms()}), got ${Options.showValue(value)}`),
-    onSome: Either.right
-  })
+const duration = (option: string, value: unknown, fallback: Duration.Duration, rule?: Options.DurationRule) =>
+  value === undefined
+    ? Either.right(fallback)
+    : Either.mapLeft(Options.checkDuration(option, value, rule), (message) => new WorkerConfigError({ option, message }))
 
-const positive = (option: string, value: unknown, fallback: Duration.Duration) =>
-  Either.flatMap(
-    duration(option, value, fallback),
-    (d) => Duration.toMillis(d) > 0 ? Either.right(d) : fail(option, `${option} must be positive, got ${Options.showValue(value)}`)
-  )
+const positive = (option: string, value: unknown, fallback: Duration.Duration) => duration(option, value, fallback, { positive: true })
 
 const health = (value: unknown, fallback: ResolvedHealth | undefined) =>
   Either.gen(function*() {
@@ -314,18 +307,10 @@ export const resolve = (
     // here, not only in Worker.make: WorkerConfig.layer({ shutdownTimeoutMs }) built the defaults
     const unknown = Options.unknownOption(options, KEYS, "worker")
     if (unknown !== undefined) return yield* fail(unknown.key, unknown.message)
+    // finite: the orchestrator takes a worker that never beats for a dead one
     const heartbeatInterval = options.heartbeatInterval === undefined
       ? base.heartbeatInterval
-      : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero)
-    if (heartbeatInterval !== undefined && Duration.toMillis(heartbeatInterval) <= 0) {
-      return yield* fail("heartbeatInterval", `heartbeatInterval must be positive, got ${Options.showValue(options.heartbeatInterval)}`)
-    }
-    if (heartbeatInterval !== undefined && !Duration.isFinite(heartbeatInterval)) {
-      return yield* fail(
-        "heartbeatInterval",
-        "heartbeatInterval must be finite: the orchestrator takes a worker that never beats for a dead one"
-      )
-    }
+      : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero, { positive: true, finite: true })
     // `null` (which the option's type admits, meaning "absent") is not given, as `undefined` is: the
     // environment's or the default limit, not the resolver's fixed 1 beside the default's controller
     const concurrencyGiven = options.concurrency ?? undefined

@@ -40,7 +40,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { decodeDuration, durationForms, unknownOption } from "../core/internal/options.js"
+import { checkDuration, unknownOption } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -299,24 +299,15 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
   if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
     return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
   }
-  const heartbeat = decodeDuration(options.heartbeatInterval ?? "60 seconds")
-  if (Option.isNone(heartbeat) || Duration.toMillis(heartbeat.value) <= 0 || !Duration.isFinite(heartbeat.value)) {
-    return Either.left(
-      new DurableWorkflowConfigError({
-        message: `heartbeatInterval must be a positive, finite duration (${durationForms("60 seconds")}), got ${
-          show(options.heartbeatInterval)
-        }`
-      })
-    )
-  }
-  const timeout = decodeDuration(options.requestTimeout ?? "60 seconds")
-  if (Option.isNone(timeout) || Duration.toMillis(timeout.value) <= 0) {
-    return Either.left(
-      new DurableWorkflowConfigError({
-        message: `requestTimeout must be a positive duration (${durationForms("60 seconds")}), got ${show(options.requestTimeout)}`
-      })
-    )
-  }
+  const asConfigError = (message: string) => new DurableWorkflowConfigError({ message })
+  const heartbeat = checkDuration("heartbeatInterval", options.heartbeatInterval ?? "60 seconds", {
+    positive: true,
+    finite: true,
+    example: "60 seconds"
+  })
+  if (Either.isLeft(heartbeat)) return Either.left(asConfigError(heartbeat.left))
+  const timeout = checkDuration("requestTimeout", options.requestTimeout ?? "60 seconds", { positive: true, example: "60 seconds" })
+  if (Either.isLeft(timeout)) return Either.left(asConfigError(timeout.left))
   const threshold = options.externalStorageThresholdBytes
   if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {
     return Either.left(
@@ -334,10 +325,10 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
       namespace: options.namespace ?? "default",
       protocolVersion: options.protocolVersion ?? Compat.WORKER_PROTOCOL_VERSION,
       controlPlaneVersion: options.controlPlaneVersion ?? "2",
-      timeout: timeout.value
+      timeout: timeout.right
     },
     taskQueue: options.taskQueue,
-    heartbeatInterval: heartbeat.value,
+    heartbeatInterval: heartbeat.right,
     interceptors: options.interceptors ?? [],
     externalStorage: options.externalStorage,
     threshold,
@@ -901,15 +892,11 @@ export const workflowTerminal = (
   options: { readonly pollInterval?: Duration.DurationInput } = {}
 ): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
   Effect.gen(function*() {
-    const interval = Option.getOrUndefined(decodeDuration(options.pollInterval ?? "500 millis"))
     // Duration.decode would read -1 as no pause (the control plane asked without one) and throw on "1s"
-    if (interval === undefined || Duration.isZero(interval)) {
-      return yield* new DurableWorkflowConfigError({
-        message: `workflowTerminal's pollInterval must be a positive duration (${durationForms("1 second")}), got ${
-          show(options.pollInterval)
-        }`
-      })
-    }
+    const interval = yield* Either.mapLeft(
+      checkDuration("workflowTerminal's pollInterval", options.pollInterval ?? "500 millis", { positive: true, example: "1 second" }),
+      (message) => new DurableWorkflowConfigError({ message })
+    )
     const client = yield* DurableWorkflowClient
     const describeOnce = Effect.provideService(describeWorkflow(workflowId), DurableWorkflowClient, client)
     const loop: Effect.Effect<Record<string, unknown>, DurableWorkflowError> = Effect.flatMap(describeOnce, (description) =>

@@ -7,12 +7,13 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import { decodeDuration, durationForms, showValue } from "../core/internal/options.js"
+import { checkDuration } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import {
@@ -76,15 +77,10 @@ export class InMemoryConfigError extends Schema.TaggedError<InMemoryConfigError>
 }) {}
 
 /** An interval of the broker: a positive duration in any form the options take (a beat every 0 ms would never pause). */
-const interval = (option: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
-  if (value === undefined) return Effect.succeed(fallback)
-  const decoded = decodeDuration(value)
-  return Option.isSome(decoded) && Duration.toMillis(decoded.value) > 0
-    ? Effect.succeed(decoded.value)
-    : Effect.fail(
-      new InMemoryConfigError({ option, message: `${option} must be a positive duration (${durationForms("10 seconds")}), got ${showValue(value)}` })
-    )
-}
+const interval = (option: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
+  value === undefined
+    ? Either.right(fallback)
+    : Either.mapLeft(checkDuration(option, value, { positive: true, example: "10 seconds" }), (message) => new InMemoryConfigError({ option, message }))
 
 /**
  * The broker and its controls.

@@ -836,7 +836,7 @@ describe("Worker dispatch", () => {
       const blank = yield* Effect.flip(Worker.make({ steps: [], buildId: " " }))
       assert.include(blank.message, "buildId must be a non-empty string")
       const hb = yield* Effect.flip(Worker.make({ steps: [], heartbeatInterval: 0 }))
-      assert.include(hb.message, "heartbeatInterval must be positive")
+      assert.include(hb.message, "heartbeatInterval must be a positive, finite duration (")
     }))
 })
 

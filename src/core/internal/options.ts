@@ -165,6 +165,41 @@ export const decodeDuration = (given: unknown): Option.Option<Duration.Duration>
 }
 
 /**
+ * What a duration option must be beyond a duration: more than zero (`positive`), not
+ * `Duration.infinity` (`finite`); `example` is the form its message shows.
+ *
+ * @internal
+ */
+export interface DurationRule {
+  readonly positive?: boolean | undefined
+  readonly finite?: boolean | undefined
+  readonly example?: string | undefined
+}
+
+/**
+ * A duration option's value, checked: the duration, or the message refusing it, which names
+ * `option`, says what it must be and the forms it takes, and shows what it got. Every duration
+ * option goes through it, each wrapping the message in its own error.
+ *
+ * @internal
+ */
+export const checkDuration = (option: string, value: unknown, rule: DurationRule = {}): Either.Either<Duration.Duration, string> => {
+  const decoded = decodeDuration(value)
+  if (
+    Option.isSome(decoded) && !(rule.positive === true && Duration.isZero(decoded.value)) &&
+    !(rule.finite === true && !Duration.isFinite(decoded.value))
+  ) {
+    return Either.right(decoded.value)
+  }
+  const kind = rule.positive === true
+    ? rule.finite === true ? "a positive, finite duration" : "a positive duration"
+    : rule.finite === true
+    ? "a finite duration of zero or more"
+    : "a duration of zero or more"
+  return Either.left(`${option} must be ${kind} (${durationForms(rule.example)}), got ${showValue(value)}`)
+}
+
+/**
  * A `DURABLE_*` variable holding a whole number from `min` to `max`: digits only, where Effect's
  * `Config.integer` reads `""` (an empty `FOO=` in an env file) as 0, and `0x1F90` or `8e3` as
  * numbers.
@@ -205,7 +240,17 @@ export const showValue = (value: unknown): string =>
     ? "a function"
     : Duration.isDuration(value)
     ? Duration.format(value)
+    : Array.isArray(value) || (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype)
+    ? json(value)
     : String(value)
+
+const json = (value: unknown): string => {
+  try {
+    return JSON.stringify(value)
+  } catch {
+    return String(value)
+  }
+}
 
 /**
  * What a duration option accepts, for the message refusing or suggesting one: `example` in Effect's

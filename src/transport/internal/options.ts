@@ -7,9 +7,8 @@
  */
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import { inspect } from "node:util"
-import { decodeDuration, durationForms, unknownOption } from "../../core/internal/options.js"
+import { checkDuration, unknownOption } from "../../core/internal/options.js"
 
 /**
  * A value for a message: strings quoted, the credentials of a URL (`//user:pass@`) masked, since
@@ -97,18 +96,8 @@ export const checks = <E>(
         ),
     /** A positive, finite duration, given as anything `Duration.decode` takes or a short form (`"30s"`). */
     duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
-      value === undefined ? Either.right(undefined) : Option.match(
-        Option.filter(decodeDuration(value), (d) => Duration.isFinite(d) && Duration.toMillis(d) > 0),
-        {
-          onNone: () =>
-            fail(
-              option,
-              `${option} must be a positive, finite duration (${durationForms(example)}), got ${
-                show(value)
-              }`
-            ),
-          onSome: (d) => Either.right(d)
-        }
-      )
+      value === undefined
+        ? Either.right(undefined)
+        : Either.mapLeft(checkDuration(option, value, { positive: true, finite: true, example }), (message) => makeError(option, message))
   }
 }

@@ -9,11 +9,10 @@
 import type { SQSClient, SQSClientConfig } from "@aws-sdk/client-sqs"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
-import { decodeDuration, definedOnly, durationForms, unknownKey } from "../../../core/internal/options.js"
+import { checkDuration, definedOnly, unknownKey } from "../../../core/internal/options.js"
 import { checks, isRecord, millisHint, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
@@ -211,11 +210,9 @@ const waitTime = (value: unknown) =>
 
 /** A duration option whose range is checked where it is used (or that needs none). */
 const decode = (option: string, value: unknown) =>
-  value === undefined ? Either.right(undefined) : Option.match(decodeDuration(value), {
-    onNone: () =>
-      fail(option, `${option} must be a duration of zero or more (${durationForms("60 seconds")}), got ${show(value)}`),
-    onSome: (d) => Either.right(d)
-  })
+  value === undefined
+    ? Either.right(undefined)
+    : Either.mapLeft(checkDuration(option, value, { example: "60 seconds" }), (message) => new SqsConfigError({ option, message }))
 
 /**
  * Checks the options and applies the defaults. Besides each value, it refuses what would make a
