@@ -27,6 +27,10 @@ const CASES: ReadonlyArray<readonly [string, RegExp]> = [
     "postgres-defaults",
     /^RegistrationError: could not connect to PostgreSQL at postgres:\/\/127\.0\.0\.1:1 \(no url, host or DATABASE_URL given: the driver's defaults, the user from PGUSER or the login\) \(/
   ],
+  [
+    "postgres-defaults-beside-database-url",
+    /^RegistrationError: could not connect to PostgreSQL at postgres:\/\/127\.0\.0\.1:1 \(no url or host given \(DATABASE_URL is not read beside port\): the driver's defaults, the user from PGUSER or the login\) \(/
+  ],
   ["postgres-refused", /^RegistrationError: could not connect to PostgreSQL/],
   ["mysql-refused-login", /^RegistrationError: MySQL\/MariaDB at .* refused the credentials/],
   ["mysql-host-refused-login", /^RegistrationError: MySQL\/MariaDB at mysql:\/\/root@127\.0\.0\.1:3306 refused the credentials/],

@@ -13,8 +13,8 @@ export type { MysqlOptions } from "./internal/transportOptions.js"
 /**
  * The database transport of the nestjs-durable engine on MySQL 8 / MariaDB: the engine's own
  * tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs. `url` defaults to
- * `process.env.DATABASE_URL`, with the connection fields given (`host`, `port`, `database`,
- * `username`, `password`) over its parts. An unknown or invalid option makes `run` reject with an
+ * `process.env.DATABASE_URL` when none of `host`, `port`, `database`, `username` and `password` is
+ * given either (the pool would take the URL over them). An unknown or invalid option makes `run` reject with an
  * `SqlConfigError` naming it, before anything connects.
  *
  * @since 0.1.0

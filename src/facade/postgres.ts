@@ -13,8 +13,9 @@ export type { PostgresOptions } from "./internal/transportOptions.js"
 /**
  * The database transport of the nestjs-durable engine on PostgreSQL: the engine's own task and
  * result tables, claims with `FOR UPDATE SKIP LOCKED`, leases renewed while a step runs, and
- * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL`, with
- * the connection fields given (`host`, `port`, `database`, `username`, `password`) over its parts.
+ * `LISTEN/NOTIFY` wake-ups (polling as the fallback). `url` defaults to `process.env.DATABASE_URL` when
+ * none of `host`, `port`, `database`, `username` and `password` is given either (the pool would take
+ * the URL over them).
  * An unknown or invalid option makes `run` reject with an `SqlConfigError` naming it, before anything
  * connects.
  *

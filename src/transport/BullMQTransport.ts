@@ -84,13 +84,14 @@ export interface BullMQOptions {
   readonly url?: Secret | undefined
   /** ioredis options, used instead of `url` when given. Default none. */
   readonly connection?: RedisOptions | undefined
-  /** Key prefix shared with the engine; not empty. Default `durable`. */
+  /** Key prefix shared with the engine; not empty, no blank or quote around it, no `:`. Default `durable`. */
   readonly prefix?: string | undefined
-  /** The transport namespace: renames the keyspace to `<prefix>-<namespace>`. Default none. */
+  /** The transport namespace: renames the keyspace to `<prefix>-<namespace>` (no blank or quote around it, no `:`). Default none. */
   readonly namespace?: string | undefined
   /**
    * Isolation suffix of this worker pool: consumes `<name>@<partition>` tokens (engine namespaces).
-   * Default none; not with a `namespace` (the engine dispatches no such tokens on a namespaced transport).
+   * Default none; not with a `namespace` (the engine dispatches no such tokens on a namespaced
+   * transport); no blank or quote around it, no `:`.
    */
   readonly partition?: string | undefined
   /** BullMQ lock duration of a running job (positive); renewed at half of it. Default 30 seconds. */

@@ -35,6 +35,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
@@ -276,7 +277,7 @@ const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, Durab
     if (options[key] !== undefined && reveal(options[key])!.trim() === "") {
       return Either.left(
         new DurableWorkflowConfigError({
-          message: `${key} is empty (an empty variable, DURABLE_WORKFLOW_AUTH_TOKEN=?): leave it out for a server without tokens`
+          message: `${key} is empty: leave it out for a server without tokens`
         })
       )
     }
@@ -836,7 +837,11 @@ export const layerConfig = (
     Effect.gen(function*() {
       const baseUrl = options.baseUrl ?? (yield* Config.string("DURABLE_WORKFLOW_SERVER_URL"))
       const namespace = options.namespace ?? (yield* Config.string("DURABLE_WORKFLOW_NAMESPACE").pipe(Config.withDefault("default")))
-      const token = options.token ?? Option.getOrUndefined(yield* Config.option(Config.redacted("DURABLE_WORKFLOW_AUTH_TOKEN")))
+      // an empty variable (an env file's `DURABLE_WORKFLOW_AUTH_TOKEN=`) is unset, as an empty AWS key is
+      const token = options.token ??
+        Option.getOrUndefined(
+          Option.filter(yield* Config.option(Config.redacted("DURABLE_WORKFLOW_AUTH_TOKEN")), (t) => Redacted.value(t).trim() !== "")
+        )
       const protocolVersion = options.protocolVersion ??
         (yield* Config.string("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION").pipe(Config.withDefault(Compat.WORKER_PROTOCOL_VERSION)))
       const controlPlaneVersion = options.controlPlaneVersion ??

@@ -833,13 +833,18 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
         marker: optional(Config.string("SQS_MARKER")),
         resultsQueueUrl: optional(Config.string("SQS_RESULTS_QUEUE_URL"))
       }),
-      (read) =>
-        Effect.flatMap(SqsConfig.environmentKeys(read), ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
-          make({
-            clientConfig: SqsConfig.clientConfigOf({ endpoint, region, accessKeyId, secretAccessKey, sessionToken }),
-            ...definedOnly(env),
-            ...definedOnly(options)
-          }))
+      ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
+        make({
+          clientConfig: SqsConfig.clientConfigOf({
+            endpoint,
+            region,
+            accessKeyId: SqsConfig.environmentKey(accessKeyId),
+            secretAccessKey: SqsConfig.environmentKey(secretAccessKey),
+            sessionToken: SqsConfig.environmentKey(sessionToken)
+          }),
+          ...definedOnly(env),
+          ...definedOnly(options)
+        })
     )
   )
 

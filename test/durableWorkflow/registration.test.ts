@@ -111,7 +111,16 @@ describe("Durable Workflow registration", () => {
       )
       assert.match(yield* messageOf({ baseUrl: "ftp://h" }), /^baseUrl must be an absolute http\(s\) URL, got "ftp:\/\/h" \(its scheme is ftp:\)$/)
       // as an env file gives them: an empty token went out as "Bearer ", an empty namespace as an empty header
-      assert.match(yield* messageOf({ baseUrl: "http://127.0.0.1:1", token: "" }), /^token is empty \(an empty variable/)
+      assert.strictEqual(yield* messageOf({ baseUrl: "http://127.0.0.1:1", workerToken: "" }), "workerToken is empty: leave it out for a server without tokens")
+      // from the environment, an empty variable is unset, as an empty AWS key is
+      const { ConfigProvider, Layer } = yield* Effect.promise(() => import("effect"))
+      const fromEnv = yield* Effect.either(Effect.scoped(Layer.build(DW.layerConfig({ taskQueue: "q" }).pipe(
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([
+          ["DURABLE_WORKFLOW_SERVER_URL", "http://127.0.0.1:1"],
+          ["DURABLE_WORKFLOW_AUTH_TOKEN", ""]
+        ]))))
+      ))))
+      assert.isTrue(Either.isRight(fromEnv), "built: an empty DURABLE_WORKFLOW_AUTH_TOKEN is no token")
       assert.strictEqual(
         yield* messageOf({ baseUrl: "http://127.0.0.1:1", namespace: "" }),
         'namespace must be a non-empty string without blanks around it, got ""'

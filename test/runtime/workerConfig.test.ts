@@ -69,6 +69,7 @@ describe("WorkerConfig", () => {
         const error = yield* Effect.flip(read({ DURABLE_SHUTDOWN_TIMEOUT: bad }))
         assert.include(String(error), "DURABLE_SHUTDOWN_TIMEOUT", bad)
         assert.include(String(error), `Expected a duration of zero or more such as "30 seconds" or "30s", got "${bad}"`, bad)
+        if (bad === "30") assert.include(String(error), "(a number needs its unit here)")
       }
       // and in code, from JavaScript, the same forms
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })

@@ -12,6 +12,10 @@ const transports: Record<string, () => TransportHandle> = {
   "postgres-host-refused-login": () => postgres({ host: "127.0.0.1", username: "edw_no_such_role" }),
   // nothing says where the database is: the driver's defaults, which the message says
   "postgres-defaults": () => (delete process.env.DATABASE_URL, postgres({ port: 1 })),
+  // DATABASE_URL set, and not read beside a field: the message says so, not that none was given
+  "postgres-defaults-beside-database-url": () => (
+    process.env.DATABASE_URL = "postgres://app@127.0.0.1:5432/app", postgres({ port: 1 })
+  ),
   "postgres-refused": () => postgres({ url: "postgres://postgres@127.0.0.1:1/test" }),
   "mysql-refused-login": () => mysql({ url: "mysql://root:wrong@127.0.0.1:3306/test" }),
   "mysql-host-refused-login": () => mysql({ host: "127.0.0.1", username: "root", password: "wrong" }),

@@ -50,9 +50,9 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown brokers\.b option "host"; the options are url, connection/],
   ["a broker URL that is not redis://", { brokers: { b: { url: "b:6379" } } }, "brokers.b.url", /brokers\.b\.url must be a redis:\/\//],
   // as an env file may keep it: no queue of the engine's has such a name, and the worker would take nothing
-  ["a prefix in quotes", { prefix: '"shop"' }, "prefix", /^prefix "\\"shop\\"" has a blank, a quote or ":", which no name of the engine's has/],
-  ["a partition of a blank", { partition: " " }, "partition", /^partition " " has a blank/],
-  ["a namespace with a ':'", { namespace: "a:b" }, "namespace", /^namespace "a:b" has a blank, a quote or ":"/],
+  ["a prefix in quotes", { prefix: '"shop"' }, "prefix", /^prefix "\\"shop\\"" has blanks or quotes around it \(a value quoted in an env file\?\)/],
+  ["a partition of a blank", { partition: " " }, "partition", /^partition " " has blanks or quotes around it/],
+  ["a namespace with a ':'", { namespace: "a:b" }, "namespace", /^namespace "a:b" has a ":", which BullMQ refuses in a queue name/],
   // it would connect to 127.0.0.1:6379, serving that pool's queues from the main Redis
   [
     "a further broker with neither url nor connection (a url from an unset variable)",

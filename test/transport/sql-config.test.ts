@@ -30,7 +30,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
   ["a partition that is not a string", { partition: 5 }, "partition", /partition must be a string/],
   ["an undecodable lease", { lease: "soon" }, "lease", /lease must be a positive, finite duration \(milliseconds, or a string such as "[^"]+" or "1m30s"\), got "soon"/],
   ["a zero lease", { lease: 0 }, "lease", /lease must be a positive/],
-  ["a partition of a blank (an env file's)", { partition: " " }, "partition", /^partition " " has a blank, a quote or ":"/],
+  ["a partition of a blank (an env file's)", { partition: " " }, "partition", /^partition " " has blanks or quotes around it/],
   // 30 meant as seconds: a claim renewed every 10 ms, and lost at the first slow statement
   ["a lease under a second", { lease: 30 }, "lease", /^lease must be at least 1 second \(got 30ms; a number is milliseconds: 30 seconds is "30 seconds"\)$/],
   [

@@ -612,7 +612,13 @@ describe("SqlTransport.layerConfig", () => {
       assert.isTrue(Exit.isFailure(bad))
       assert.match(String(Exit.isFailure(bad) ? bad.cause : ""), /DATABASE_URL must start with postgres:\/\/.*; it is a sqlite:\/\/ URL/)
       // as some env files keep it: said, without showing the URL (it may hold a password)
-      for (const [url, shape] of [[" postgres://u:pw@h/db", "has blanks around it"], ['"postgres://u:pw@h/db"', "is in quotes"]] as const) {
+      for (
+        const [url, shape] of [
+          [" postgres://u:pw@h/db", "has blanks around it"],
+          ['"postgres://u:pw@h/db"', "is in quotes"],
+          ["postgres:/h/db", "has the scheme postgres: without //"]
+        ] as const
+      ) {
         const refused = String(
           yield* Effect.flip(Effect.provide(Transport, SqlTransport.layerConfig()).pipe(withEnv({ DATABASE_URL: url })))
         )
@@ -675,7 +681,8 @@ describe("SqlTransport.layerConfig", () => {
       assert.strictEqual((wrong as { _tag?: string })._tag, "SqlConfigError")
       assert.strictEqual(
         (wrong as Error).message,
-        "DATABASE_URL, which mysql() reads when given no connection option, is a postgresql:// URL, and mysql() connects to " +
+        "DATABASE_URL, which mysql() reads when given no url, host, port, database, username or password, is a postgresql:// URL, " +
+          "and mysql() connects to " +
           "MySQL/MariaDB: set DATABASE_URL to a mysql:// URL, or pass url (or host, port, database, username, password)"
       )
       assert.notInclude((wrong as Error).message, "secret")

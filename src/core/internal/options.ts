@@ -278,6 +278,11 @@ export const durationConfig = (name: string): Config.Config<Duration.Duration> =
     Option.match(decodeDuration(text), {
       // a bare number is not taken: 30 of what? (the options' numbers are milliseconds)
       onNone: () =>
-        Either.left(ConfigError.InvalidData([], `Expected a duration of zero or more such as "30 seconds" or "30s", got ${JSON.stringify(text)}`)),
+        Either.left(ConfigError.InvalidData(
+          [],
+          `Expected a duration of zero or more such as "30 seconds" or "30s", got ${JSON.stringify(text)}${
+            /^\s*\d+(\.\d+)?\s*$/.test(text) ? " (a number needs its unit here)" : ""
+          }`
+        )),
       onSome: Either.right
     }))

@@ -27,7 +27,9 @@ export const withDatabaseUrl = <O extends ConnectionOptions, E>(
     new SqlConfigError({
       option: "url",
       // only its shape is shown: the URL may hold a password
-      message: `DATABASE_URL, which ${fn} reads when given no connection option, ${urlShape(url)}, and ${fn} connects to ${dialectLabel(dialect)}: set DATABASE_URL to a ${
+      message: `DATABASE_URL, which ${fn} reads when given no url, host, port, database, username or password, ${
+        urlShape(url)
+      }, and ${fn} connects to ${dialectLabel(dialect)}: set DATABASE_URL to a ${
         dialect === "postgres" ? "postgres://" : "mysql://"
       } URL, or pass url (or host, port, database, username, password)`
     })

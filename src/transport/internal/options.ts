@@ -81,19 +81,23 @@ export const checks = <E>(
           }, got ${show(value)}`
         ),
     /**
-     * A part of every name the engine routes by (a prefix, namespace or partition), checked as a
-     * string already: no blank, quote or `:`. The engine's names hold none (BullMQ refuses `:` in a
-     * queue name), so a worker with one — `"shop"` quoted in an env file, a stray blank — would take
-     * nothing, for ever.
+     * A part of the names the worker takes tasks by (a prefix, namespace or partition), checked as a
+     * string already: no blank or quote around it — `"shop"` as an env file may keep it, a stray
+     * blank — which would make names the engine never uses, the worker taking nothing for ever; and,
+     * with `colon`, no `:` (BullMQ refuses it in a queue name).
      */
-    namePart: (option: string, value: string | undefined): Either.Either<string | undefined, E> =>
-      value === undefined || !/[\s'"`:]/.test(value)
+    namePart: (option: string, value: string | undefined, colon = false): Either.Either<string | undefined, E> =>
+      value === undefined
         ? Either.right(value)
-        : fail(
+        : value.trim() !== value || /^['"`]|['"`]$/.test(value)
+        ? fail(
           option,
-          `${option} ${JSON.stringify(value)} has a blank, a quote or ":", which no name of the engine's has ` +
-            "(a value quoted in an env file?): this worker would take nothing"
-        ),
+          `${option} ${JSON.stringify(value)} has blanks or quotes around it (a value quoted in an env file?): ` +
+            "the worker would take tasks by names the engine never uses"
+        )
+        : colon && value.includes(":")
+        ? fail(option, `${option} ${JSON.stringify(value)} has a ":", which BullMQ refuses in a queue name`)
+        : Either.right(value),
     /** A positive, finite duration, given as anything `Duration.decode` takes or a short form (`"30s"`). */
     duration: (option: string, value: unknown): Either.Either<Duration.Duration | undefined, E> =>
       value === undefined

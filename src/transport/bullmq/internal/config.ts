@@ -145,9 +145,9 @@ export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQC
   Either.gen(function*() {
     yield* refuseUnknown(options, KEYS)
     const main = yield* target(options, (key) => key)
-    const prefix = (yield* namePart("prefix", yield* string("prefix", options.prefix))) ?? Naming.DEFAULT_PREFIX
-    const namespace = yield* namePart("namespace", yield* string("namespace", options.namespace, true))
-    const partition = yield* namePart("partition", yield* string("partition", options.partition, true))
+    const prefix = (yield* namePart("prefix", yield* string("prefix", options.prefix), true)) ?? Naming.DEFAULT_PREFIX
+    const namespace = yield* namePart("namespace", yield* string("namespace", options.namespace, true), true)
+    const partition = yield* namePart("partition", yield* string("partition", options.partition, true), true)
     if (!Naming.isDefaultScope(namespace) && !Naming.isDefaultScope(partition)) {
       return yield* fail(
         "partition",

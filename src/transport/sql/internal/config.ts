@@ -142,7 +142,11 @@ export const urlShape = (url: string): string => {
   if (url.trim() !== url) return "has blanks around it"
   if (/^['"`]/.test(url)) return "is in quotes"
   const scheme = schemeOf(url)
-  return scheme === undefined ? "has no scheme" : `is a ${scheme}// URL`
+  return scheme === undefined
+    ? "has no scheme"
+    : url.startsWith(`${scheme}//`)
+    ? `is a ${scheme}// URL`
+    : `has the scheme ${scheme} without //`
 }
 
 const schemes = { postgres: "postgres:// or postgresql://", mysql: "mysql:// or mariadb://" } as const

@@ -61,7 +61,12 @@ const whereOf = (dialect: Dialect, options: ConnectionOptions): string => {
     : dialect === "postgres"
     ? ", the user from PGUSER or the login"
     : ", no user"
-  return `${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (no url, host or DATABASE_URL given: the driver's defaults${user})`
+  // DATABASE_URL may be set and still not read: postgres() and mysql() read it only beside no field
+  const given = locationFields(options)
+  const missing = given.length > 0 && process.env.DATABASE_URL !== undefined
+    ? `no url or host given (DATABASE_URL is not read beside ${given.join(", ")})`
+    : "no url, host or DATABASE_URL given"
+  return `${dialectLabel(dialect)} at ${describeTarget(dialect, options)} (${missing}: the driver's defaults${user})`
 }
 
 /**

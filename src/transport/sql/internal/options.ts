@@ -18,7 +18,7 @@ export interface SqlTransportOptions {
    * `A-Z`, `a-z`, `0-9`, `_` or `-`. Default `durable`.
    */
   readonly prefix?: string | undefined
-  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces). Default none. */
+  /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces); no blank or quote around it. Default none. */
   readonly partition?: string | undefined
   /** How long a claimed row is owned before another worker may claim it: at least 1 second. Default 30 seconds (the engine's). */
   readonly lease?: Duration.DurationInput | undefined

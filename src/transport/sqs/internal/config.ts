@@ -58,26 +58,14 @@ export const clientConfigOf = (env: {
 }
 
 /**
- * The environment's AWS keys, an empty one (`AWS_ACCESS_KEY_ID=` in an env file) as unset: given to
- * the client as they are, empty keys would stand in front of the SDK's own lookup (an instance or
- * IRSA role) and be refused. One key without the other is refused.
+ * An AWS key of the environment, an empty one (`AWS_ACCESS_KEY_ID=` in an env file) as unset: given
+ * to the client as it is, an empty key would stand in front of the SDK's own lookup (a profile, an
+ * instance or IRSA role) and be refused.
  *
  * @internal
  */
-export const environmentKeys = <K extends { readonly accessKeyId: Redacted.Redacted | undefined; readonly secretAccessKey: Redacted.Redacted | undefined }>(
-  env: K
-): Either.Either<K, SqsConfigError> => {
-  const set = (key: Redacted.Redacted | undefined) => key !== undefined && Redacted.value(key).trim() !== "" ? key : undefined
-  const keys = { ...env, accessKeyId: set(env.accessKeyId), secretAccessKey: set(env.secretAccessKey) }
-  if ((keys.accessKeyId === undefined) === (keys.secretAccessKey === undefined)) return Either.right(keys)
-  const [given, missing] = keys.accessKeyId === undefined
-    ? ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"]
-    : ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
-  return fail(
-    "clientConfig",
-    `${given} is set without ${missing}: set both, or neither for the AWS SDK's own lookup (a profile, an instance or IRSA role)`
-  )
-}
+export const environmentKey = (key: Redacted.Redacted | undefined): Redacted.Redacted | undefined =>
+  key !== undefined && Redacted.value(key).trim() !== "" ? key : undefined
 
 /**
  * The visibility a received task gets and how often it is extended while it runs or waits.
