@@ -156,6 +156,10 @@ export const verify = (
     if (!(yield* Effect.orElseSucceed(fs.exists(command.directory), () => false))) {
       return yield* new UsageError({ message: `the history directory ${command.directory} does not exist` })
     }
+    // a file given there (the workflows module, the arguments swapped) is the same kind of mistake
+    if (!(yield* Effect.orElseSucceed(Effect.as(fs.readDirectory(command.directory), true), () => false))) {
+      return yield* new UsageError({ message: `the history directory ${command.directory} is not a directory that can be read` })
+    }
     const loaded = yield* Effect.forEach(command.modules, (module) => load(path, module))
     const found = loaded.map(ReplayVerify.definitionsOf)
     const durableWorkflows = [...new Set(found.flatMap((d) => d.durableWorkflows))]
