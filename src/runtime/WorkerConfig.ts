@@ -464,4 +464,34 @@ export const layerConfig = (
   options: WorkerOptions = {},
   source: Config.Config<WorkerOptions> = config
 ): Layer.Layer<WorkerConfig, WorkerConfigError | ConfigError.ConfigError> =>
-  Layer.effect(WorkerConfig, Effect.flatMap(source, (read) => resolve({ ...read, ...Options.definedOnly(options) })))
+  Layer.effect(
+    WorkerConfig,
+    Effect.flatMap(source, (read) => {
+      const given = Options.definedOnly(options)
+      return Either.mapLeft(resolve({ ...read, ...given }), (error) => {
+        // refused as read from the environment: the message names the variable the operator set
+        const top = error.option.split(".")[0]!
+        const variable = VARIABLES[error.option]
+        return variable !== undefined && top in read && !(top in given)
+          ? new WorkerConfigError({ option: error.option, message: `${variable}: ${error.message}` })
+          : error
+      })
+    })
+  )
+
+/** The variable {@link config} reads each option from. */
+const VARIABLES: Readonly<Record<string, string>> = {
+  workerId: "DURABLE_WORKER_ID",
+  buildId: "DURABLE_BUILD_ID",
+  concurrency: "DURABLE_CONCURRENCY",
+  workflowConcurrency: "DURABLE_WORKFLOW_CONCURRENCY",
+  pollTimeout: "DURABLE_POLL_TIMEOUT",
+  shutdownTimeout: "DURABLE_SHUTDOWN_TIMEOUT",
+  heartbeatInterval: "DURABLE_HEARTBEAT_INTERVAL",
+  interruptTimeout: "DURABLE_INTERRUPT_TIMEOUT",
+  pollRetryDelay: "DURABLE_POLL_RETRY_DELAY",
+  metricsInterval: "DURABLE_METRICS_INTERVAL",
+  "health.port": "DURABLE_HEALTH_PORT",
+  "health.host": "DURABLE_HEALTH_HOST",
+  "health.metrics": "DURABLE_HEALTH_METRICS"
+}

@@ -111,6 +111,10 @@ describe("WorkerConfig", () => {
       const error = yield* build({ DURABLE_POLL_TIMEOUT: "0s" })
       assert.strictEqual(error._tag, "WorkerConfigError")
       assert.strictEqual((error as WorkerConfig.WorkerConfigError).option, "pollTimeout")
+      // the operator set the variable, not the option: the message names it
+      assert.match((error as WorkerConfig.WorkerConfigError).message, /^DURABLE_POLL_TIMEOUT: pollTimeout must be a positive duration \(.*\), got 0ms$/)
+      const blank = (yield* build({ DURABLE_HEALTH_PORT: "8080", DURABLE_HEALTH_HOST: " " })) as WorkerConfig.WorkerConfigError
+      assert.match(blank.message, /^DURABLE_HEALTH_HOST: health\.host must be a non-empty string/)
       // a whole number is digits: Config.integer read "" (an empty FOO= in an env file) as 0, so an
       // empty DURABLE_HEALTH_PORT served the probes on a random port and DURABLE_CONCURRENCY= ran one task at a time
       for (

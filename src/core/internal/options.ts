@@ -239,7 +239,7 @@ export const showValue = (value: unknown): string =>
     : typeof value === "function"
     ? "a function"
     : Duration.isDuration(value)
-    ? Duration.format(value)
+    ? Duration.isZero(value) ? "0ms" : Duration.format(value)
     : Array.isArray(value) || (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype)
     ? json(value)
     : String(value)
