@@ -136,7 +136,15 @@ const specifierOf = (path: Path.Path, module: string): string =>
 const load = (path: Path.Path, module: string) =>
   Effect.tryPromise({
     try: () => import(specifierOf(path, module)) as Promise<unknown>,
-    catch: (error) => new UsageError({ message: `cannot load the workflows module ${module}: ${messageOf(error)}` })
+    catch: (error) => {
+      // "dir/wf" is a package's name to import(): a path meant there needs its ./
+      const bare = specifierOf(path, module) === module && (error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND"
+      return new UsageError({
+        message: `cannot load the workflows module ${module}: ${messageOf(error)}${
+          bare && module.includes("/") && !module.startsWith("@") ? ` (a path needs ./ in front: ./${module})` : ""
+        }`
+      })
+    }
   })
 
 /**

@@ -105,6 +105,10 @@ describe("effect-durable-worker verify", () => {
     const nowhere = await cli("verify", "--workflows", "./test/fixtures/replay-cases/workflows.ts", "test/fixtures/replay-cases/nowhere")
     assert.strictEqual(nowhere.code, 2)
     assert.match(nowhere.stderr, /the history directory test\/fixtures\/replay-cases\/nowhere does not exist/)
+    // a path without ./ is a package's name to import(): said
+    const pathless = await cli("verify", "--workflows", "test/fixtures/replay-cases/workflows", "test/fixtures/replay-cases/passing")
+    assert.strictEqual(pathless.code, 2)
+    assert.match(pathless.stderr, /\(a path needs \.\/ in front: \.\/test\/fixtures\/replay-cases\/workflows\)/)
     const file = await cli("verify", "--workflows", "./test/fixtures/replay-cases/workflows.ts", "test/fixtures/replay-cases/workflows.ts")
     assert.strictEqual(file.code, 2)
     assert.match(file.stderr, /the history directory test\/fixtures\/replay-cases\/workflows\.ts is not a directory that can be read/)
