@@ -400,6 +400,23 @@ export const optionNames: ReadonlyArray<string> = KEYS
 export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerConfigError> =>
   Layer.effect(WorkerConfig, resolve(options))
 
+/** The variable {@link config} reads each option from, by the option's name. */
+const VARIABLES = {
+  workerId: "DURABLE_WORKER_ID",
+  buildId: "DURABLE_BUILD_ID",
+  concurrency: "DURABLE_CONCURRENCY",
+  workflowConcurrency: "DURABLE_WORKFLOW_CONCURRENCY",
+  pollTimeout: "DURABLE_POLL_TIMEOUT",
+  shutdownTimeout: "DURABLE_SHUTDOWN_TIMEOUT",
+  heartbeatInterval: "DURABLE_HEARTBEAT_INTERVAL",
+  interruptTimeout: "DURABLE_INTERRUPT_TIMEOUT",
+  pollRetryDelay: "DURABLE_POLL_RETRY_DELAY",
+  metricsInterval: "DURABLE_METRICS_INTERVAL",
+  "health.port": "DURABLE_HEALTH_PORT",
+  "health.host": "DURABLE_HEALTH_HOST",
+  "health.metrics": "DURABLE_HEALTH_METRICS"
+} as const
+
 /**
  * The options read from the environment, each optional: `DURABLE_WORKER_ID`, `DURABLE_BUILD_ID`,
  * `DURABLE_CONCURRENCY` (a number or `adaptive`), `DURABLE_WORKFLOW_CONCURRENCY`,
@@ -413,11 +430,11 @@ export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerC
  * @category config
  */
 export const config: Config.Config<WorkerOptions> = Config.all({
-  workerId: Options.optional(Config.string("DURABLE_WORKER_ID")),
-  buildId: Options.optional(Config.string("DURABLE_BUILD_ID")),
+  workerId: Options.optional(Config.string(VARIABLES.workerId)),
+  buildId: Options.optional(Config.string(VARIABLES.buildId)),
   concurrency: Options.optional(
     Config.mapOrFail(
-      Config.string("DURABLE_CONCURRENCY"),
+      Config.string(VARIABLES.concurrency),
       // "adaptive" in any case, as the option takes it; a number as every whole-number variable
       (text): Either.Either<number | "adaptive", ConfigError.ConfigError> =>
         text.trim().toLowerCase() === "adaptive"
@@ -425,29 +442,29 @@ export const config: Config.Config<WorkerOptions> = Config.all({
           : Options.wholeNumber(text, 1, Number.MAX_SAFE_INTEGER, ' or "adaptive"')
     )
   ),
-  workflowConcurrency: Options.optional(Options.wholeNumberConfig("DURABLE_WORKFLOW_CONCURRENCY", 1)),
-  pollTimeout: Options.optional(Options.durationConfig("DURABLE_POLL_TIMEOUT")),
-  shutdownTimeout: Options.optional(Options.durationConfig("DURABLE_SHUTDOWN_TIMEOUT")),
-  heartbeatInterval: Options.optional(Options.durationConfig("DURABLE_HEARTBEAT_INTERVAL")),
-  interruptTimeout: Options.optional(Options.durationConfig("DURABLE_INTERRUPT_TIMEOUT")),
-  pollRetryDelay: Options.optional(Options.durationConfig("DURABLE_POLL_RETRY_DELAY")),
-  metricsInterval: Options.optional(Options.durationConfig("DURABLE_METRICS_INTERVAL")),
+  workflowConcurrency: Options.optional(Options.wholeNumberConfig(VARIABLES.workflowConcurrency, 1)),
+  pollTimeout: Options.optional(Options.durationConfig(VARIABLES.pollTimeout)),
+  shutdownTimeout: Options.optional(Options.durationConfig(VARIABLES.shutdownTimeout)),
+  heartbeatInterval: Options.optional(Options.durationConfig(VARIABLES.heartbeatInterval)),
+  interruptTimeout: Options.optional(Options.durationConfig(VARIABLES.interruptTimeout)),
+  pollRetryDelay: Options.optional(Options.durationConfig(VARIABLES.pollRetryDelay)),
+  metricsInterval: Options.optional(Options.durationConfig(VARIABLES.metricsInterval)),
   health: Config.mapOrFail(
     Config.all({
-      port: Options.optional(Options.wholeNumberConfig("DURABLE_HEALTH_PORT", 0, 65_535)),
-      host: Options.optional(Config.string("DURABLE_HEALTH_HOST")),
-      metrics: Options.optional(Config.boolean("DURABLE_HEALTH_METRICS"))
+      port: Options.optional(Options.wholeNumberConfig(VARIABLES["health.port"], 0, 65_535)),
+      host: Options.optional(Config.string(VARIABLES["health.host"])),
+      metrics: Options.optional(Config.boolean(VARIABLES["health.metrics"]))
     }),
     ({ port, ...rest }): Either.Either<HealthOptions | undefined, ConfigError.ConfigError> => {
       if (port !== undefined) return Either.right(Options.definedOnly({ port, ...rest }))
       // a host or /metrics asked for without the port that turns the server on would be ignored
-      const without = Object.entries({ DURABLE_HEALTH_HOST: rest.host, DURABLE_HEALTH_METRICS: rest.metrics })
-        .filter(([, value]) => value !== undefined).map(([name]) => name)
+      const without = ([["health.host", rest.host], ["health.metrics", rest.metrics]] as const)
+        .filter(([, value]) => value !== undefined).map(([option]) => VARIABLES[option])
       return without.length === 0
         ? Either.right(undefined)
         : Either.left(ConfigError.InvalidData(
-          ["DURABLE_HEALTH_PORT"],
-          `${without.join(" and ")} set without DURABLE_HEALTH_PORT, which turns the probe server on: set the port too`
+          [VARIABLES["health.port"]],
+          `${without.join(" and ")} set without ${VARIABLES["health.port"]}, which turns the probe server on: set the port too`
         ))
     }
   )
@@ -471,7 +488,7 @@ export const layerConfig = (
       return Either.mapLeft(resolve({ ...read, ...given }), (error) => {
         // refused as read from the environment: the message names the variable the operator set
         const top = error.option.split(".")[0]!
-        const variable = VARIABLES[error.option]
+        const variable = (VARIABLES as Readonly<Record<string, string>>)[error.option]
         return variable !== undefined && top in read && !(top in given)
           ? new WorkerConfigError({ option: error.option, message: `${variable}: ${error.message}` })
           : error
@@ -479,19 +496,3 @@ export const layerConfig = (
     })
   )
 
-/** The variable {@link config} reads each option from. */
-const VARIABLES: Readonly<Record<string, string>> = {
-  workerId: "DURABLE_WORKER_ID",
-  buildId: "DURABLE_BUILD_ID",
-  concurrency: "DURABLE_CONCURRENCY",
-  workflowConcurrency: "DURABLE_WORKFLOW_CONCURRENCY",
-  pollTimeout: "DURABLE_POLL_TIMEOUT",
-  shutdownTimeout: "DURABLE_SHUTDOWN_TIMEOUT",
-  heartbeatInterval: "DURABLE_HEARTBEAT_INTERVAL",
-  interruptTimeout: "DURABLE_INTERRUPT_TIMEOUT",
-  pollRetryDelay: "DURABLE_POLL_RETRY_DELAY",
-  metricsInterval: "DURABLE_METRICS_INTERVAL",
-  "health.port": "DURABLE_HEALTH_PORT",
-  "health.host": "DURABLE_HEALTH_HOST",
-  "health.metrics": "DURABLE_HEALTH_METRICS"
-}

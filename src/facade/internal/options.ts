@@ -6,7 +6,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { durationFormsClause, unknownOption } from "../../core/internal/options.js"
+import { durationFormsClause, showValue, unknownOption } from "../../core/internal/options.js"
 import type { Transport } from "../../seam/Transport.js"
 
 export { notOneOf } from "../../core/internal/options.js"
@@ -60,9 +60,7 @@ export const badOption = (
     if (key.endsWith("Ms") && value !== undefined && !(typeof value === "number" && value >= 0)) {
       return {
         key,
-        message: `${what} option "${key}" is a number of milliseconds, zero or more; got ${
-          typeof value === "string" ? JSON.stringify(value) : String(value)
-        }`
+        message: `${what} option "${key}" is a number of milliseconds, zero or more; got ${showValue(value)}`
       }
     }
   }
