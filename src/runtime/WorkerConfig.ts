@@ -262,7 +262,12 @@ const positiveInt = (option: string, value: unknown, fallback: number) =>
     ? Either.right(value as number)
     : fail(option, `${option} must be an integer of at least 1, got ${Options.showValue(value)}`)
 
-const duration = (option: string, value: unknown, fallback: Duration.Duration, rule?: Options.DurationRule) =>
+const duration = <F extends Duration.Duration | undefined>(
+  option: string,
+  value: unknown,
+  fallback: F,
+  rule?: Options.DurationRule
+): Either.Either<Duration.Duration | F, WorkerConfigError> =>
   value === undefined
     ? Either.right(fallback)
     : Either.mapLeft(Options.checkDuration(option, value, rule), (message) => new WorkerConfigError({ option, message }))
@@ -308,9 +313,10 @@ export const resolve = (
     const unknown = Options.unknownOption(options, KEYS, "worker")
     if (unknown !== undefined) return yield* fail(unknown.key, unknown.message)
     // finite: the orchestrator takes a worker that never beats for a dead one
-    const heartbeatInterval = options.heartbeatInterval === undefined
-      ? base.heartbeatInterval
-      : yield* duration("heartbeatInterval", options.heartbeatInterval, Duration.zero, { positive: true, finite: true })
+    const heartbeatInterval = yield* duration("heartbeatInterval", options.heartbeatInterval, base.heartbeatInterval, {
+      positive: true,
+      finite: true
+    })
     // `null` (which the option's type admits, meaning "absent") is not given, as `undefined` is: the
     // environment's or the default limit, not the resolver's fixed 1 beside the default's controller
     const concurrencyGiven = options.concurrency ?? undefined

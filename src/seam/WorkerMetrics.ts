@@ -213,13 +213,15 @@ export const connectionsLost = Metric.counter("durable_worker_connections_lost",
 })
 
 /**
- * How late the event loop woke up at its last sample, seconds (recorded by the health server).
+ * How late the event loop woke up, seconds: the longest delay over the last samples, the ones the
+ * health server's `/livez` judges by (recorded by the health server; a block stays visible for about
+ * two and a half `loopDelayThreshold`s after it ends).
  *
  * @since 0.3.0
  * @category metrics
  */
 export const eventLoopDelay = Metric.gauge("durable_worker_event_loop_delay_seconds", {
-  description: "Event loop delay at the last sample, seconds"
+  description: "Longest event loop delay over the last samples, seconds"
 })
 
 /**

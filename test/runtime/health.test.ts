@@ -15,6 +15,7 @@ import { LOOP_WINDOW, loopSampleInterval, sampleLoopDelay } from "../../src/runt
 import { render } from "../../src/runtime/internal/prometheus.js"
 import * as Worker from "../../src/runtime/Worker.js"
 import * as WorkerConfig from "../../src/runtime/WorkerConfig.js"
+import * as WorkerMetrics from "../../src/seam/WorkerMetrics.js"
 import * as Memory from "../../src/services/Memory.js"
 import * as InMemory from "../../src/transport/InMemoryTransport.js"
 import * as Metric from "effect/Metric"
@@ -175,6 +176,21 @@ describe("health probe server", () => {
       assert.deepStrictEqual(yield* Ref.get(delays), [0], "on time")
       yield* TestClock.adjust(`${100 * LOOP_WINDOW * 2} millis`)
       assert.strictEqual((yield* Ref.get(delays)).length, LOOP_WINDOW, "only the last samples are kept")
+    }))
+
+  it.effect("the event loop delay gauge shows the longest delay /livez judges by, until it leaves the window", () =>
+    Effect.gen(function*() {
+      // a block of 300 ms a few samples ago, the samples since on time (a TestClock sleep wakes on time)
+      const delays = yield* Ref.make<ReadonlyArray<number>>([0, 300, 0, 0])
+      const gauge = Metric.value(WorkerMetrics.eventLoopDelay)
+      yield* Effect.fork(sampleLoopDelay(Duration.millis(100), delays))
+      yield* TestClock.adjust("100 millis")
+      assert.strictEqual((yield* gauge).value, 0.3, "the block, not the on-time sample after it")
+      yield* TestClock.adjust(`${100 * (LOOP_WINDOW - 4)} millis`)
+      assert.deepStrictEqual((yield* Ref.get(delays))[0], 300, "the block is now the oldest sample kept")
+      assert.strictEqual((yield* gauge).value, 0.3, "still in the window")
+      yield* TestClock.adjust("100 millis")
+      assert.strictEqual((yield* gauge).value, 0, "out of the window")
     }))
 
   it("@effect/platform-node is loaded only once a worker with health runs, never by importing the package", async () => {

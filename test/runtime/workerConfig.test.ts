@@ -71,6 +71,15 @@ describe("WorkerConfig", () => {
         assert.include(String(error), `Expected a duration of zero or more such as "30 seconds" or "30s", got "${bad}"`, bad)
         if (bad === "30") assert.include(String(error), "(a number needs its unit here)")
       }
+      // "no deadline" as a variable says it, where a deadline may be infinite; refused where not
+      const unbounded = yield* read({ DURABLE_SHUTDOWN_TIMEOUT: "infinity", DURABLE_INTERRUPT_TIMEOUT: " Infinity " })
+      assert.isFalse(Duration.isFinite(unbounded.shutdownTimeout))
+      assert.isFalse(Duration.isFinite(unbounded.interruptTimeout))
+      const neverBeats = yield* Effect.flip(
+        Effect.flatMap(read({ DURABLE_HEARTBEAT_INTERVAL: "infinity" }), (config) => Worker.make({}).pipe(Effect.provideService(WorkerConfig.WorkerConfig, config)))
+      )
+      assert.include(String(neverBeats), "DURABLE_HEARTBEAT_INTERVAL")
+      assert.include(String(neverBeats), "heartbeatInterval must be a positive, finite duration")
       // and in code, from JavaScript, the same forms
       const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
       assert.isString(worker.id, "built")

@@ -147,8 +147,9 @@ const belowZero = (value: unknown): boolean =>
 /**
  * A duration as the options and the `DURABLE_*` variables take it: what `Duration.decode` accepts
  * (milliseconds as a number, `"30 seconds"`, `"500 millis"`), and the short forms of Go and
- * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`); none for anything else, nor for
- * a value below zero or `NaN`.
+ * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`), and `"infinity"` (any case), so a
+ * variable can say what `Duration.infinity` says in code; none for anything else, nor for a value
+ * below zero or `NaN`.
  *
  * @internal
  */
@@ -158,6 +159,7 @@ export const decodeDuration = (given: unknown): Option.Option<Duration.Duration>
   if (belowZero(value)) return Option.none()
   const decoded = Duration.decodeUnknown(value)
   if (Option.isSome(decoded)) return decoded
+  if (typeof value === "string" && value.toLowerCase() === "infinity") return Option.some(Duration.infinity)
   if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value)) return Option.none()
   let millis = 0
   for (const [, amount, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!

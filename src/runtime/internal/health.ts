@@ -31,7 +31,9 @@ export const LOOP_WINDOW = 10
 
 /**
  * Measures how late a sleep of one interval wakes up, every interval: the last {@link LOOP_WINDOW}
- * delays (millis) go to `delays`, the last one to the event loop delay gauge. Runs until interrupted.
+ * delays (millis) go to `delays`, and the longest of them to the event loop delay gauge, so the gauge
+ * shows what `/livez` judges by and a block between two scrapes is not hidden by the on-time sample
+ * after it. Runs until interrupted.
  *
  * @internal
  */
@@ -41,8 +43,8 @@ export const sampleLoopDelay = (interval: Duration.Duration, delays: Ref.Ref<Rea
     const before = yield* Clock.currentTimeMillis
     yield* Effect.sleep(interval)
     const late = Math.max(0, (yield* Clock.currentTimeMillis) - before - millis)
-    yield* Ref.update(delays, (recent) => [...recent.slice(-(LOOP_WINDOW - 1)), late])
-    yield* Metric.set(WorkerMetrics.eventLoopDelay, late / 1000)
+    const recent = yield* Ref.updateAndGet(delays, (recent) => [...recent.slice(-(LOOP_WINDOW - 1)), late])
+    yield* Metric.set(WorkerMetrics.eventLoopDelay, Math.max(...recent) / 1000)
   })
   return Effect.repeat(once, Schedule.forever).pipe(Effect.zipRight(Effect.never))
 }
