@@ -133,13 +133,15 @@ const KINDS: ReadonlyArray<readonly [HandlerKind, string]> = [
 const given = (handlers: Handlers<unknown>) =>
   KINDS.map(([kind, label]) => ({ kind, label, named: names(handlers[kind]) })).filter(({ named }) => named.length > 0)
 
-/** A kind's label and its first names, quoted, then how many more: `steps "a", "b" and 3 more`. */
-const listed = ({ label, named }: { readonly label: string; readonly named: ReadonlyArray<string> }): string => {
-  const more = named.length - HANDLERS_LISTED
-  return `${label} ${named.slice(0, HANDLERS_LISTED).map((name) => JSON.stringify(name)).join(", ")}${
-    more > 0 ? ` and ${more} more` : ""
-  }`
+/** The first {@link HANDLERS_LISTED} of `items`, then how many more: `"a", "b" and 3 more`. */
+const firstOf = (items: ReadonlyArray<string>): string => {
+  const more = items.length - HANDLERS_LISTED
+  return `${items.slice(0, HANDLERS_LISTED).join(", ")}${more > 0 ? ` and ${more} more` : ""}`
 }
+
+/** A kind's label and its first names, quoted, then how many more: `steps "a", "b" and 3 more`. */
+const listed = ({ label, named }: { readonly label: string; readonly named: ReadonlyArray<string> }): string =>
+  `${label} ${firstOf(named.map((name) => JSON.stringify(name)))}`
 
 /**
  * The names the worker has handlers for, as its registration's line says them (`steps "a", "b";
@@ -365,8 +367,13 @@ export const make = <R = never>(
       if (controller.config.mode === "adaptive") {
         yield* controller.limitChanges.pipe(Stream.runForEach(pools.resizeConcurrency), Effect.forkIn(resources))
       }
+      // what it serves and where it takes tasks from: the two things to compare with the engine's
+      // when a worker takes nothing (a name mistyped, another prefix, queue or partition)
+      const polling = registration.pollers.map((poller) => poller.name)
       yield* Effect.logInfo(
-        `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `; its handlers: ${handlerNames(handlers)}`}`
+        `worker ${workerId} registered on ${transport.name}${servesNothing ? "" : `; its handlers: ${handlerNames(handlers)}`}${
+          polling.length === 0 ? "" : `; polling ${firstOf(polling)}`
+        }`
       )
       const unserved = notServed(handlers, transport.protocol)
       if (unserved !== undefined) yield* Effect.logWarning(unserved)

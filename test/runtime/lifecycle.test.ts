@@ -454,7 +454,7 @@ describe("Worker lifecycle", () => {
       yield* worker.stop
     }))
 
-  it.effect("the registration's line names the worker's handlers: each kind's first ten names, sorted and quoted, then how many more", () =>
+  it.effect("the registration's line names the worker's handlers (each kind's first ten names, sorted and quoted, then how many more) and what it polls", () =>
     Effect.gen(function*() {
       const broker = yield* InMemory.make()
       const names = Array.from({ length: 12 }, (_, i) => `step-${String(12 - i).padStart(2, "0")}`)
@@ -467,7 +467,8 @@ describe("Worker lifecycle", () => {
       yield* worker.registered
       assert.deepStrictEqual(logs.lines.filter((line) => line.includes(" registered on ")), [
         `INFO worker ${worker.id} registered on in-memory; its handlers: steps "step-01", "step-02", "step-03", "step-04", ` +
-        "\"step-05\", \"step-06\", \"step-07\", \"step-08\", \"step-09\", \"step-10\" and 2 more; workflows \"order\""
+        "\"step-05\", \"step-06\", \"step-07\", \"step-08\", \"step-09\", \"step-10\" and 2 more; workflows \"order\"; " +
+        "polling in-memory queue"
       ])
       yield* worker.stop
     }))

@@ -55,6 +55,11 @@ describe("BullMQ transport: start in any order", () => {
       assert.strictEqual(answered[0]!.data.status, "completed")
       assert.strictEqual(answered[0]!.data.output, 42)
       assert.isTrue(log.lines.some((l) => l.startsWith("INFO done waiting for Redis")))
+      // the registration's line says where the worker takes tasks from, to compare with the engine's queues
+      assert.isTrue(
+        log.lines.some((l) => / registered on bullmq .*; its handlers: steps "late"; polling queue durable-tasks-late$/.test(l)),
+        log.lines.join("\n")
+      )
       yield* worker.stop
       yield* Fiber.join(running)
     }).pipe(Effect.scoped), 40_000)
