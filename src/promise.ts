@@ -516,8 +516,9 @@ export class Worker {
   }
 
   /**
-   * Runs until `until` settles / returns true (then stops and resolves), or `timeoutMs` passes
-   * (then stops and rejects with `RunUntilTimeoutError`). An external {@link Worker.stop} makes it
+   * Runs until `until` settles / returns true (then stops and resolves), `until` throws or rejects
+   * (then stops and rejects with that error), or `timeoutMs` passes (then stops and rejects with
+   * `RunUntilTimeoutError`). An external {@link Worker.stop} makes it
    * reject with an interruption once accepted work has drained. Rejects with a `TypeError` naming
    * an unknown key of `options`, before anything runs.
    */

@@ -94,8 +94,9 @@ export interface Worker<R = never> {
    */
   readonly run: Effect.Effect<void, RunError, Transport | R>
   /**
-   * Runs the worker until `until` succeeds (then stops and returns its value) or `timeout` passes
-   * (then stops and fails with {@link RunUntilTimeoutError}). An external `stop` makes it fail with
+   * Runs the worker until `until` succeeds (then stops and returns its value), fails or dies (then
+   * stops and fails with its cause), or `timeout` passes (then stops and fails with
+   * {@link RunUntilTimeoutError}). An external `stop` makes it fail with
    * an interruption once accepted work has drained or been interrupted. A `timeout` that is not a
    * duration of zero or more fails it with a `WorkerConfigError` before anything runs.
    */
@@ -502,8 +503,10 @@ export const make = <R = never>(
         )
         yield* claim
         const running = yield* Effect.fork(serve)
+        // its exit, not only its failure: a condition that dies (a thrown callback) must end the run
+        // with its cause, where raceAll would wait on the other racers
         const first = yield* Effect.raceAll([
-          Effect.map(Effect.either(until), (result) => ({ _tag: "Until" as const, result })),
+          Effect.map(Effect.exit(until), (result) => ({ _tag: "Until" as const, result })),
           Effect.map(Fiber.await(running), (exit) => ({ _tag: "Ended" as const, exit })),
           ...(timeout === undefined ? [] : [Effect.as(Effect.sleep(timeout), { _tag: "Timeout" as const })])
         ])
@@ -520,7 +523,7 @@ export const make = <R = never>(
           })
         }
         if (Exit.isFailure(ended)) return yield* Effect.failCause(ended.cause)
-        return yield* Either.match(first.result, { onLeft: Effect.fail, onRight: Effect.succeed })
+        return yield* first.result
       })
 
     return {

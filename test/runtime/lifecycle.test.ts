@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -246,6 +247,24 @@ describe("Worker lifecycle", () => {
       assert.strictEqual((yield* ops).at(-1), "deregister")
     }))
 
+  it.effect("runUntil stops and fails with the condition's own cause when it fails or dies, not waiting for a timeout", () =>
+    Effect.gen(function*() {
+      const boom = new Error("the condition broke")
+      const cases: ReadonlyArray<readonly [Effect.Effect<never, "refused">, unknown]> = [
+        [Effect.fail("refused" as const), "refused"],
+        [Effect.die(boom), boom]
+      ]
+      for (const [condition, expected] of cases) {
+        const { worker, start, ops } = yield* setup()
+        const running = yield* start(worker.runUntil(Effect.zipRight(Effect.sleep("1 second"), condition), { timeout: "1 minute" }))
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        const exit = yield* Fiber.await(running)
+        assert.isTrue(Exit.isFailure(exit) && Cause.squash(exit.cause) === expected, String(exit))
+        assert.strictEqual((yield* ops).at(-1), "deregister", "stopped clean first")
+      }
+    }))
+
   it.effect("runUntil fails with RunUntilTimeoutError when the condition does not hold in time", () =>
     Effect.gen(function*() {
       const { worker, start, ops } = yield* setup()
@@ -432,9 +451,9 @@ describe("Worker lifecycle", () => {
       yield* worker.registered
       assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("WARN")), [])
       yield* worker.stop
-      // its registration's line names nothing it serves
+      // its registration's line names nothing it serves, only where it polls
       assert.deepStrictEqual(emptyLogs.lines.filter((line) => line.includes(" registered on ")), [
-        `INFO worker ${empty.id} registered on in-memory`
+        `INFO worker ${empty.id} registered on in-memory; polling in-memory queue`
       ])
     }))
 
@@ -628,7 +647,7 @@ describe("Worker dispatch", () => {
       // the poll that works again returns with this task
       yield* broker.enqueue(task("r1", "sleep", { ms: 1, id: "a" }))
       yield* settle
-      const logged = logs.lines.filter((line) => line.includes("poll"))
+      const logged = logs.lines.filter((line) => line.includes("poll") && !line.includes(" registered on "))
       const poller = logged[0]!.match(/poll failed on (.+?):/)![1]
       assert.deepStrictEqual(logged, [
         `WARN poll failed on ${poller}: connection reset; retrying every 1s (until it works again, further failures are debug lines)`,
