@@ -308,6 +308,12 @@ describe("promise facade", () => {
     const noTime = await runOn(durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", requestTimeoutMs: 0 }))
     assert.strictEqual(noTime._tag, "DurableWorkflowConfigError")
     assert.strictEqual(noTime.message, "requestTimeoutMs must be a positive duration, got 0")
+    assert.strictEqual(noTime.option, "requestTimeoutMs")
+    // an option the facade takes as the transport does: named as it is
+    const blank = await runOn(durableWorkflow({ baseUrl: "http://127.0.0.1:1", taskQueue: "q", namespace: " shop" }))
+    assert.strictEqual(blank._tag, "DurableWorkflowConfigError")
+    assert.strictEqual(blank.option, "namespace")
+    assert.strictEqual(blank.message, 'namespace must be a non-empty string without blanks around it, got " shop"')
 
     // a url from REDIS_URL, which the application did not write: the refusal names the variable
     const saved = process.env.REDIS_URL
@@ -342,6 +348,7 @@ describe("promise facade", () => {
     const dwError = await runOn(dw)
     assert.strictEqual(dwError._tag, "DurableWorkflowConfigError")
     assert.match(dwError.message, /unknown durableWorkflow\(\) option "pollTimeoutMs"; the options are baseUrl, /)
+    assert.strictEqual(dwError.option, "pollTimeoutMs")
     const control = await dw.workflowTerminal("wf")().then(() => assert.fail("should reject"), (e: { _tag?: string }) => e)
     assert.strictEqual(control._tag, "DurableWorkflowConfigError")
   })
@@ -471,6 +478,24 @@ describe("promise facade", () => {
     const worker = new Worker(quiet)
     await worker.stop()
     await worker.run(inMemory()).then(() => assert.fail("should reject"), (e: Error) => assert.match(e.message, /cannot run after stop\(\)/))
+  })
+
+  it("runUntil stops and rejects with the error until throws or rejects with", async () => {
+    const conditions = [
+      () => () => {
+        throw new Error("until broke")
+      },
+      () => Promise.reject(new Error("until broke"))
+    ]
+    for (const condition of conditions) {
+      const until = condition()
+      const worker = new Worker(quiet)
+      worker.step("noop", () => 1)
+      const error = await worker.runUntil(inMemory(), { until, timeoutMs: 60_000 }).then(() => undefined, (e: unknown) => e)
+      assert.instanceOf(error, Error)
+      assert.strictEqual((error as Error).message, "until broke")
+      assert.strictEqual((await worker.status()).state, "stopped")
+    }
   })
 
   it("runUntil resolves when the predicate holds, and rejects with an interruption on an external stop", async () => {

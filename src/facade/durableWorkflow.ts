@@ -86,7 +86,7 @@ export const durableWorkflow = (options: DurableWorkflowOptions): DurableWorkflo
     options,
     DURABLE_WORKFLOW_KEYS,
     "durableWorkflow()",
-    ({ message }) => new DurableWorkflowTransport.DurableWorkflowConfigError({ message }),
+    ({ key, message }) => new DurableWorkflowTransport.DurableWorkflowConfigError({ option: key, message }),
     () => DurableWorkflowTransport.layer({
       baseUrl: options.baseUrl,
       taskQueue: options.taskQueue,

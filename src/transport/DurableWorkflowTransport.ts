@@ -41,7 +41,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { checkDuration, unknownOption } from "../core/internal/options.js"
+import { checkDuration } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -59,7 +59,7 @@ import {
 } from "./durableWorkflow/internal/errors.js"
 import * as External from "./durableWorkflow/internal/externalStorage.js"
 import * as Refusals from "./internal/connectErrors.js"
-import { show } from "./internal/options.js"
+import { checks, show } from "./internal/options.js"
 import { isSecret, redact, redactUrl, reveal, safeCause, type Secret } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
 import * as Heartbeat from "./durableWorkflow/internal/heartbeat.js"
@@ -266,77 +266,60 @@ const OPTION_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
   "sdkVersion"
 ]
 
-const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> => {
-  const unknown = unknownOption(options, OPTION_KEYS, "Durable Workflow")
-  if (unknown !== undefined) return Either.left(new DurableWorkflowConfigError({ message: unknown.message }))
-  for (const key of ["token", "workerToken", "controlToken"] as const) {
-    if (options[key] !== undefined && !isSecret(options[key])) {
-      return Either.left(new DurableWorkflowConfigError({ message: `${key} must be a string or a Redacted string` }))
+const configError = (option: string, message: string) => new DurableWorkflowConfigError({ option, message })
+
+const { boolean, duration, fail, integer, refuseUnknown, string } = checks("Durable Workflow", configError, "60 seconds")
+
+const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> =>
+  Either.gen(function*() {
+    yield* refuseUnknown(options, OPTION_KEYS)
+    for (const key of ["token", "workerToken", "controlToken"] as const) {
+      const value: unknown = options[key]
+      if (value === undefined) continue
+      if (!isSecret(value)) return yield* fail(key, `${key} must be a string or a Redacted string`)
+      // an empty token would go out as "Authorization: Bearer " and be refused as a wrong one
+      if (reveal(value)!.trim() === "") return yield* fail(key, `${key} is empty: leave it out for a server without tokens`)
     }
-    // an empty token would go out as "Authorization: Bearer " and be refused as a wrong one
-    if (options[key] !== undefined && reveal(options[key])!.trim() === "") {
-      return Either.left(
-        new DurableWorkflowConfigError({
-          message: `${key} is empty: leave it out for a server without tokens`
-        })
-      )
+    for (const key of ["namespace", "protocolVersion", "controlPlaneVersion"] as const) {
+      const value: unknown = options[key]
+      if (value !== undefined && (typeof value !== "string" || value.trim() === "" || value.trim() !== value)) {
+        return yield* fail(key, `${key} must be a non-empty string without blanks around it, got ${show(value)}`)
+      }
     }
-  }
-  for (const key of ["namespace", "protocolVersion", "controlPlaneVersion"] as const) {
-    const value = options[key]
-    if (value !== undefined && (typeof value !== "string" || value.trim() === "" || value.trim() !== value)) {
-      return Either.left(
-        new DurableWorkflowConfigError({ message: `${key} must be a non-empty string without blanks around it, got ${show(value)}` })
-      )
-    }
-  }
-  if (options.waitForBroker !== undefined && typeof options.waitForBroker !== "boolean") {
-    return Either.left(
-      new DurableWorkflowConfigError({ message: `waitForBroker must be true or false, got ${show(options.waitForBroker)}` })
+    const waitForBroker = (yield* boolean("waitForBroker", options.waitForBroker)) ?? false
+    const baseUrl = Client.normalizeBaseUrl(options.baseUrl)
+    if (typeof baseUrl !== "string") return yield* Either.left(baseUrl)
+    // required, and not blanks only
+    const taskQueue = (yield* string("taskQueue", options.taskQueue)) ?? ""
+    if (taskQueue.trim() === "") return yield* fail("taskQueue", `taskQueue must be a non-empty string, got ${show(options.taskQueue)}`)
+    // both default to 60 seconds, null too (the shared check passes only undefined through)
+    const heartbeatInterval = (yield* duration("heartbeatInterval", options.heartbeatInterval ?? undefined)) ?? Duration.seconds(60)
+    // positive but, unlike the shared check, not required finite
+    const timeout = yield* Either.mapLeft(
+      checkDuration("requestTimeout", options.requestTimeout ?? "60 seconds", { positive: true, example: "60 seconds" }),
+      (message) => configError("requestTimeout", message)
     )
-  }
-  const baseUrl = Client.normalizeBaseUrl(options.baseUrl)
-  if (typeof baseUrl !== "string") return Either.left(baseUrl)
-  if (typeof options.taskQueue !== "string" || options.taskQueue.trim() === "") {
-    return Either.left(new DurableWorkflowConfigError({ message: "taskQueue must be a non-empty string" }))
-  }
-  const asConfigError = (message: string) => new DurableWorkflowConfigError({ message })
-  const heartbeat = checkDuration("heartbeatInterval", options.heartbeatInterval ?? "60 seconds", {
-    positive: true,
-    finite: true,
-    example: "60 seconds"
+    const threshold = yield* integer("externalStorageThresholdBytes", options.externalStorageThresholdBytes, 1)
+    return {
+      settings: {
+        baseUrl,
+        token: reveal(options.token),
+        workerToken: reveal(options.workerToken),
+        controlToken: reveal(options.controlToken),
+        namespace: options.namespace ?? "default",
+        protocolVersion: options.protocolVersion ?? Compat.WORKER_PROTOCOL_VERSION,
+        controlPlaneVersion: options.controlPlaneVersion ?? "2",
+        timeout
+      },
+      taskQueue,
+      heartbeatInterval,
+      interceptors: options.interceptors ?? [],
+      externalStorage: options.externalStorage,
+      threshold,
+      sdkVersion: options.sdkVersion ?? SDK_VERSION,
+      waitForBroker
+    }
   })
-  if (Either.isLeft(heartbeat)) return Either.left(asConfigError(heartbeat.left))
-  const timeout = checkDuration("requestTimeout", options.requestTimeout ?? "60 seconds", { positive: true, example: "60 seconds" })
-  if (Either.isLeft(timeout)) return Either.left(asConfigError(timeout.left))
-  const threshold = options.externalStorageThresholdBytes
-  if (threshold !== undefined && (!Number.isInteger(threshold) || threshold < 1)) {
-    return Either.left(
-      new DurableWorkflowConfigError({
-        message: `externalStorageThresholdBytes must be a whole number of at least 1, got ${show(threshold)}`
-      })
-    )
-  }
-  return Either.right({
-    settings: {
-      baseUrl,
-      token: reveal(options.token),
-      workerToken: reveal(options.workerToken),
-      controlToken: reveal(options.controlToken),
-      namespace: options.namespace ?? "default",
-      protocolVersion: options.protocolVersion ?? Compat.WORKER_PROTOCOL_VERSION,
-      controlPlaneVersion: options.controlPlaneVersion ?? "2",
-      timeout: timeout.right
-    },
-    taskQueue: options.taskQueue,
-    heartbeatInterval: heartbeat.right,
-    interceptors: options.interceptors ?? [],
-    externalStorage: options.externalStorage,
-    threshold,
-    sdkVersion: options.sdkVersion ?? SDK_VERSION,
-    waitForBroker: options.waitForBroker ?? false
-  })
-}
 
 const transportError = (operation: string) => (error: Error) =>
   new TransportError({ transport: NAME, operation, message: error.message, cause: error })
@@ -900,7 +883,7 @@ export const workflowTerminal = (
     // Duration.decode would read -1 as no pause (the control plane asked without one) and throw on "1s"
     const interval = yield* Either.mapLeft(
       checkDuration("workflowTerminal's pollInterval", options.pollInterval ?? "500 millis", { positive: true, example: "1 second" }),
-      (message) => new DurableWorkflowConfigError({ message })
+      (message) => new DurableWorkflowConfigError({ option: "pollInterval", message })
     )
     const client = yield* DurableWorkflowClient
     const describeOnce = Effect.provideService(describeWorkflow(workflowId), DurableWorkflowClient, client)

@@ -148,6 +148,7 @@ describe("runUntil", () => {
         const refused = yield* Effect.flip(DW.workflowTerminal("wf", { pollInterval }).pipe(Effect.provide(layerFor(server))))
         assert.strictEqual(refused._tag, "DurableWorkflowConfigError")
         assert.match(refused.message, /^workflowTerminal's pollInterval must be a positive duration \(/)
+        assert.strictEqual(refused._tag === "DurableWorkflowConfigError" ? refused.option : undefined, "pollInterval")
       }
       assert.strictEqual(server.requestsTo("describeWorkflow").length, 0)
       server.putWorkflow({ workflowId: "wf-short", status: "completed" })

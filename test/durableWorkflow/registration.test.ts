@@ -92,16 +92,42 @@ describe("Durable Workflow registration", () => {
       assert.strictEqual(Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : ""), "heartbeatInterval must be a positive, finite duration (milliseconds, or a string such as \"60 seconds\" or \"1m30s\"), got 0")
       const api = yield* Effect.either(Effect.provide(Effect.void, DW.layer({ baseUrl: "http://127.0.0.1:1/api", taskQueue: "q" })))
       assert.match(Either.getLeft(api).pipe((o) => o._tag === "Some" ? o.value.message : ""), /not end in \/api/)
-      const messageOf = (options: Record<string, unknown>) =>
+      const refusalOf = (options: Record<string, unknown>) =>
         Effect.map(
           Effect.either(Effect.scoped(Effect.provide(Effect.void, DW.layer({ taskQueue: "q", ...options } as never)))),
-          (built) => Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value.message : "built")
+          (built) => Either.getLeft(built).pipe((o) => o._tag === "Some" ? o.value : undefined)
         )
+      const messageOf = (options: Record<string, unknown>) =>
+        Effect.map(refusalOf(options), (refused) => refused?.message ?? "built")
+      // every refusal names its option in `option`, as the other transports' config errors do
+      const optionOf = (options: Record<string, unknown>) => Effect.map(refusalOf(options), (refused) => refused?.option)
+      const at = "http://127.0.0.1:1"
+      assert.strictEqual(yield* optionOf({ baseUrl: at, heartbeatInterval: 0 }), "heartbeatInterval")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, requestTimeout: 0 }), "requestTimeout")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, requestTimout: "1s" }), "requestTimout")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, waitForBroker: "yes" }), "waitForBroker")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, token: "" }), "token")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, controlToken: 42 }), "controlToken")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, namespace: " shop" }), "namespace")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, controlPlaneVersion: "" }), "controlPlaneVersion")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, externalStorageThresholdBytes: 1.5 }), "externalStorageThresholdBytes")
+      assert.strictEqual(yield* optionOf({ baseUrl: at, taskQueue: "  " }), "taskQueue")
+      assert.strictEqual(yield* optionOf({ baseUrl: "durable-workflow:8080" }), "baseUrl")
+      assert.strictEqual(yield* optionOf({ baseUrl: `${at}/api` }), "baseUrl")
+      assert.strictEqual(yield* optionOf({ baseUrl: `${at}/?x=1` }), "baseUrl")
+      // refused, not thrown (JSON.stringify throws on a bigint)
+      assert.strictEqual(yield* messageOf({ baseUrl: 5n }), "baseUrl must be an absolute http(s) URL, got 5n")
       // an unknown key is refused, as the other transports refuse theirs (it was ignored)
       assert.match(
         yield* messageOf({ baseUrl: "http://127.0.0.1:1", requestTimout: "1s" }),
         /^unknown Durable Workflow option "requestTimout"; did you mean "requestTimeout"\?/
       )
+      // the task queue is required, and not blanks only
+      assert.strictEqual(yield* messageOf({ baseUrl: at, taskQueue: undefined }), "taskQueue must be a non-empty string, got undefined")
+      assert.strictEqual(yield* messageOf({ baseUrl: at, taskQueue: "  " }), 'taskQueue must be a non-empty string, got "  "')
+      assert.strictEqual(yield* messageOf({ baseUrl: at, taskQueue: 7 }), "taskQueue must be a non-empty string, got 7")
+      assert.strictEqual(yield* messageOf({ baseUrl: at, token: 42 }), "token must be a string or a Redacted string")
+      assert.strictEqual(yield* messageOf({ baseUrl: at, waitForBroker: "yes" }), 'waitForBroker must be true or false, got "yes"')
       // a host and port without a scheme parse as a URL of the scheme "durable-workflow:", and every
       // request would then fail as a server that cannot be reached
       assert.strictEqual(

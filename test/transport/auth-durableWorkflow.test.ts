@@ -115,5 +115,6 @@ describe("Durable Workflow transport: a refused token", () => {
       )
       assert.strictEqual((error as { _tag: string })._tag, "DurableWorkflowConfigError")
       assert.match((error as { message: string }).message, /waitForBroker must be true or false, got 1/)
+      assert.strictEqual((error as { option?: string }).option, "waitForBroker")
     }))
 })

@@ -12,6 +12,7 @@ import {
   fromHttpAnswer
 } from "./errors.js"
 import * as Metrics from "./metrics.js"
+import { show } from "../../internal/options.js"
 
 /** Which plane a request belongs to: its headers and token. @internal */
 export type Plane = "worker" | "control" | "discovery"
@@ -60,23 +61,28 @@ export const normalizeBaseUrl = (given: string): string | DurableWorkflowConfigE
   try {
     url = new URL(raw)
   } catch {
-    return new DurableWorkflowConfigError({ message: `baseUrl must be an absolute http(s) URL, got ${JSON.stringify(raw)}` })
+    return new DurableWorkflowConfigError({
+      option: "baseUrl",
+      message: `baseUrl must be an absolute http(s) URL, got ${show(raw)}`
+    })
   }
   // "durable-workflow:8080" parses, as the scheme "durable-workflow:": fetch would then fail every
   // request as a server that cannot be reached
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     return new DurableWorkflowConfigError({
+      option: "baseUrl",
       message: `baseUrl must be an absolute http(s) URL, got ${JSON.stringify(raw)} (its scheme is ${url.protocol}${
         /^[^/]*:\d+/.test(raw) ? `; for a host and port, write "http://${raw}"` : ""
       })`
     })
   }
   if (url.search !== "" || url.hash !== "" || raw.includes("?") || raw.includes("#")) {
-    return new DurableWorkflowConfigError({ message: "baseUrl must not contain a query string or fragment" })
+    return new DurableWorkflowConfigError({ option: "baseUrl", message: "baseUrl must not contain a query string or fragment" })
   }
   const trimmed = raw.replace(/\/+$/, "")
   if (trimmed.endsWith("/api")) {
     return new DurableWorkflowConfigError({
+      option: "baseUrl",
       message: "baseUrl must be the server root (or a managed-runtime prefix), not end in /api; requests add /api themselves"
     })
   }

@@ -78,15 +78,23 @@ export class DurableWorkflowRequestError extends Schema.TaggedError<DurableWorkf
 ) {}
 
 /**
- * A request that cannot be sent as configured (e.g. a worker-plane call with only a control token).
- * Raised before any I/O.
+ * An option the transport refuses (named, with what it accepts and what it got), or a request that
+ * cannot be sent as configured (e.g. a worker-plane call with only a control token). Raised before
+ * any I/O.
  *
  * @since 0.1.0
  * @category errors
  */
 export class DurableWorkflowConfigError extends Schema.TaggedError<DurableWorkflowConfigError>()(
   "DurableWorkflowConfigError",
-  { message: Schema.String }
+  {
+    message: Schema.String,
+    /**
+     * The option refused (`baseUrl`, `waitForBroker`, …), as the other transports' config errors
+     * name it; absent for an error that is not about one option.
+     */
+    option: Schema.optional(Schema.String)
+  }
 ) {}
 
 /**
