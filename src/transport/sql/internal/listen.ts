@@ -50,6 +50,16 @@ const close = (listening: Listening) => {
 }
 
 /**
+ * Waits for `end` up to {@link CLOSE_TIMEOUT}, then leaves it. Interruptible inside: it runs as a
+ * release, which is not, and a timeout could not cut a wait that cannot be interrupted, so a database
+ * gone mid-close would hold the stop (or the next LISTEN) for as long as `end` hangs.
+ *
+ * @internal
+ */
+export const closeWithin = (end: () => Promise<unknown>): Effect.Effect<void> =>
+  Effect.asVoid(Effect.timeoutOption(Effect.interruptible(Effect.promise(end)), CLOSE_TIMEOUT))
+
+/**
  * The payloads notified on `channel`, on a dedicated connection opened when the stream starts and
  * closed when it ends. The stream fails with a {@link SqlError} when the connection cannot be opened
  * or is lost; it never ends on its own otherwise.
@@ -87,6 +97,6 @@ export const listen = (config: pg.ClientConfig) => (channel: string): Stream.Str
           )
         return Effect.sync(() => void close(listening))
       }),
-      (listening) => Effect.timeoutOption(Effect.promise(() => close(listening)), CLOSE_TIMEOUT)
+      (listening) => closeWithin(() => close(listening))
     )
   )
