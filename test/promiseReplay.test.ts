@@ -7,6 +7,7 @@ import {
   inMemory,
   NondeterminismError,
   replayWorkflow,
+  verifyDurableWorkflows,
   verifyWorkflows,
   Worker
 } from "../src/promise.js"
@@ -29,6 +30,21 @@ const body = async (ctx: Workflow.AsyncWorkflowContext, id: string) => {
 }
 
 describe("promise facade: replay and capture", () => {
+  it("verify rejects with the error itself, never throws: cases whose iteration fails", async () => {
+    const broke = new Error("the cases broke")
+    const broken = {
+      [Symbol.iterator]: (): Iterator<never> => {
+        throw broke
+      }
+    }
+    for (const verify of [() => verifyWorkflows([], broken), () => verifyDurableWorkflows([], broken)]) {
+      let result: Promise<unknown> | undefined
+      assert.doesNotThrow(() => (result = verify()))
+      const error = await result!.then(() => undefined, (e: unknown) => e)
+      assert.strictEqual(error, broke, "the error, not a FiberFailure around it")
+    }
+  })
+
   it("captureHistories records the turns a worker answers; replayWorkflow and verifyWorkflows replay them", async () => {
     const records: Array<{ readonly task?: unknown; readonly decision?: unknown }> = []
     const worker = new Worker({

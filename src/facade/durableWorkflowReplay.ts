@@ -4,16 +4,8 @@
  *
  * @since 0.3.0
  */
-import * as Cause from "effect/Cause"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as DurableWorkflow from "../core/DurableWorkflow.js"
-
-const settle = <A>(effect: Effect.Effect<A, unknown>): Promise<A> =>
-  Effect.runPromiseExit(effect).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    throw Cause.squash(exit.cause)
-  })
+import { settle } from "./internal/options.js"
 
 /**
  * Replays a history offline and resolves with the commands the code produces for it. Rejects with

@@ -12,6 +12,7 @@ import * as ReplayCapture from "../core/ReplayCapture.js"
 import type * as ReplayReport from "../core/ReplayReport.js"
 import * as ReplayVerify from "../core/ReplayVerify.js"
 import * as Workflow from "../core/Workflow.js"
+import { settle } from "./internal/options.js"
 
 /**
  * Replays Durable Workflow cases against the definitions and resolves with the
@@ -31,7 +32,7 @@ export const verifyDurableWorkflows = (
   definitions: Iterable<DurableWorkflow.DurableWorkflow> | DurableWorkflow.DurableWorkflowRegistry,
   cases: Iterable<DurableWorkflow.DurableWorkflowCase>,
   options?: DurableWorkflow.VerifyOptions
-): Promise<ReplayReport.ReplayDiffReport> => Effect.runPromise(DurableWorkflow.verify(definitions, cases, options))
+): Promise<ReplayReport.ReplayDiffReport> => settle(DurableWorkflow.verify(definitions, cases, options))
 
 /**
  * Replays recorded nestjs-durable turns against the workflows and resolves with the report. See
@@ -44,7 +45,7 @@ export const verifyWorkflows = (
   workflows: Workflow.Workflow<any, any> | Workflow.WorkflowRegistry,
   cases: Iterable<Workflow.WorkflowCase>,
   options?: Workflow.VerifyOptions
-): Promise<ReplayReport.ReplayDiffReport> => Effect.runPromise(Workflow.verify(workflows, cases, options))
+): Promise<ReplayReport.ReplayDiffReport> => settle(Workflow.verify(workflows, cases, options))
 
 /**
  * Replays every history file of a directory (golden-history fixtures, captured Durable Workflow
@@ -58,7 +59,7 @@ export const verifyDirectory = (
   definitions: ReplayVerify.Definitions,
   options?: ReplayVerify.VerifyOptions
 ): Promise<ReplayReport.ReplayDiffReport> =>
-  Effect.runPromise(ReplayVerify.verifyDirectory(directory, definitions, options).pipe(Effect.provide(nodeFiles)))
+  settle(ReplayVerify.verifyDirectory(directory, definitions, options).pipe(Effect.provide(nodeFiles)))
 
 /** @since 0.3.0 */
 export type CaptureHistoriesOption = ReplayCapture.CaptureHistoriesOption

@@ -4,11 +4,9 @@
  *
  * @since 0.3.0
  */
-import * as Cause from "effect/Cause"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Workflow from "../core/Workflow.js"
 import type { WorkflowDecision } from "../wire/WorkflowProtocol.js"
+import { settle } from "./internal/options.js"
 
 /**
  * Replays one workflow turn offline and resolves with the decision the code makes for it (what a
@@ -34,7 +32,4 @@ export const replay = (
   task: unknown,
   options?: Workflow.ReplayOptions
 ): Promise<WorkflowDecision> =>
-  Effect.runPromiseExit(Workflow.replay(workflow, task, options)).then((exit) => {
-    if (Exit.isSuccess(exit)) return exit.value
-    throw Cause.squash(exit.cause)
-  })
+  settle(Workflow.replay(workflow, task, options))

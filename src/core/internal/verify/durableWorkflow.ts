@@ -241,6 +241,6 @@ export const verify = <R = never>(
   options: VerifyOptions = {}
 ): Effect.Effect<ReplayReport.ReplayDiffReport, never, R> =>
   Effect.map(
-    Effect.forEach([...cases], (c) => verifyCase(definitions, c)),
+    Effect.forEach(cases, (c) => verifyCase(definitions, c)),
     (reports) => ReplayReport.make(reports, options)
   )

@@ -169,7 +169,7 @@ export const verify = <R = never>(
     ? workflows as WorkflowRegistry<R>
     : [workflows as Workflow<any, any, R>]
   return Effect.map(
-    Effect.forEach([...cases], (c) => verifyCase(registry, c, options)),
+    Effect.forEach(cases, (c) => verifyCase(registry, c, options)),
     (reports) => ReplayReport.make(reports, options)
   )
 }
