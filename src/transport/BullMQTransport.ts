@@ -22,7 +22,6 @@
  * @since 0.1.0
  */
 import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type Worker as BullWorker } from "bullmq"
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
@@ -32,7 +31,6 @@ import * as Option from "effect/Option"
 import * as EffectQueue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf, withReason } from "../core/internal/errors.js"
@@ -49,6 +47,7 @@ import { countLostConnections, waitingJobs } from "./bullmq/internal/backlog.js"
 import { coalesceWrites } from "./bullmq/internal/coalesce.js"
 import { BullMQConfigError, type Resolved, resolve, type Target } from "./bullmq/internal/config.js"
 import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
+import * as FailedJobs from "./bullmq/internal/failedJobs.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
 import * as Orphans from "./bullmq/internal/orphans.js"
@@ -941,8 +940,9 @@ const build = (config: Resolved): Transport["Type"] => {
  * Publishes a synthetic retryable failure for step jobs that reach BullMQ's failed state (stalled
  * more than allowed, or failed by a peer's infrastructure), so the engine's pending checkpoint never
  * hangs. It looks at the queue's failed set (scored by when the job failed) every `interval`, which
- * costs one range read rather than following every job event. Duplicates are harmless: the engine
- * only takes a result for a pending step.
+ * costs one range read rather than following every job event; which jobs each read bridges is
+ * {@link FailedJobs.watchFailed}'s rule. Duplicates (another worker's bridge of the same job) are
+ * harmless: the engine only takes a result for a pending step.
  */
 const bridgeFailures = (
   client: Redis,
@@ -952,7 +952,6 @@ const bridgeFailures = (
 ) =>
   Effect.gen(function*() {
     const queueName = tasks.name
-    let since = yield* Clock.currentTimeMillis
     const bridge = (jobId: string) =>
       Effect.gen(function*() {
         const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, jobId))
@@ -967,13 +966,18 @@ const bridgeFailures = (
         })
         yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
-    const scan = Effect.gen(function*() {
-      const until = yield* Clock.currentTimeMillis
-      const failed = yield* Effect.tryPromise(() => client.zrangebyscore(tasks.keys.failed!, `(${since}`, until))
-      since = until
-      yield* Effect.forEach(failed, bridge, { discard: true })
-    }).pipe(Effect.catchAll((error) => Effect.logWarning(withReason(`could not read the failed jobs of ${queueName}`, error))))
-    yield* scan.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.delay(interval), Effect.forkScoped)
+    const read = (from: number) =>
+      Effect.tryPromise(() => client.zrangebyscore(tasks.keys.failed!, `(${from}`, "+inf", "WITHSCORES")).pipe(
+        Effect.map((flat) => {
+          const failed: Array<FailedJobs.Failed> = []
+          for (let i = 0; i + 1 < flat.length; i += 2) failed.push({ id: flat[i]!, failedAt: Number(flat[i + 1]) })
+          return failed
+        }),
+        Effect.catchAll((error) =>
+          Effect.as(Effect.logWarning(withReason(`could not read the failed jobs of ${queueName}`, error)), [])
+        )
+      )
+    yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge))
   })
 
 /**
