@@ -158,6 +158,12 @@ describe("promise facade", () => {
     assert.match(refused(() => new Worker({ concurency: 4 } as WorkerOptions)).message, /unknown Worker option "concurency"; did you mean "concurrency"\?; the options are workerId, /)
     assert.match(refused(() => new Worker({ LogLevel: "Info" } as WorkerOptions)).message, /unknown Worker option "LogLevel"; did you mean "logLevel"\?/)
     assert.match(refused(() => new Worker({ tracer: true } as WorkerOptions)).message, /unknown Worker option "tracer"; the options are workerId, /)
+    // from JavaScript, options that are not an object: not read key by key ("0"), nor taken as none
+    for (const [given, shown] of [["x", '"x"'], [4, "4"], [null, "null"], [[], "[]"]] as const) {
+      const notObject = refused(() => new Worker(given as unknown as WorkerOptions))
+      assert.strictEqual(notObject._tag, "WorkerConfigError")
+      assert.strictEqual(notObject.message, `Worker options must be an object, got ${shown}`)
+    }
     // inside health too: a misspelt key would have left /metrics off, or the threshold at its default
     const health = refused(() => new Worker({ health: { port: 0, metric: true } } as WorkerOptions))
     assert.strictEqual(health.option, "health.metric")
@@ -325,6 +331,26 @@ describe("promise facade", () => {
     } finally {
       if (saved === undefined) delete process.env.REDIS_URL
       else process.env.REDIS_URL = saved
+    }
+
+    // from JavaScript, a URL given alone: pointed to the option it goes in, its password masked
+    const urlAlone = await runOn(redis("redis://user:secret@127.0.0.1:1" as never))
+    assert.strictEqual(urlAlone._tag, "BullMQConfigError")
+    assert.strictEqual(
+      urlAlone.message,
+      'redis() options must be an object, got "redis://***@127.0.0.1:1": a URL goes in its url option, { url: "redis://***@127.0.0.1:1" }'
+    )
+    assert.include((await runOn(durableWorkflow("http://127.0.0.1:1" as never))).message, "a URL goes in its baseUrl option")
+    // the drivers' own names for an option, pointed to this one's
+    for (
+      const [handle, said] of [
+        [postgres({ connectionString: "postgres://127.0.0.1:1/test" } as never), /option "connectionString"; did you mean "url"\?/],
+        [mysql({ user: "root" } as never), /option "user"; did you mean "username"\?/],
+        [redis({ host: "127.0.0.1", port: 1 } as never), /option "host"; did you mean "url" or "connection" \(\{ host: … \}\)\?/],
+        [sqs({ queueUrl: "http://127.0.0.1:1/q" } as never), /option "queueUrl"; did you mean "taskQueueUrl"\?/]
+      ] as const
+    ) {
+      assert.match((await runOn(handle)).message, said)
     }
 
     const sqsError = await runOn(sqs({ endpoint: "http://127.0.0.1:1", region: "us-east-1" } as Parameters<typeof sqs>[0]))

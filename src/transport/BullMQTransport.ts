@@ -29,13 +29,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as EffectQueue from "effect/Queue"
-import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
+import { namingVariables } from "./internal/options.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
 import { forEachAtOnce, waitFor } from "./internal/startup.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
@@ -990,6 +990,14 @@ const bridgeFailures = (
 export const layer = (options: BullMQOptions = {}): Layer.Layer<Transport, BullMQConfigError> =>
   Layer.effect(Transport, make(options))
 
+/** The variables {@link layerConfig} reads, by the option each gives. */
+const VARIABLES = {
+  url: "REDIS_URL",
+  prefix: "DURABLE_PREFIX",
+  namespace: "DURABLE_NAMESPACE",
+  partition: "DURABLE_PARTITION"
+} as const
+
 /**
  * The transport configured from the environment: `REDIS_URL` (default `redis://127.0.0.1:6379`; read
  * as a `Redacted`, so its password stays out of logs),
@@ -1004,11 +1012,14 @@ export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport,
     Transport,
     Effect.flatMap(
       Config.all({
-        url: Config.redacted("REDIS_URL").pipe(Config.withDefault(Redacted.make("redis://127.0.0.1:6379"))),
-        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
-        namespace: optional(Config.string("DURABLE_NAMESPACE")),
-        partition: optional(Config.string("DURABLE_PARTITION"))
+        url: optional(Config.redacted(VARIABLES.url)),
+        prefix: optional(Config.string(VARIABLES.prefix)),
+        namespace: optional(Config.string(VARIABLES.namespace)),
+        partition: optional(Config.string(VARIABLES.partition))
       }),
-      (env) => make({ ...definedOnly(env), ...definedOnly(options) })
+      (env) =>
+        make({ ...definedOnly(env), ...definedOnly(options) }).pipe(
+          Effect.mapError(namingVariables(VARIABLES, env, options, (option, message) => new BullMQConfigError({ option, message })))
+        )
     )
   )

@@ -41,7 +41,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { checkDuration } from "../core/internal/options.js"
+import { checkDuration, definedOnly, optional } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -59,7 +59,7 @@ import {
 } from "./durableWorkflow/internal/errors.js"
 import * as External from "./durableWorkflow/internal/externalStorage.js"
 import * as Refusals from "./internal/connectErrors.js"
-import { checks, show } from "./internal/options.js"
+import { checks, namingVariables, show } from "./internal/options.js"
 import { isSecret, redact, redactUrl, reveal, safeCause, type Secret } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
 import * as Heartbeat from "./durableWorkflow/internal/heartbeat.js"
@@ -803,6 +803,15 @@ export const layerWithoutHttpClient = (
 export const layer = (options: DurableWorkflowOptions): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError> =>
   layerWithoutHttpClient(options).pipe(Layer.provide(FetchHttpClient.layer))
 
+/** The variables {@link layerConfig} reads, by the option each gives. */
+const VARIABLES = {
+  baseUrl: "DURABLE_WORKFLOW_SERVER_URL",
+  namespace: "DURABLE_WORKFLOW_NAMESPACE",
+  token: "DURABLE_WORKFLOW_AUTH_TOKEN",
+  protocolVersion: "DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION",
+  controlPlaneVersion: "DURABLE_WORKFLOW_CONTROL_PLANE_VERSION"
+} as const
+
 /**
  * Like {@link layer}, with the server URL, namespace and token from `DURABLE_WORKFLOW_SERVER_URL`,
  * `DURABLE_WORKFLOW_NAMESPACE` (default `default`) and `DURABLE_WORKFLOW_AUTH_TOKEN` (optional, read as
@@ -818,18 +827,21 @@ export const layerConfig = (
 ): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
-      const baseUrl = options.baseUrl ?? (yield* Config.string("DURABLE_WORKFLOW_SERVER_URL"))
-      const namespace = options.namespace ?? (yield* Config.string("DURABLE_WORKFLOW_NAMESPACE").pipe(Config.withDefault("default")))
-      // an empty variable (an env file's `DURABLE_WORKFLOW_AUTH_TOKEN=`) is unset, as an empty AWS key is
-      const token = options.token ??
-        Option.getOrUndefined(
-          Option.filter(yield* Config.option(Config.redacted("DURABLE_WORKFLOW_AUTH_TOKEN")), (t) => Redacted.value(t).trim() !== "")
-        )
-      const protocolVersion = options.protocolVersion ??
-        (yield* Config.string("DURABLE_WORKFLOW_WORKER_PROTOCOL_VERSION").pipe(Config.withDefault(Compat.WORKER_PROTOCOL_VERSION)))
-      const controlPlaneVersion = options.controlPlaneVersion ??
-        (yield* Config.string("DURABLE_WORKFLOW_CONTROL_PLANE_VERSION").pipe(Config.withDefault("2")))
-      return layer({ ...options, baseUrl, namespace, token, protocolVersion, controlPlaneVersion })
+      const read = {
+        baseUrl: yield* optional(Config.string(VARIABLES.baseUrl)),
+        namespace: yield* optional(Config.string(VARIABLES.namespace)),
+        // an empty variable (an env file's `DURABLE_WORKFLOW_AUTH_TOKEN=`) is unset, as an empty AWS key is
+        token: Option.getOrUndefined(
+          Option.filter(yield* Config.option(Config.redacted(VARIABLES.token)), (t) => Redacted.value(t).trim() !== "")
+        ),
+        protocolVersion: yield* optional(Config.string(VARIABLES.protocolVersion)),
+        controlPlaneVersion: yield* optional(Config.string(VARIABLES.controlPlaneVersion))
+      }
+      // the server's URL is required: from the options, else the variable
+      const baseUrl = options.baseUrl ?? read.baseUrl ?? (yield* Config.string(VARIABLES.baseUrl))
+      return layer({ ...definedOnly(read), ...definedOnly(options), baseUrl }).pipe(
+        Layer.mapError(namingVariables(VARIABLES, read, options, (option, message) => new DurableWorkflowConfigError({ option, message })))
+      )
     })
   )
 

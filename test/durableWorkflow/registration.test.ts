@@ -147,6 +147,19 @@ describe("Durable Workflow registration", () => {
         ]))))
       ))))
       assert.isTrue(Either.isRight(fromEnv), "built: an empty DURABLE_WORKFLOW_AUTH_TOKEN is no token")
+      // a value read from a variable, refused: named by the variable (the application wrote no baseUrl)
+      const fromVariables = (variables: ReadonlyArray<readonly [string, string]>, options: Partial<DW.DurableWorkflowOptions> = {}) =>
+        Effect.flip(Effect.scoped(Layer.build(DW.layerConfig({ taskQueue: "q", ...options }).pipe(
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(variables))))
+        ))))
+      const serverUrl = yield* fromVariables([["DURABLE_WORKFLOW_SERVER_URL", "durable-workflow:8080"]])
+      assert.match(serverUrl.message, /^DURABLE_WORKFLOW_SERVER_URL: baseUrl must be an absolute http\(s\) URL, got "durable-workflow:8080"/)
+      assert.strictEqual((serverUrl as DW.DurableWorkflowConfigError).option, "baseUrl")
+      const namespaceRead = yield* fromVariables([["DURABLE_WORKFLOW_SERVER_URL", "http://127.0.0.1:1"], ["DURABLE_WORKFLOW_NAMESPACE", " shop"]])
+      assert.match(namespaceRead.message, /^DURABLE_WORKFLOW_NAMESPACE: namespace must be a non-empty string without blanks around it/)
+      // given in code, over the variable: the option's own refusal
+      const namespaceGiven = yield* fromVariables([["DURABLE_WORKFLOW_SERVER_URL", "http://127.0.0.1:1"]], { namespace: " shop" })
+      assert.match(namespaceGiven.message, /^namespace must be/)
       assert.strictEqual(
         yield* messageOf({ baseUrl: "http://127.0.0.1:1", namespace: "" }),
         'namespace must be a non-empty string without blanks around it, got ""'

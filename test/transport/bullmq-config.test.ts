@@ -47,7 +47,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
     /brokers\.default has the id of the main broker \(brokerId "default"\)/
   ],
   ["a broker that is not an object", { brokers: { b: "redis://b" } }, "brokers.b", /brokers\.b must be \{ url \} or \{ connection \}/],
-  ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown brokers\.b option "host"; the options are url, connection/],
+  ["an unknown key of a broker", { brokers: { b: { host: "b" } } }, "brokers.b.host", /unknown brokers\.b option "host"; did you mean "url" or "connection" \(\{ host: … \}\)\?; the options are url, connection/],
   ["a broker URL that is not redis://", { brokers: { b: { url: "b:6379" } } }, "brokers.b.url", /brokers\.b\.url must be a redis:\/\//],
   // as an env file may keep it: no queue of the engine's has such a name, and the worker would take nothing
   ["a prefix in quotes", { prefix: '"shop"' }, "prefix", /^prefix "\\"shop\\"" has blanks or quotes around it \(a value quoted in an env file\?\)/],
@@ -116,5 +116,22 @@ describe("BullMQ transport options", () => {
         )
       )
       assert.strictEqual((unknown as BullMQTransport.BullMQConfigError).option, "lockDurationMs")
+    }))
+
+  it.effect("layerConfig names the variable a refused value came from, and only then", () =>
+    Effect.gen(function*() {
+      const refusal = (variables: ReadonlyArray<readonly [string, string]>, options: BullMQTransport.BullMQOptions = {}) =>
+        Effect.map(
+          buildError(BullMQTransport.layerConfig(options).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(variables)))))),
+          (error) => error as BullMQTransport.BullMQConfigError
+        )
+      const url = yield* refusal([["REDIS_URL", "localhost:6379"]])
+      assert.strictEqual(url.option, "url")
+      assert.match(url.message, /^REDIS_URL: url must be a redis:\/\/ or rediss:\/\/ URL .*, got "localhost:6379"$/)
+      const prefix = yield* refusal([["DURABLE_PREFIX", '"shop"']])
+      assert.match(prefix.message, /^DURABLE_PREFIX: prefix "\\"shop\\"" has blanks or quotes around it/)
+      // given in code, over the variable: the option's own refusal
+      const given = yield* refusal([["REDIS_URL", "redis://127.0.0.1:6379"]], { url: "localhost:6379" })
+      assert.match(given.message, /^url must be a redis:\/\/ or rediss:\/\/ URL/)
     }))
 })

@@ -39,8 +39,37 @@ const distance = (a: string, b: string, limit: number): number => {
   return rows[a.length]![b.length]!
 }
 
+/**
+ * The names the drivers and their users use (`pg`'s `connectionString` and `user`, ioredis's `host`
+ * and `port`, SQS's `queueUrl`), for the option each means here, when that option is among the known.
+ */
+const DRIVER_NAMES: Readonly<Record<string, ReadonlyArray<string>>> = {
+  connectionString: ["url"],
+  uri: ["url"],
+  user: ["username"],
+  db: ["database"],
+  dbname: ["database"],
+  pass: ["password"],
+  host: ["url", "connection"],
+  hostname: ["host", "url", "connection"],
+  port: ["url", "connection"],
+  queueUrl: ["taskQueueUrl"],
+  url: ["baseUrl"],
+  server: ["baseUrl"]
+}
+
+/** The option of `known` that a driver's name means, with how to write it where it takes an object. */
+const driverName = (key: string, known: ReadonlyArray<string>): string | undefined => {
+  if (!Object.hasOwn(DRIVER_NAMES, key)) return undefined
+  const meant = DRIVER_NAMES[key]!.filter((name) => known.includes(name))
+  if (meant.length === 0) return undefined
+  return meant.map((name) => name === "connection" ? `"connection" ({ ${key}: … })` : `"${name}"`).join(" or ")
+}
+
 /** What the user most likely meant by `key`, as a clause of the message, if anything stands out. */
 const suggestion = (key: string, known: ReadonlyArray<string>): string => {
+  const driver = driverName(key, known)
+  if (driver !== undefined) return `; did you mean ${driver}?`
   const millis = `${key}Ms`
   if (known.includes(millis)) return `; did you mean "${millis}"? durations are in milliseconds here`
   const duration = key.endsWith("Ms") ? key.slice(0, -2) : undefined
@@ -85,6 +114,17 @@ export const notOneOf = (value: unknown, allowed: ReadonlyArray<string>, what: s
   }${near === undefined ? "" : `; did you mean "${near}"?`}`
 }
 
+/** The message refusing options that are not an object; a URL given alone is shown the option it belongs in. */
+const notAnObject = (options: unknown, known: ReadonlyArray<string>, what: string): string => {
+  const isUrl = typeof options === "string" && /^[a-z][a-z0-9+.-]*:\/\//i.test(options)
+  const urlOption = isUrl ? ["url", "baseUrl"].find((name) => known.includes(name)) : undefined
+  // a connection string may carry a password
+  const shown = typeof options === "string" ? JSON.stringify(options.replace(/\/\/[^@/]*@/, "//***@")) : showValue(options)
+  return `${what} options must be an object, got ${shown}${
+    urlOption === undefined ? "" : `: a URL goes in its ${urlOption} option, { ${urlOption}: ${shown} }`
+  }`
+}
+
 /**
  * The first key of `options` not in `known`, with the message that refuses it:
  * `unknown <what> option "<key>"; did you mean "<name>"?; the options are …`.
@@ -96,6 +136,11 @@ export const unknownOption = (
   known: ReadonlyArray<string>,
   what: string
 ): { readonly key: string; readonly message: string } | undefined => {
+  // from JavaScript, `redis("redis://…")` would be read key by key, a string's being "0", "1", …,
+  // and `new Worker(4)`, having no keys, as no option at all
+  if (options !== undefined && (typeof options !== "object" || options === null || Array.isArray(options))) {
+    return { key: "", message: notAnObject(options, known, what) }
+  }
   const key = options === undefined ? undefined : unknownKey(options, known)
   if (key === undefined) return undefined
   return { key, message: `unknown ${what} option "${key}"${suggestion(key, known)}; the options are ${known.join(", ")}` }

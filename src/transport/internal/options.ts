@@ -31,6 +31,29 @@ export const millisHint = (given: unknown): string =>
     : ""
 
 /**
+ * For a `layerConfig`: a refusal of a value it read from a variable, not from the options given in
+ * code, names the variable (`REDIS_URL: url must be …`), since the application never wrote the
+ * option. `variables` names the variable of each option read; `read` is what was read (an option
+ * absent when its variable is unset), `given` the options given in code, which win over the
+ * variables; `remake` is the error's constructor.
+ *
+ * @internal
+ */
+export const namingVariables = <E extends { readonly option?: string | undefined; readonly message: string }>(
+  variables: Readonly<Record<string, string>>,
+  read: Readonly<Record<string, unknown>>,
+  given: object,
+  remake: (option: string, message: string) => E
+) =>
+(error: E): E => {
+  const option = error.option
+  return option !== undefined && Object.hasOwn(variables, option) && read[option] !== undefined &&
+      (given as Readonly<Record<string, unknown>>)[option] === undefined
+    ? remake(option, `${variables[option]}: ${error.message}`)
+    : error
+}
+
+/**
  * Whether a value is a plain object (not null, not an array).
  *
  * @internal
