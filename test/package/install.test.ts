@@ -6,7 +6,7 @@
  * answer; Redis is the only path between them.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
+import { cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -240,6 +240,21 @@ const servesNest = async (label: string, node: NodeRuntime) => {
 }
 
 describe("the packed package, installed into user projects", () => {
+  it("every relative link of its README and CHANGELOG points at a file the package ships", async () => {
+    const installed = path.join(projects.noDriver, "node_modules", "effect-durable-worker")
+    const broken: Array<string> = []
+    for (const document of ["README.md", "CHANGELOG.md"]) {
+      const text = await readFile(path.join(installed, document), "utf8")
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:|^#/i.test(target!)) continue
+        const file = target!.split("#")[0]!
+        const exists = await stat(path.join(installed, file)).then(() => true, () => false)
+        if (!exists) broken.push(`${document}: ${target}`)
+      }
+    }
+    assert.deepStrictEqual(broken, [])
+  })
+
   it("with only the BullMQ peers: the root and the facade load no driver; a worker answers over BullMQ", async () => {
     await loadsOnlyItsDrivers("esm", machineNode)
     await loadsOnlyItsDrivers("cjs", machineNode)

@@ -53,7 +53,19 @@ export const cleanEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv 
 }
 
 /** What the packing needs of the checkout (`files` of package.json and the build's inputs). */
-const STAGED = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "scripts", "src", "tsconfig.json", "tsconfig.build.json"]
+const STAGED = [
+  "package.json",
+  "README.md",
+  "LICENSE",
+  "CHANGELOG.md",
+  "examples",
+  "docs/ARCHITECTURE.md",
+  "bench/HISTORY.md",
+  "scripts",
+  "src",
+  "tsconfig.json",
+  "tsconfig.build.json"
+]
 
 /**
  * `npm pack` the working tree into `destination` and return the tarball's path. The tree is copied
@@ -66,7 +78,10 @@ export const packProject = async (destination: string): Promise<string> => {
   for (const entry of STAGED) {
     const from = path.join(repoRoot, entry)
     const exists = await stat(from).then(() => true, () => false)
-    if (exists) await cp(from, path.join(staging, entry), { recursive: true })
+    if (exists) {
+      await mkdir(path.dirname(path.join(staging, entry)), { recursive: true })
+      await cp(from, path.join(staging, entry), { recursive: true })
+    }
   }
   await symlink(path.join(repoRoot, "node_modules"), path.join(staging, "node_modules"), "dir")
   const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", destination], {
