@@ -22,10 +22,13 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as EffectRuntime from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import { AsyncLocalStorage } from "node:async_hooks"
 import type * as Codec from "../wire/DurableWorkflowCodec.js"
@@ -231,7 +234,10 @@ export interface Receivers<D = {}> {
   /**
    * Applies the update `name`: changes the workflow state and returns the update's result (a
    * value, a promise or an Effect); a failure fails the update (`fail_update`, non-retryable
-   * unless the error has `retryable: true`). Recorded applications are replayed in history order.
+   * unless the error has `retryable: true`). Recorded applications are replayed in history order:
+   * the handler runs again, to its end (an Effect in the worker's fiber, with its services, logger
+   * and Clock, as when it was applied) before the workflow goes on; its result and failure were
+   * answered when it was applied, so they are dropped.
    */
   readonly onUpdate: <K extends string>(name: K, handler: (...args: ArgsFor<D, "updates", K>) => unknown) => void
   /** Validates the update `name` before the server accepts it (declare it in `updateValidators`). */
@@ -490,7 +496,27 @@ export class ActivityContext extends Context.Tag("effect-durable-worker/DurableW
 /** Where the protocol puts the context it built for an activity, on the step context. @internal */
 export const activityContextKey = "durableWorkflowActivity"
 
-const storage = new AsyncLocalStorage<ActivityContextShape>()
+/** What an async activity runs with: its context, and the runtime of the fiber that runs it. */
+interface RunningActivity {
+  readonly ctx: ActivityContextShape
+  readonly runtime: Runtime.Runtime<never>
+}
+
+const storage = new AsyncLocalStorage<RunningActivity>()
+
+/**
+ * `heartbeat` as a promise, run by the activity's fiber's runtime (the worker's logger, tracer and
+ * Clock) and stopped when the activity's signal aborts. It rejects with the error itself
+ * ({@link ActivityCancelled}, an HTTP error), not a wrapper; stopped by the signal, with its reason
+ * (the {@link ActivityCancelled} of a cancellation request, or why the worker stopped the activity).
+ */
+const heartbeatAsync = async ({ ctx, runtime }: RunningActivity, details: Record<string, unknown> | undefined): Promise<void> => {
+  // as `fetch` does: an aborted signal sends nothing
+  if (ctx.signal.aborted) throw ctx.signal.reason
+  const exit = await Runtime.runPromiseExit(runtime)(ctx.heartbeat(details), { signal: ctx.signal })
+  if (Exit.isSuccess(exit)) return
+  throw Cause.isInterruptedOnly(exit.cause) && ctx.signal.aborted ? ctx.signal.reason : Cause.squash(exit.cause)
+}
 
 /**
  * The running activity's context, for async activities. Throws outside an activity.
@@ -499,12 +525,17 @@ const storage = new AsyncLocalStorage<ActivityContextShape>()
  * @category accessors
  */
 export const activityContext = (): ActivityContextShape & {
-  /** Like `heartbeat`, as a promise: rejects with {@link ActivityCancelled} on a cancellation request. */
+  /**
+   * Like `heartbeat`, as a promise: rejects with {@link ActivityCancelled} on a cancellation request
+   * (and once the activity was cancelled), with the error itself for any other failure. It runs in
+   * the activity's context (the worker's logger, tracer and Clock) and stops when the activity's
+   * signal aborts.
+   */
   readonly heartbeatAsync: (details?: Record<string, unknown>) => Promise<void>
 } => {
-  const ctx = storage.getStore()
-  if (ctx === undefined) throw new Error("activityContext() called outside an activity")
-  return { ...ctx, heartbeatAsync: (details) => EffectRuntime.runPromise(ctx.heartbeat(details)) }
+  const running = storage.getStore()
+  if (running === undefined) throw new Error("activityContext() called outside an activity")
+  return { ...running.ctx, heartbeatAsync: (details) => heartbeatAsync(running, details) }
 }
 
 const contextOf = (stepCtx: Step.StepContext): ActivityContextShape => {
@@ -547,7 +578,11 @@ export const activityFromPromise = <Args extends Array<any>, A>(
   name,
   // interrupted, the activity's signal is aborted, and a stop waits for the handler
   run: (input, stepCtx) =>
-    runHandler(() => storage.run(contextOf(stepCtx), async () => handler(...(argsOf(input) as Args))), stepCtx as Abortable)
+    EffectRuntime.flatMap(EffectRuntime.runtime<never>(), (runtime) =>
+      runHandler(
+        () => storage.run({ ctx: contextOf(stepCtx), runtime }, async () => handler(...(argsOf(input) as Args))),
+        stepCtx as Abortable
+      ))
 })
 
 // ---- offline replay ------------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Codec from "../../../wire/DurableWorkflowCodec.js"
@@ -528,11 +529,22 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   return { resolutions, scheduled, receivers, accepted, waits, outcomes, startedAt }
 }
 
-/** The outcome of asking the turn for an op (or a parallel group). @internal */
+/**
+ * What a replayed update handler returned that replay waits for before it goes on (its Effect or
+ * promise, run to its end; its failure dropped). @internal
+ */
+export type Settle = Effect.Effect<void>
+
+/**
+ * The outcome of asking the turn for an op (or a parallel group). `Settle`: a recorded update
+ * applied on the way returned an Effect or a promise; run `effect`, then ask for the same op again
+ * (no other op in between: the turn resumes where it stopped). @internal
+ */
 export type Attempt =
   | { readonly _tag: "Resolved"; readonly value: unknown }
   | { readonly _tag: "Failed"; readonly error: ActivityFailed | ChildWorkflowFailed }
   | { readonly _tag: "Blocked" }
+  | { readonly _tag: "Settle"; readonly effect: Settle }
 
 /** What replay produced: the commands of this task. @internal */
 export type TurnResult =
@@ -553,6 +565,8 @@ export class Turn {
   private waitsReached = 0
   private blocking = 0
   private frozen = false
+  /** The condition wait an op was reaching when a receiver pinned to it had to settle: resumed there. */
+  private reaching: { readonly op: Op; readonly opened: OpenedWait } | undefined = undefined
   readonly pending: Array<Command> = []
   readonly signalHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
   readonly queryHandlers = new Map<string, (...args: ReadonlyArray<any>) => unknown>()
@@ -566,8 +580,11 @@ export class Turn {
     readonly taskQueue: string,
     readonly encode: (value: unknown) => unknown,
     readonly specs: ReceiverSpecs = emptySpecs,
-    /** Runs what an update handler returned during replay (an Effect, synchronously). */
-    readonly settle: (value: unknown) => void = () => {},
+    /**
+     * What replay must wait for of what an update handler returned (its Effect or promise, run to
+     * its end with its failure dropped), `undefined` when nothing (a plain value).
+     */
+    readonly settle: (value: unknown) => Settle | undefined = () => undefined,
     /** The update an accepted-update task is applying: a recorded application of it is not replayed. */
     readonly applyingUpdateId: string | undefined = undefined,
     /** The recorded `ConditionWaitOpened` events, matched in order to the code's condition waits. */
@@ -590,47 +607,56 @@ export class Turn {
    * Applies one recorded receiver. Unknown signals and signals whose arguments do not fit their
    * declaration are ignored; an applied update must have a handler (else a `TypeError`, a replay
    * failure); its result and failure were reported when it was first applied, so they are dropped.
+   * An update handler that returned an Effect or a promise has not finished changing the state:
+   * what to wait for is returned, and nothing more is applied until it has settled, as the live
+   * update finished before the server recorded it.
    */
-  private applyReceiver(receiver: RecordedReceiver): void {
+  private applyReceiver(receiver: RecordedReceiver): Settle | undefined {
     if (receiver.kind === "signal") {
       const handler = this.signalHandlers.get(receiver.name)
-      if (handler === undefined) return
+      if (handler === undefined) return undefined
       const args = fitArguments(`signal '${receiver.name}'`, this.specs.signals[receiver.name], receiver.args)
       if (Either.isRight(args)) handler(...args.right)
-      return
+      return undefined
     }
-    if (this.applyingUpdateId !== undefined && receiver.updateId === this.applyingUpdateId) return
+    if (this.applyingUpdateId !== undefined && receiver.updateId === this.applyingUpdateId) return undefined
     const handler = this.updateHandlers.get(receiver.name)
     if (handler === undefined) throw new TypeError(`unknown update '${receiver.name}' recorded in history (UpdateApplied)`)
     const args = fitArguments(`update '${receiver.name}'`, this.specs.updates[receiver.name], receiver.args)
-    if (Either.isLeft(args)) return
+    if (Either.isLeft(args)) return undefined
+    let returned: unknown
     try {
-      this.settle(handler(...args.right))
+      returned = handler(...args.right)
     } catch {
       // it failed when it was applied, too (fail_update)
+      return undefined
     }
+    return this.settle(returned)
   }
 
   /**
    * Applies the receivers due at the current result position, in history order. A receiver pinned
-   * to a condition wait holds back the ones after it until the code reaches that wait.
+   * to a condition wait holds back the ones after it until the code reaches that wait. Stops at an
+   * update that has to settle (and returns it); called again, it goes on with the next receiver.
    */
-  private applyReceivers(): void {
+  private applyReceivers(): Settle | undefined {
     for (;;) {
       const next = this.receivers[this.receiversApplied]
-      if (next === undefined || next.waitId !== undefined || next.position > this.cursor) return
+      if (next === undefined || next.waitId !== undefined || next.position > this.cursor) return undefined
       this.receiversApplied += 1
-      this.applyReceiver(next)
+      const settle = this.applyReceiver(next)
+      if (settle !== undefined) return settle
     }
   }
 
-  /** Applies the receivers pinned to the wait `waitId` that are next in history order. */
-  private applyWaitReceivers(waitId: string): void {
+  /** Applies the receivers pinned to the wait `waitId` that are next in history order (see {@link applyReceivers}). */
+  private applyWaitReceivers(waitId: string): Settle | undefined {
     for (;;) {
       const next = this.receivers[this.receiversApplied]
-      if (next === undefined || next.waitId !== waitId) return
+      if (next === undefined || next.waitId !== waitId) return undefined
       this.receiversApplied += 1
-      this.applyReceiver(next)
+      const settle = this.applyReceiver(next)
+      if (settle !== undefined) return settle
     }
   }
 
@@ -639,14 +665,27 @@ export class Turn {
    * the code, n-th opened in history), whose pinned receivers are applied. A recorded outcome wins
    * over the predicate (rule 3): a timed-out wait is `false` whatever the state says now. While the
    * wait is unsatisfied and history shows the same wait (same `condition_key`) opened again right
-   * after, the code is at that reopened wait too. `undefined`: the wait blocks.
+   * after, the code is at that reopened wait too. `undefined`: the wait blocks. A pinned update
+   * that has to settle is returned; asked again for the same op, the turn goes on from that wait.
    */
-  private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>): boolean | undefined {
+  private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>): boolean | undefined | { readonly settle: Settle } {
     for (;;) {
-      const opened = this.waits[this.waitsReached]
-      this.waitsReached += 1
-      if (opened !== undefined && opened.key !== undefined && opened.key !== (op.key ?? "")) this.keyChanged(op, opened)
-      if (opened !== undefined) this.applyWaitReceivers(opened.waitId)
+      let opened: OpenedWait | undefined
+      if (this.reaching === undefined) {
+        opened = this.waits[this.waitsReached]
+        this.waitsReached += 1
+        if (opened !== undefined && opened.key !== undefined && opened.key !== (op.key ?? "")) this.keyChanged(op, opened)
+      } else {
+        opened = this.reaching.opened
+        this.reaching = undefined
+      }
+      if (opened !== undefined) {
+        const settle = this.applyWaitReceivers(opened.waitId)
+        if (settle !== undefined) {
+          this.reaching = { op, opened }
+          return { settle }
+        }
+      }
       const outcome = opened === undefined ? undefined : this.outcomes.get(opened.waitId)
       if (outcome === false) return false
       const again = opened === undefined ? undefined : this.waits[this.waitsReached]
@@ -658,11 +697,16 @@ export class Turn {
     }
   }
 
-  /** Applies every recorded receiver (before answering a query, validating or applying an update). */
-  applyAllReceivers(): void {
+  /**
+   * Applies every recorded receiver (before answering a query, validating or applying an update).
+   * Stops at an update that has to settle and returns it: settle it, then call this again.
+   */
+  applyAllReceivers(): Settle | undefined {
     while (this.receiversApplied < this.receivers.length) {
-      this.applyReceiver(this.receivers[this.receiversApplied++]!)
+      const settle = this.applyReceiver(this.receivers[this.receiversApplied++]!)
+      if (settle !== undefined) return settle
     }
+    return undefined
   }
 
   /** The code waits on another condition (by `condition_key`) than the one history shows opened here. */
@@ -807,11 +851,19 @@ export class Turn {
     if (recorded !== undefined) this.check(op, recorded)
   }
 
-  /** Asks for one op. Throws {@link NonDeterministicReplayError} on a mismatch. */
+  /**
+   * Asks for one op. Throws {@link NonDeterministicReplayError} on a mismatch. After a `Settle`,
+   * the same op must be asked for again, before any other.
+   */
   attempt(op: Op): Attempt {
     if (this.frozen) return { _tag: "Blocked" }
-    this.applyReceivers()
-    this.sequence += 1
+    if (this.reaching === undefined) {
+      const settle = this.applyReceivers()
+      if (settle !== undefined) return { _tag: "Settle", effect: settle }
+      this.sequence += 1
+    } else if (this.reaching.op !== op) {
+      throw new Error("internal error: another op was asked for while a condition wait settled a replayed update")
+    }
     const recorded = this.resolutions[this.cursor]
     switch (op._tag) {
       case "SideEffect": {
@@ -847,6 +899,7 @@ export class Turn {
       }
       case "Condition": {
         const outcome = this.reachWait(op)
+        if (typeof outcome === "object") return { _tag: "Settle", effect: outcome.settle }
         if (outcome !== undefined) return { _tag: "Resolved", value: outcome }
         // still waiting while history went on: the code took another path than the live run
         if (recorded !== undefined) this.check(op, recorded)
@@ -870,9 +923,11 @@ export class Turn {
   /** Asks for a parallel group of blocking ops; resolves to their values in the order given. */
   attemptAll(ops: ReadonlyArray<Op>): Attempt {
     if (this.frozen) return { _tag: "Blocked" }
+    if (this.reaching !== undefined) throw new Error("internal error: a parallel group was asked for while a condition wait settled a replayed update")
     if (ops.length === 0) return { _tag: "Resolved", value: [] }
     if (ops.length > 1000) throw new Error("a parallel group has at most 1000 members")
-    this.applyReceivers()
+    const settle = this.applyReceivers()
+    if (settle !== undefined) return { _tag: "Settle", effect: settle }
     const base = this.sequence + 1
     const available = this.resolutions.slice(this.cursor, this.cursor + ops.length)
     if (available.length < ops.length) {

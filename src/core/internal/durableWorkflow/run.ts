@@ -5,6 +5,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import { createHash } from "node:crypto"
 import * as Codec from "../../../wire/DurableWorkflowCodec.js"
 import { isNonRetryable, messageOf } from "../errors.js"
@@ -19,6 +20,7 @@ import {
   decodeArgs,
   type Op,
   readHistory,
+  type Settle,
   Turn
 } from "./replay.js"
 
@@ -211,12 +213,33 @@ const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefin
   }
 }
 
-/** Attempts an op, recording a non-determinism error on the turn (so workflow code cannot swallow it). */
+/**
+ * Attempts an op, recording a non-determinism error on the turn (so workflow code cannot swallow
+ * it). Ops are answered one at a time: an op whose attempt has to settle a replayed update holds
+ * the turn until it is answered, and ops asked for meanwhile wait for it in the order they asked.
+ */
 class Guard {
   fatal: unknown = undefined
   blocked = false
   onBlocked: () => void = () => {}
+  /** Whether an op holds the turn (it is settling a replayed update). */
+  busy = false
+  private readonly waiting: Array<() => void> = []
   constructor(readonly turn: Turn) {}
+  /** Queues `resume`, called when the turn is handed to it; returns how to leave the queue. */
+  queue(resume: () => void): () => void {
+    this.waiting.push(resume)
+    return () => {
+      const at = this.waiting.indexOf(resume)
+      if (at >= 0) this.waiting.splice(at, 1)
+    }
+  }
+  /** Hands the turn to the next op waiting for it, else frees it. */
+  release(): void {
+    const next = this.waiting.shift()
+    if (next === undefined) this.busy = false
+    else next()
+  }
   attempt(ops: Op | ReadonlyArray<Op>): Attempt {
     if (this.fatal !== undefined || this.blocked) return { _tag: "Blocked" }
     try {
@@ -313,30 +336,74 @@ const encodeOrRefuse = (
   }
 }
 
-const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
+/** Asks for `ops` until the turn answers, running each settle it asks for first (in this fiber). */
+const settling = (guard: Guard, ops: Op | ReadonlyArray<Op>): Effect.Effect<Attempt> =>
   Effect.suspend(() => {
     const result = guard.attempt(ops)
-    return result._tag === "Resolved"
-      ? Effect.succeed(result.value)
-      : result._tag === "Failed"
-      ? Effect.fail(result.error)
-      : Effect.never
+    return result._tag === "Settle" ? Effect.zipRight(result.effect, settling(guard, ops)) : Effect.succeed(result)
   })
 
-const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Promise<any> => {
-  const result = guard.attempt(ops)
-  return result._tag === "Resolved"
+/** Waits for the turn, then runs `effect` holding it. */
+const inTurn = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect<A> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.zipRight(
+      restore(Effect.async<void>((resume) => Effect.sync(guard.queue(() => resume(Effect.void))))),
+      Effect.ensuring(restore(effect), Effect.sync(() => guard.release()))
+    )
+  )
+
+const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
+  result._tag === "Resolved"
+    ? Effect.succeed(result.value)
+    : result._tag === "Failed"
+    ? Effect.fail(result.error)
+    : Effect.never
+
+/** An op as an Effect: a replayed update to settle on the way runs in the fiber that asked. */
+const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
+  Effect.suspend(() => {
+    if (guard.busy) return Effect.flatMap(inTurn(guard, settling(guard, ops)), answer)
+    const result = guard.attempt(ops)
+    if (result._tag !== "Settle") return answer(result)
+    guard.busy = true
+    return Effect.flatMap(Effect.ensuring(Effect.zipRight(result.effect, settling(guard, ops)), Effect.sync(() => guard.release())), answer)
+  })
+
+const answerAsync = (result: Attempt): Promise<any> =>
+  result._tag === "Resolved"
     ? Promise.resolve(result.value)
     : result._tag === "Failed"
     ? Promise.reject(result.error)
     : new Promise(() => {})
+
+/** {@link settling} for async workflows: `run` runs each settle. */
+const settlingAsync = async (guard: Guard, ops: Op | ReadonlyArray<Op>, run: (settle: Settle) => Promise<void>): Promise<Attempt> => {
+  for (;;) {
+    const result = guard.attempt(ops)
+    if (result._tag !== "Settle") return result
+    await run(result.effect)
+  }
+}
+
+/** An op as a promise: a replayed update to settle on the way is run by `run` (on the replaying fiber's runtime). */
+const promiseOp = (guard: Guard, run: (settle: Settle) => Promise<void>) => (ops: Op | ReadonlyArray<Op>): Promise<any> => {
+  let held: Promise<Attempt>
+  if (guard.busy) {
+    held = new Promise<void>((resolve) => guard.queue(resolve)).then(() => settlingAsync(guard, ops, run))
+  } else {
+    const result = guard.attempt(ops)
+    if (result._tag !== "Settle") return answerAsync(result)
+    guard.busy = true
+    held = run(result.effect).then(() => settlingAsync(guard, ops, run))
+  }
+  return held.finally(() => guard.release()).then(answerAsync)
 }
 
 const seconds = (duration: number | { readonly seconds: number }) => typeof duration === "number" ? duration : duration.seconds
 
-const contexts = (base: BaseContext, guard: Guard) => {
+const contexts = (base: BaseContext, guard: Guard, run: (settle: Settle) => Promise<void>) => {
   const e = effectOp(guard)
-  const p = promiseOp(guard)
+  const p = promiseOp(guard, run)
   return {
     effect: {
       ...base,
@@ -380,32 +447,39 @@ const isOp = (value: unknown): value is Op =>
   typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string" &&
   ["Activity", "Timer", "Child", "SideEffect", "Version", "Condition", "Upsert"].includes((value as { _tag: string })._tag)
 
+/** Drives a generator workflow; a replayed update to settle on the way runs in this fiber. */
 const driveGenerator = (
   gen: Generator<unknown, unknown, any>,
   guard: Guard,
   patchedIds: Set<Op>
-): Ending => {
-  let next: { readonly send: unknown } | { readonly raise: unknown } = { send: undefined }
-  for (;;) {
-    let step: IteratorResult<unknown, unknown>
-    try {
-      step = "raise" in next ? gen.throw(next.raise) : gen.next(next.send)
-    } catch (error) {
-      return { _tag: "Threw", error }
+): Effect.Effect<Ending> =>
+  Effect.gen(function*() {
+    let next: { readonly send: unknown } | { readonly raise: unknown } = { send: undefined }
+    for (;;) {
+      let step: IteratorResult<unknown, unknown>
+      try {
+        step = "raise" in next ? gen.throw(next.raise) : gen.next(next.send)
+      } catch (error) {
+        return { _tag: "Threw", error } as const
+      }
+      if (step.done) return { _tag: "Returned", value: step.value } as const
+      const yielded: unknown = step.value
+      const ops = Array.isArray(yielded) ? yielded : [yielded]
+      if (!ops.every(isOp)) {
+        next = { raise: new TypeError("a workflow generator must yield ops from its context (or an array of them for a parallel group)") }
+        continue
+      }
+      const asked = Array.isArray(yielded) ? (yielded as ReadonlyArray<Op>) : (yielded as Op)
+      let result = guard.attempt(asked)
+      while (result._tag === "Settle") {
+        yield* result.effect
+        result = guard.attempt(asked)
+      }
+      if (result._tag === "Blocked") return { _tag: "Blocked" } as const
+      if (result._tag === "Failed") next = { raise: result.error }
+      else next = { send: patchedIds.has(yielded as Op) ? result.value === 1 : result.value }
     }
-    if (step.done) return { _tag: "Returned", value: step.value }
-    const yielded: unknown = step.value
-    const ops = Array.isArray(yielded) ? yielded : [yielded]
-    if (!ops.every(isOp)) {
-      next = { raise: new TypeError("a workflow generator must yield ops from its context (or an array of them for a parallel group)") }
-      continue
-    }
-    const result = guard.attempt(Array.isArray(yielded) ? (yielded as ReadonlyArray<Op>) : (yielded as Op))
-    if (result._tag === "Blocked") return { _tag: "Blocked" }
-    if (result._tag === "Failed") next = { raise: result.error }
-    else next = { send: patchedIds.has(yielded as Op) ? result.value === 1 : result.value }
-  }
-}
+  })
 
 /**
  * Replays a workflow over a task's history and returns this task's commands. Fails with a
@@ -416,6 +490,7 @@ const driveGenerator = (
 export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect.Effect<ReplayResult, ReplayFailure, R> =>
   Effect.gen(function*() {
     const history = yield* Effect.try({ try: () => readHistory(input.history, input.codec), catch: (e) => new ReplayFailure(e) })
+    const runtime = yield* Effect.runtime<R>()
     const turn = new Turn(
       history.resolutions,
       history.scheduled,
@@ -431,7 +506,18 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
     const accepted = history.accepted
     const guard = new Guard(turn)
     const base = baseContext(input, turn, history.startedAt)
-    const ctx = contexts(base, guard)
+    // async workflows run outside this fiber: their settles run on its runtime, and end with the replay
+    const settlesRunning = new Set<Fiber.RuntimeFiber<void>>()
+    const runSettle = (settle: Settle) =>
+      new Promise<void>((resolve) => {
+        const fiber = Runtime.runFork(runtime)(settle)
+        settlesRunning.add(fiber)
+        fiber.addObserver(() => {
+          settlesRunning.delete(fiber)
+          resolve()
+        })
+      })
+    const ctx = contexts(base, guard, runSettle)
     const body = definition.body
     let ending: Ending
     if (body.style === "generator") {
@@ -453,7 +539,7 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
           catch: (e) => e as ReplayFailure
         })
       }
-      ending = driveGenerator(gen, guard, patchedIds)
+      ending = yield* driveGenerator(gen, guard, patchedIds)
     } else if (body.style === "async") {
       ending = yield* Effect.promise(() =>
         new Promise<Ending>((resolve) => {
@@ -462,7 +548,10 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
             .then(() => body.run(ctx.async, ...input.args))
             .then((value) => resolve({ _tag: "Returned", value }), (error) => resolve({ _tag: "Threw", error }))
         })
-      )
+      ).pipe(Effect.ensuring(Effect.suspend(() => {
+        turn.freeze()
+        return Fiber.interruptAll(settlesRunning)
+      })))
     } else {
       const blocked = yield* Deferred.make<void>()
       guard.onBlocked = () => Deferred.unsafeDone(blocked, Exit.void)
@@ -490,11 +579,19 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
     return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, ending), turn, accepted }), catch: (e) => e as ReplayFailure })
   })
 
-/** Runs what an update handler returned while replaying an `UpdateApplied`: an Effect synchronously. */
-const settleDuringReplay = (value: unknown): void => {
-  if (Effect.isEffect(value)) Effect.runSyncExit(value as Effect.Effect<unknown, unknown>)
-  else if (isPromiseLike(value)) Promise.resolve(value).catch(() => {})
-}
+/**
+ * What replay waits for of what an update handler returned while an `UpdateApplied` is replayed:
+ * its Effect or promise, run to its end where the turn asks (the replaying fiber, with the worker's
+ * services, logger, tracer and Clock, as the live update ran), so that the state it leaves is the
+ * state the live update left before the code goes on. Its failure is dropped: it was reported when
+ * the update was applied (`fail_update`).
+ */
+const settleDuringReplay = (value: unknown): Settle | undefined =>
+  Effect.isEffect(value)
+    ? Effect.asVoid(Effect.exit(value as Effect.Effect<unknown, unknown>))
+    : isPromiseLike(value)
+    ? Effect.promise(() => Promise.resolve(value).then(() => undefined, () => undefined))
+    : undefined
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
@@ -517,16 +614,21 @@ const callReceiver = (call: () => unknown): Effect.Effect<unknown, unknown> =>
     return Effect.succeed(out)
   })
 
+/** Applies every recorded receiver left, settling the updates on the way (in this fiber). */
+const applyAllReceivers = (turn: Turn): Effect.Effect<void, ReplayFailure> =>
+  Effect.suspend(() => {
+    let settle: Settle | undefined
+    try {
+      settle = turn.applyAllReceivers()
+    } catch (error) {
+      return Effect.fail(new ReplayFailure(error))
+    }
+    return settle === undefined ? Effect.void : Effect.zipRight(settle, applyAllReceivers(turn))
+  })
+
 /** Replays, then applies every recorded receiver: the state a query, validator or update sees. */
 const replayedState = <R>(definition: Definition<R>, input: ReplayInput) =>
-  Effect.flatMap(replay(definition, input), (result) =>
-    Effect.try({
-      try: () => {
-        result.turn.applyAllReceivers()
-        return result
-      },
-      catch: (error) => new ReplayFailure(error)
-    }))
+  Effect.flatMap(replay(definition, input), (result) => Effect.as(applyAllReceivers(result.turn), result))
 
 /**
  * Replays a workflow, then answers a query from its state. Fails with {@link QueryFailed}.
