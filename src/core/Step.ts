@@ -103,19 +103,23 @@ const withSchemas = <I, O, E, R, RS>(
     : (input, ctx) =>
       Effect.flatMap(
         Effect.mapError(decode(input), (e) =>
-          new FatalError(
-            `invalid input for step "${name}": ${describeIssues(e)}`,
-            "invalid_input"
-          )),
+          schemaFailure(`invalid input for step "${name}": ${describeIssues(e)}`, "invalid_input")),
         (value) => handler(value, ctx)
       )
   return encode === undefined ? decoded : (input, ctx) =>
     Effect.flatMap(decoded(input, ctx), (out) =>
       Effect.mapError(encode(out as O), (e) =>
-        new FatalError(
-          `invalid output from step "${name}": ${describeIssues(e)}`,
-          "invalid_output"
-        )))
+        schemaFailure(`invalid output from step "${name}": ${describeIssues(e)}`, "invalid_output")))
+}
+
+/**
+ * The failure of a value its schema refused. Its stack would be this library's and Effect's frames,
+ * nothing of the handler's: left out, so the failure the engine stores is the message and the code.
+ */
+const schemaFailure = (message: string, code: string): FatalError => {
+  const error = new FatalError(message, code)
+  delete (error as { stack?: string }).stack
+  return error
 }
 
 /**

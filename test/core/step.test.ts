@@ -355,6 +355,12 @@ describe("processStep", () => {
       assert.strictEqual(bad.error?.retryable, false)
       // the first problem only (the step's decoder stops there), by its field, on one line
       assert.strictEqual(bad.error?.message, "invalid input for step \"add\": a: Expected number, actual \"1\"")
+      // no stack: it would be this library's and Effect's frames, stored by the engine for nothing
+      assert.notProperty(bad.error, "stack")
+      const odd = Step.make("odd", () => Effect.succeed({ sum: "x" as unknown as number }), { output: Schema.Struct({ sum: Schema.Number }) })
+      const badOutput = yield* run([odd], task("odd", {}))
+      assert.strictEqual(badOutput.error?.code, "invalid_output")
+      assert.notProperty(badOutput.error, "stack")
     }))
 
   it.effect("duplicate step names are refused", () =>
