@@ -39,7 +39,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
@@ -86,6 +85,9 @@ import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_P
 export { MissingDriverError } from "./internal/drivers.js"
 import type * as Listen from "./sql/internal/listen.js"
 import * as Statements from "./sql/internal/statements.js"
+import * as Conflict from "./sql/internal/conflict.js"
+import { ResultConflict } from "./sql/internal/conflict.js"
+import * as UnknownClaims from "./sql/internal/unknownClaims.js"
 import { waitFor } from "./internal/startup.js"
 import {
   Delivery,
@@ -126,9 +128,6 @@ export { dialectOfUrl, SqlConfigError } from "./sql/internal/config.js"
 
 const DEFAULT_POLL = Duration.millis(500)
 const DEFAULT_POLL_NOTIFIED = Duration.seconds(5)
-const CONFLICT_RETRY = Duration.millis(100)
-/** How often the release of a claim of unknown outcome is tried again while the database is away. */
-const RELEASE_RETRY = Duration.millis(250)
 const LISTEN_PROBES = 2_000
 /** A lost `LISTEN` is tried again after 100 ms, doubling up to 5 s; a minute without loss starts over. */
 const LISTEN_RETRY = Schedule.exponential(Duration.millis(100)).pipe(
@@ -154,9 +153,6 @@ const transportError = (operation: string) => (cause: unknown) => {
       "INSERT, UPDATE and DELETE on the durable tables"
   return new TransportError({ transport: NAME, operation, message, cause, fatal: true })
 }
-
-/** An earlier result row of the step still waits for the engine: the completion was rolled back. */
-class ResultConflict extends Schema.TaggedError<ResultConflict>()("ResultConflict", { stepId: Schema.String }) {}
 
 /** A completion on its way to the database: the result row, the claim it needs, and whether to claim a next row. */
 interface Completing extends Statements.Completion {
@@ -282,79 +278,18 @@ const build = (
       }
 
       // a completion that finds an earlier result of its step waiting tries again, for up to a lease
-      const conflictRetry = Schedule.spaced(CONFLICT_RETRY).pipe(Schedule.upTo(lease))
+      const untilNoConflict = Conflict.untilNoConflict({ lease, results: names.results })
       let claims = 0
       const nextClaim = () => `${worker.workerId}#${(++claims).toString(36)}`
 
-      /**
-       * A claim whose statement failed may have been committed all the same: the connection was lost
-       * after the server ran it and before its answer came (a backend killed, a network cut). Its
-       * rows would then be held by a claim no delivery serves until the lease runs out. They are
-       * released by that claim (unique to the failed statement, so nothing served is touched) as
-       * soon as the database answers again, in the background. One fiber releases every such claim
-       * in one statement: a database away for minutes fails a poll every `pollRetryDelay`, and each
-       * claim retrying on its own would multiply the attempts and the log lines. A claim still not
-       * released after a lease is let go: its rows, if any, are claimable again anyway. When it was
-       * not committed, nothing holds that claim: a no-op.
-       */
-      const unknownClaims = new Map<string, number>()
-      const claimLost = yield* Queue.sliding<void>(1)
-      const releaseUnknownClaim = (claim: string) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          unknownClaims.set(claim, now)
-          return Queue.offer(claimLost, undefined)
-        })
-      /** How many claims were let go since it was last said (said once the tries end, not at each). */
-      let letGo = 0
-      /** One try at releasing the claims waiting; fails while the database does not answer. */
-      const releaseWaiting = Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        for (const [claim, lostAt] of unknownClaims) {
-          if (now - lostAt < Duration.toMillis(lease)) continue
-          unknownClaims.delete(claim)
-          letGo++
-        }
-        const claims = Array.from(unknownClaims.keys())
-        const released = claims.length === 0 ? 0 : affected(yield* run(Statements.releaseClaims(dialect, names, claims)).raw)
-        for (const claim of claims) unknownClaims.delete(claim)
-        if (letGo > 0) {
-          yield* Effect.logDebug(
-            `let go ${letGo} claim(s) of unknown outcome on ${names.tasks} unreleased: the database did not answer ` +
-              "within a lease, after which their tasks, if any, are claimable anyway"
-          )
-          letGo = 0
-        }
-        if (released > 0) {
-          yield* Effect.logWarning(
-            (claims.length === 1
-              ? "a claim whose outcome was lost with the connection had been committed; its"
-              : `of ${claims.length} claims whose outcome was lost with the connection, some had been committed; their`) +
-              ` ${released} task(s) in ${names.tasks} were released for the next poll instead of waiting out the lease`
-          )
-        }
+      // a claim whose statement failed may have been committed all the same: released in the
+      // background once the database answers, or let go after a lease (see sql/internal/unknownClaims.ts)
+      const releaseUnknownClaim = yield* UnknownClaims.make({
+        lease,
+        tasks: names.tasks,
+        release: (lost) => Effect.map(run(Statements.releaseClaims(dialect, names, lost)).raw, affected),
+        isRefusal: (error) => refusalOf(error) !== undefined
       })
-      const releaseAll = releaseWaiting.pipe(
-        // tried again, unlogged, while the database is away (the failed polls say so already); a
-        // refusal does not change by trying again
-        Effect.retry({ schedule: Schedule.spaced(RELEASE_RETRY), while: (error) => refusalOf(error) === undefined }),
-        // what cannot be released waits out the lease; the releaser goes on for the claims to come
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.zipRight(
-            Effect.sync(() => unknownClaims.clear()),
-            Effect.logWarning(
-              `could not release the claims of unknown outcome on ${names.tasks}; their tasks, if any, are claimable once the lease passes`,
-              Cause.pretty(cause)
-            )
-          )
-        )
-      )
-      yield* Queue.take(claimLost).pipe(
-        Effect.zipRight(releaseAll),
-        Effect.forever,
-        // closing the registration (a stop) must not wait for a database that is away
-        Effect.interruptible,
-        Effect.forkScoped
-      )
 
       const release = (stepId: string, claim: string, grp: string) =>
         run(Statements.release(dialect, names, { stepId, claim })).raw.pipe(
@@ -555,25 +490,7 @@ const build = (
             if (completed.lost) yield* lostClaim(stepId, claim)
             return completed
           })
-        const submit = (reply: NestReply, takeNext: boolean) =>
-          attempt(reply, takeNext).pipe(
-            // the retry schedule is only built when an earlier result was found waiting
-            Effect.catchTag("ResultConflict", () =>
-              Effect.retry(attempt(reply, takeNext), {
-                while: (error) => error._tag === "ResultConflict",
-                schedule: conflictRetry
-              })),
-            Effect.mapError((error) =>
-              error._tag === "ResultConflict"
-                ? new TransportError({
-                  transport: NAME,
-                  operation: "complete",
-                  message: `an earlier result of step ${stepId} is still waiting in ${names.results} for the engine ` +
-                    "to read it; the task stays claimed and its result is written once that row is gone"
-                })
-                : error
-            )
-          )
+        const submit = (reply: NestReply, takeNext: boolean) => untilNoConflict(stepId, attempt(reply, takeNext))
         return Delivery.make<NestReply>({
           id: `${names.tasks}#${stepId}`,
           payload: parsed._tag === "Task" ? parsed.payload : row,

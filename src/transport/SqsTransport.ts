@@ -44,7 +44,6 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
-import * as Schedule from "effect/Schedule"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -59,6 +58,7 @@ import { redact, redactUrl, safeCause } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
 import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
+import * as AnswerRetry from "./sqs/internal/answerRetry.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as SqsConfig from "./sqs/internal/config.js"
 import type { SqsConfigError } from "./sqs/internal/config.js"
@@ -119,16 +119,13 @@ const isMissingQueue = (error: unknown) => {
   return name === "QueueDoesNotExist" || name === "AWS.SimpleQueueService.NonExistentQueue"
 }
 
-/** An answer from SQS itself (as opposed to a connection that failed). */
-const isServiceError = (error: unknown) => typeof error === "object" && error !== null && "$fault" in error
-
 /**
  * A call that lost its connection or never got one (refused, reset, hung up, timed out), as opposed to
  * an answer SQS gave (a service error) or a call we aborted.
  */
 const isConnectionFailure = (error: unknown): boolean => {
   for (let current = error, depth = 0; typeof current === "object" && current !== null && depth < 5; depth++) {
-    if (isServiceError(current)) return false
+    if (AnswerRetry.isServiceError(current)) return false
     const { code, message, name } = current as { code?: unknown; message?: unknown; name?: unknown }
     if (name === "AbortError") return false
     if (typeof code === "string" && CONNECTION_CODES.has(code)) return true
@@ -153,11 +150,6 @@ const NOT_INFLIGHT = new Set(["MessageNotInflight", "ReceiptHandleIsInvalid", "I
 
 /** The receipt handle no longer designates an in-flight copy (it was deleted, or became visible again). */
 const isNotInflight = (error: unknown) => NOT_INFLIGHT.has(errorName(error) ?? "")
-
-/** How often a result or delete that reached no SQS endpoint is tried again. */
-const ANSWER_RETRY = Duration.millis(500)
-/** The longest one attempt at a result or delete goes on retrying it. */
-const ANSWER_RETRY_AT_MOST = Duration.seconds(10)
 
 /** SQS batch calls in flight at once, per kind of call. */
 const BATCH_CALLS = 4
@@ -294,7 +286,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           )
           return failure("refused", registrationError(refused.message, refused))
         }
-        return isServiceError(cause)
+        return AnswerRetry.isServiceError(cause)
           ? failure(
             "refused",
             registrationError(
@@ -587,24 +579,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           }
         })
 
-      /**
-       * A send or delete whose connection failed (no answer from SQS at all: the endpoint away, a
-       * connection cut) is tried again for up to a third of the visibility timeout (at most 10 s; the
-       * runtime's retries each try as long), the task's visibility being extended meanwhile by its
-       * lease, rather than given up after the runtime's few quick retries: a delete given up on
-       * leaves the task to come back once its visibility lapses, and run again.
-       * Both are safe to send again: a result sent twice is taken once by the engine (it keeps the
-       * result of a pending step), and a delete of a deleted message succeeds. What SQS itself
-       * refused is not retried here.
-       */
-      const answerRetryFor = Duration.min(Duration.seconds(visibility.timeoutSeconds / 3), ANSWER_RETRY_AT_MOST)
-      const untilAnswered = (effect: Effect.Effect<void, TransportError>) =>
-        Effect.retry(effect, {
-          schedule: Schedule.spaced(ANSWER_RETRY).pipe(Schedule.upTo(answerRetryFor)),
-          // a call that reached no endpoint fails with the client's error as its cause; SQS's own
-          // refusals (a service error, or a failed entry of a batch, which has no cause) are final
-          while: (error) => error.cause !== undefined && !isServiceError(error.cause)
-        })
+      // a send or delete that reached no endpoint is tried again, for up to a third of the visibility
+      // timeout (see sqs/internal/answerRetry.ts)
+      const untilAnswered = AnswerRetry.untilAnswered(visibility.timeoutSeconds)
 
       const settle = (held: Inflight.Held, effect: Effect.Effect<void, TransportError>) =>
         Effect.ensuring(effect, Effect.sync(() => inflight.release(held)))
