@@ -80,6 +80,7 @@ import {
   sqlMessageOf
 } from "./sql/internal/connection.js"
 import * as Refusals from "./internal/connectErrors.js"
+import { namingVariables } from "./internal/options.js"
 import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
 
 export { MissingDriverError } from "./internal/drivers.js"
@@ -863,6 +864,9 @@ const loadDriver = (dialect: Dialect): Effect.Effect<Driver, MissingDriverError>
     catch: missingDriverError(dialect === "postgres" ? POSTGRES_PACKAGES : MYSQL_PACKAGES, dialectLabel(dialect))
   })
 
+/** The variables {@link layerConfig} reads besides `DATABASE_URL`, by the option each gives (a refusal names its variable). */
+const VARIABLES = { prefix: "DURABLE_PREFIX", partition: "DURABLE_PARTITION" } as const
+
 /**
  * The transport configured from the environment: `DATABASE_URL` (required; its scheme picks
  * PostgreSQL or MySQL/MariaDB, and says where the database is), `DURABLE_PREFIX` (default `durable`),
@@ -889,8 +893,8 @@ export const layerConfig = (
             })
           )
         )),
-        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Statements.DEFAULT_PREFIX)),
-        partition: optional(Config.string("DURABLE_PARTITION"))
+        prefix: optional(Config.string(VARIABLES.prefix)),
+        partition: optional(Config.string(VARIABLES.partition))
       }),
       (env) => {
         if (Option.isNone(env.url)) {
@@ -920,7 +924,14 @@ export const layerConfig = (
           ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }),
           ...definedOnly({ ...rest, applicationName: url.dialect === "postgres" ? applicationName : undefined })
         }
-        return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged)))
+        return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged))).pipe(
+          Layer.mapError(namingVariables(
+            VARIABLES,
+            env,
+            options,
+            (option, message): SqlConfigError | MissingDriverError => new SqlConfigError({ option, message })
+          ))
+        )
       }
     )
   )

@@ -54,6 +54,7 @@ import type * as Scope from "effect/Scope"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { definedOnly, optional } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
+import { namingVariables } from "./internal/options.js"
 import { redact, redactUrl, safeCause } from "./internal/redact.js"
 import { waitFor } from "./internal/startup.js"
 import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
@@ -783,6 +784,15 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
  */
 export const layer = (options: SqsOptions = {}): Layer.Layer<Transport, SqsConfigError> => Layer.effect(Transport, make(options))
 
+/** The variables {@link layerConfig} reads, by the option each gives (a refusal names its variable). */
+const VARIABLES = {
+  "clientConfig.endpoint": "SQS_ENDPOINT",
+  prefix: "DURABLE_PREFIX",
+  partition: "DURABLE_PARTITION",
+  marker: "SQS_MARKER",
+  resultsQueueUrl: "SQS_RESULTS_QUEUE_URL"
+} as const
+
 /**
  * The transport configured from the environment: `SQS_ENDPOINT` (a local server such as
  * `http://127.0.0.1:4566`; AWS itself when unset), `AWS_REGION` (default `us-east-1` with an endpoint,
@@ -804,11 +814,11 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
         accessKeyId: optional(Config.redacted("AWS_ACCESS_KEY_ID")),
         secretAccessKey: optional(Config.redacted("AWS_SECRET_ACCESS_KEY")),
         sessionToken: optional(Config.redacted("AWS_SESSION_TOKEN")),
-        prefix: Config.string("DURABLE_PREFIX").pipe(Config.withDefault(Naming.DEFAULT_PREFIX)),
-        partition: optional(Config.string("DURABLE_PARTITION")),
+        prefix: optional(Config.string(VARIABLES.prefix)),
+        partition: optional(Config.string(VARIABLES.partition)),
         autoCreate: Config.boolean("SQS_AUTO_CREATE").pipe(Config.withDefault(false)),
-        marker: optional(Config.string("SQS_MARKER")),
-        resultsQueueUrl: optional(Config.string("SQS_RESULTS_QUEUE_URL"))
+        marker: optional(Config.string(VARIABLES.marker)),
+        resultsQueueUrl: optional(Config.string(VARIABLES.resultsQueueUrl))
       }),
       ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
         make({
@@ -821,7 +831,15 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
           }),
           ...definedOnly(env),
           ...definedOnly(options)
-        })
+        }).pipe(
+          Effect.mapError(namingVariables(
+            VARIABLES,
+            { ...env, "clientConfig.endpoint": endpoint },
+            // a clientConfig given in code replaces the one read, endpoint and all
+            { ...options, "clientConfig.endpoint": options.clientConfig },
+            (option, message) => new SqsConfig.SqsConfigError({ option, message })
+          ))
+        )
     )
   )
 

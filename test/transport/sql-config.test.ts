@@ -176,6 +176,10 @@ describe("SQL layerConfig options", () => {
       const error = yield* buildError(SqlTransport.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(env))))
       assert.strictEqual(error._tag, "SqlConfigError")
       assert.strictEqual((error as SqlTransport.SqlConfigError).option, "prefix")
+      // read from a variable, not written in code: named by the variable
+      assert.match(error.message, /^DURABLE_PREFIX: table prefix /)
+      const given = yield* buildError(SqlTransport.layerConfig({ prefix: "bad prefix" }).pipe(Layer.provide(Layer.setConfigProvider(env))))
+      assert.match(given.message, /^table prefix /)
       const mysql = ConfigProvider.fromMap(new Map([["DATABASE_URL", unreachable.mysql]]))
       const lease = yield* buildError(
         SqlTransport.layerConfig({ lease: 0 }).pipe(Layer.provide(Layer.setConfigProvider(mysql)))

@@ -139,10 +139,18 @@ describe("SQS transport options", () => {
       const error = yield* buildError(SqsTransport.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(env))))
       assert.strictEqual(error._tag, "SqsConfigError")
       assert.strictEqual((error as SqsTransport.SqsConfigError).option, "partition")
+      // read from a variable, not written in code: named by the variable
+      assert.match(error.message, /^DURABLE_PARTITION: /)
       const marker = yield* buildError(
         SqsTransport.layerConfig({ marker: ".bad" }).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))))
       )
       assert.strictEqual((marker as SqsTransport.SqsConfigError).option, "marker")
+      assert.match(marker.message, /^marker /)
+      const endpoint = yield* buildError(
+        SqsTransport.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SQS_ENDPOINT", "localhost:4566"]])))))
+      )
+      assert.strictEqual((endpoint as SqsTransport.SqsConfigError).option, "clientConfig.endpoint")
+      assert.match(endpoint.message, /^SQS_ENDPOINT: clientConfig\.endpoint /)
     }))
 })
 
