@@ -81,7 +81,7 @@ import {
 } from "./sql/internal/connection.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { namingVariables } from "./internal/options.js"
-import { type MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
+import { MissingDriverError, missingDriverError, MYSQL_PACKAGES, POSTGRES_PACKAGES } from "./internal/drivers.js"
 
 export { MissingDriverError } from "./internal/drivers.js"
 import type * as Listen from "./sql/internal/listen.js"
@@ -924,7 +924,18 @@ export const layerConfig = (
           ...definedOnly({ url: url.url, prefix: env.prefix, partition: env.partition }),
           ...definedOnly({ ...rest, applicationName: url.dialect === "postgres" ? applicationName : undefined })
         }
-        return Layer.unwrapEffect(Effect.map(loadDriver(url.dialect), (driver) => layerDriver(driver, merged))).pipe(
+        // the dialect is the variable's choice: an application installed for the other one is most
+        // likely looking at another database's URL, and is told which URL picked these packages
+        const driver = loadDriver(url.dialect).pipe(
+          Effect.mapError((missing) =>
+            new MissingDriverError({
+              ...missing,
+              message: `DATABASE_URL is a ${url.dialect === "postgres" ? "postgres://" : "mysql://"} URL, so layerConfig() ` +
+                `connects to ${dialectLabel(url.dialect)}: ${missing.message}`
+            })
+          )
+        )
+        return Layer.unwrapEffect(Effect.map(driver, (driver) => layerDriver(driver, merged))).pipe(
           Layer.mapError(namingVariables(
             VARIABLES,
             env,
