@@ -28,7 +28,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as EffectQueue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
@@ -563,8 +562,6 @@ const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => 
   )
 }
 
-/** How long after a reconnect the orphan sweep waits, so the commands the client sent again settle first. */
-const ORPHAN_SWEEP_DELAY = Duration.seconds(1)
 
 /**
  * After each reconnect of `broker`'s connection, once the commands the client sent again have
@@ -575,13 +572,6 @@ const ORPHAN_SWEEP_DELAY = Duration.seconds(1)
  */
 const sweepOrphansOnReconnect = (broker: Broker, queues: ReadonlyArray<TaskQueue>, tokenPrefix: string) =>
   Effect.gen(function*() {
-    const reconnected = yield* EffectQueue.sliding<void>(1)
-    // the first "ready" came before this listener: every one from now on is a reconnect
-    const onReady = () => void EffectQueue.unsafeOffer(reconnected, undefined)
-    yield* Effect.acquireRelease(
-      Effect.sync(() => broker.client.on("ready", onReady)),
-      () => Effect.sync(() => broker.client.off("ready", onReady))
-    )
     const sweep = (queue: TaskQueue) =>
       Effect.tryPromise(() => Orphans.findOrphans(broker.client, queue.bull, tokenPrefix, queue.holdings)).pipe(
         Effect.flatMap((orphans) =>
@@ -599,12 +589,7 @@ const sweepOrphansOnReconnect = (broker: Broker, queues: ReadonlyArray<TaskQueue
         ),
         Effect.catchAll((error) => Effect.logWarning(withReason(`could not look for orphaned jobs on ${queue.name}`, error)))
       )
-    yield* EffectQueue.take(reconnected).pipe(
-      Effect.zipRight(Effect.sleep(ORPHAN_SWEEP_DELAY)),
-      Effect.zipRight(Effect.forEach(queues, sweep, { discard: true })),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    yield* Orphans.afterEachReconnect(broker.client, Effect.forEach(queues, sweep, { discard: true }))
   })
 
 /**

@@ -11,8 +11,45 @@
  * @internal
  */
 import type { Worker } from "bullmq"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Redis } from "ioredis"
 import { TaskJob } from "./jobs.js"
+
+/**
+ * How long after a reconnect the orphan sweep waits, so the commands the client sent again settle first.
+ *
+ * @internal
+ */
+export const SWEEP_DELAY = Duration.seconds(1)
+
+/**
+ * Runs `sweep` {@link SWEEP_DELAY} after each time `client` reconnects (each `ready` from now on: the
+ * first came before), one sweep at a time; reconnects while one waits or runs make one more sweep,
+ * not one each. Until the scope closes.
+ *
+ * @internal
+ */
+export const afterEachReconnect = (
+  client: Pick<Redis, "on" | "off">,
+  sweep: Effect.Effect<void>
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const reconnected = yield* Queue.sliding<void>(1)
+    const onReady = () => void Queue.unsafeOffer(reconnected, undefined)
+    yield* Effect.acquireRelease(
+      Effect.sync(() => client.on("ready", onReady)),
+      () => Effect.sync(() => client.off("ready", onReady))
+    )
+    yield* Queue.take(reconnected).pipe(
+      Effect.zipRight(Effect.sleep(SWEEP_DELAY)),
+      Effect.zipRight(sweep),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  })
 
 /** What a task queue's deliveries hold: jobs being served, and tokens with a command in flight. @internal */
 export class Holdings {
