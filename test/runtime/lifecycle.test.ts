@@ -523,7 +523,7 @@ describe("Worker lifecycle", () => {
       assert.deepStrictEqual(logs.lines.filter((line) => /stop|draining|interrupting/.test(line)), [
         "INFO worker stopping: its pollers first, then the tasks it accepted, within 10s (the shutdown timeout)",
         "INFO worker draining 1 accepted task(s) within 10s",
-        "WARN interrupting 1 task(s) still running at a stop made at once (forceStop, or a second signal)",
+        "WARN interrupting 1 task(s) still running at a stop made at once (forceStop, or a second signal); each is given back to its broker, to run again",
         "INFO worker stopped and deregistered"
       ])
     }))

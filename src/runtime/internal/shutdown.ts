@@ -87,7 +87,7 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       yield* Effect.logWarning(
         `interrupting ${leftover.length} task(s) still running ${
           forced ? "at a stop made at once (forceStop, or a second signal)" : "at the shutdown deadline"
-        }`
+        }; each is given back to its broker, to run again`
       )
     }
     const by = forced ? Interruption.byForcedStop : Interruption.byDeadline
