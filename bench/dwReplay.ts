@@ -28,6 +28,7 @@ import * as Either from "effect/Either"
 // Our modules through the package's own name: `exports` resolves it to the built package (dist), so
 // this measures what users run. `--conditions=source` would measure the TypeScript source instead.
 import { DurableWorkflow, DurableWorkflowCodec } from "effect-durable-worker"
+import { medianMicros } from "./support/stats.js"
 
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1_500)
@@ -135,23 +136,7 @@ const check = async (c: Case, n: number, history: ReadonlyArray<unknown>) => {
   }
 }
 
-/**
- * Median µs per call of `run`, measured for at least `minMs` (and at least 5 runs) after a warm-up of
- * a third of that (and at least 20 runs), so the JIT has compiled the hot paths of every case.
- */
-const measure = async (run: () => Promise<unknown>): Promise<number> => {
-  const warm = performance.now() + minMs / 3
-  for (let i = 0; i < 20 || performance.now() < warm; i++) await run()
-  const samples: Array<number> = []
-  const until = performance.now() + minMs
-  while (samples.length < 5 || performance.now() < until) {
-    const started = performance.now()
-    await run()
-    samples.push((performance.now() - started) * 1_000)
-  }
-  samples.sort((a, b) => a - b)
-  return samples[Math.floor(samples.length / 2)]!
-}
+const measure = (run: () => Promise<unknown>): Promise<number> => medianMicros(run, minMs)
 
 interface Row {
   readonly label: string

@@ -28,6 +28,7 @@ import * as Either from "effect/Either"
 // Our modules through the package's own name: `exports` resolves it to the built package (dist), so
 // this measures what users run. `--conditions=source` would measure the TypeScript source instead.
 import { Workflow, WorkflowProtocol } from "effect-durable-worker"
+import { medianMicros } from "./support/stats.js"
 
 type WorkflowDecision = WorkflowProtocol.WorkflowDecision
 type WorkflowTask = WorkflowProtocol.WorkflowTask
@@ -76,23 +77,7 @@ const check = (label: string, n: number, decision: { readonly status: string; re
   }
 }
 
-/**
- * Median µs per call of `turn`, measured for at least `minMs` (and at least 5 runs) after a warm-up of
- * a third of that (and at least 20 runs), so the JIT has compiled the hot paths of every contender.
- */
-const measure = async (turn: () => Promise<unknown>): Promise<number> => {
-  const warm = performance.now() + minMs / 3
-  for (let i = 0; i < 20 || performance.now() < warm; i++) await turn()
-  const samples: Array<number> = []
-  const until = performance.now() + minMs
-  while (samples.length < 5 || performance.now() < until) {
-    const started = performance.now()
-    await turn()
-    samples.push((performance.now() - started) * 1_000)
-  }
-  samples.sort((a, b) => a - b)
-  return samples[Math.floor(samples.length / 2)]!
-}
+const measure = (run: () => Promise<unknown>): Promise<number> => medianMicros(run, minMs)
 
 interface Row {
   readonly n: number

@@ -16,3 +16,20 @@ export const roundRatio = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): 
 /** The `p` quantile (0–1) by the nearest rank at or below it. */
 export const percentile = (values: ReadonlyArray<number>, p: number): number =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+
+/**
+ * Median µs per call of `run`, measured for at least `minMs` (and at least 5 runs) after a warm-up of
+ * a third of that (and at least 20 runs), so the JIT has compiled the hot paths of every case.
+ */
+export const medianMicros = async (run: () => Promise<unknown>, minMs: number): Promise<number> => {
+  const warm = performance.now() + minMs / 3
+  for (let i = 0; i < 20 || performance.now() < warm; i++) await run()
+  const samples: Array<number> = []
+  const until = performance.now() + minMs
+  while (samples.length < 5 || performance.now() < until) {
+    const started = performance.now()
+    await run()
+    samples.push((performance.now() - started) * 1_000)
+  }
+  return median(samples)
+}
