@@ -8,21 +8,10 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
 import { TransportError } from "../../src/seam/TransportError.js"
 import { ResultConflict, untilNoConflict } from "../../src/transport/sql/internal/conflict.js"
-
-/** Lets forked fibers run until they block. */
-const settle = Effect.repeatN(Effect.yieldNow(), 20)
-
-/** The fiber's exit, which must be there now (rather than waiting for it: a wrong cap would hang the test). */
-const exitNow = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, what: string) =>
-  Effect.flatMap(settle, () => {
-    const exit = fiber.unsafePoll()
-    assert.isNotNull(exit, what)
-    return Effect.succeed(exit!)
-  })
+import { exitNow, settle } from "../support/clock.js"
 
 const STEP = "run-1:3"
 const RESULTS = "durable_transport_results"

@@ -15,9 +15,7 @@ import * as LogLevel from "effect/LogLevel"
 import * as TestClock from "effect/TestClock"
 import * as UnknownClaims from "../../src/transport/sql/internal/unknownClaims.js"
 import { captureLogs } from "../support/local.js"
-
-/** Lets forked fibers run until they block. */
-const settle = Effect.repeatN(Effect.yieldNow(), 20)
+import { settle } from "../support/clock.js"
 
 const TASKS = "durable_transport_tasks"
 
