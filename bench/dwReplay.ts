@@ -28,7 +28,7 @@ import * as Either from "effect/Either"
 // Our modules through the package's own name: `exports` resolves it to the built package (dist), so
 // this measures what users run. `--conditions=source` would measure the TypeScript source instead.
 import { DurableWorkflow, DurableWorkflowCodec } from "effect-durable-worker"
-import { medianMicros } from "./support/stats.js"
+import { formatMicros, medianMicros } from "./support/stats.js"
 
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1_500)
@@ -155,7 +155,7 @@ const measureSize = async (n: number): Promise<ReadonlyArray<Row>> => {
   return rows
 }
 
-const fmt = (value: number) => value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)
+const fmt = formatMicros
 
 /** The markdown table of {@link main}. */
 export const table = (rows: ReadonlyArray<Row>): string => {

@@ -28,7 +28,7 @@ import * as Either from "effect/Either"
 // Our modules through the package's own name: `exports` resolves it to the built package (dist), so
 // this measures what users run. `--conditions=source` would measure the TypeScript source instead.
 import { Workflow, WorkflowProtocol } from "effect-durable-worker"
-import { medianMicros } from "./support/stats.js"
+import { formatMicros, medianMicros } from "./support/stats.js"
 
 type WorkflowDecision = WorkflowProtocol.WorkflowDecision
 type WorkflowTask = WorkflowProtocol.WorkflowTask
@@ -109,7 +109,7 @@ const measureSize = async (n: number): Promise<Row> => {
   }
 }
 
-const fmt = (value: number) => value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)
+const fmt = formatMicros
 
 /** The markdown table of {@link main}. */
 export const table = (rows: ReadonlyArray<Row>): string => {

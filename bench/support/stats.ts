@@ -33,3 +33,7 @@ export const medianMicros = async (run: () => Promise<unknown>, minMs: number): 
   }
   return median(samples)
 }
+
+/** A figure in µs for a table: whole from 100, one decimal from 10, two below. */
+export const formatMicros = (value: number): string =>
+  value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2)
