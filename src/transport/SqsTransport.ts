@@ -46,7 +46,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -60,6 +59,7 @@ import { waitFor } from "./internal/startup.js"
 import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as AnswerRetry from "./sqs/internal/answerRetry.js"
+import * as DetachedReceives from "./sqs/internal/detachedReceives.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as SqsConfig from "./sqs/internal/config.js"
 import type { SqsConfigError } from "./sqs/internal/config.js"
@@ -103,11 +103,6 @@ export interface SqsOptions extends SqsTransportOptions {
 
 const NAME = "sqs"
 
-/**
- * How long past its wait time shutdown gives a receive left running by an interrupted poll (the
- * answer's way back) before aborting it.
- */
-const DETACHED_RECEIVE_MARGIN = Duration.seconds(2)
 
 
 const errorName = (error: unknown): string | undefined =>
@@ -666,23 +661,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       // the worker's deadline (its default where a description made by hand has none)
       const shutdownMillis = Duration.toMillis(worker.shutdownTimeout ?? Duration.seconds(30))
       yield* Effect.addFinalizer(() =>
-        Effect.gen(function*() {
-          const left = Array.from(receives)
-          if (left.length === 0) return
-          const now = yield* Clock.currentTimeMillis
-          const bound = Math.min(
-            Duration.toMillis(Duration.sum(Duration.seconds(waitSeconds), DETACHED_RECEIVE_MARGIN)),
-            Math.max(0, shutdownMillis - (now - (pollsStoppedAt ?? now)))
-          )
-          yield* Effect.logDebug(
-            `waiting up to ${Duration.format(Duration.millis(bound))} for ${left.length} SQS long poll(s) to end, so that none hides a message`
-          )
-          yield* Effect.forEach(left, Fiber.await, { discard: true }).pipe(
-            Effect.interruptible, // finalizers run uninterruptibly: let the timeout cut the wait short
-            Effect.timeout(Duration.millis(bound)),
-            Effect.ignore
-          )
-        })
+        Effect.suspend(() => DetachedReceives.awaitDetachedReceives(Array.from(receives), { waitSeconds, shutdownMillis, pollsStoppedAt }))
       )
       const receiveDetached = (queueUrl: string, queueName: string, max: number, wait: number) =>
         Effect.gen(function*() {
