@@ -950,7 +950,12 @@ const bridgeFailures = (
           error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
         })
         yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not bridge a failed job", cause)))
+      }).pipe(
+        Effect.as(true),
+        Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logWarning(`could not bridge failed job ${jobId} on ${queueName}; trying again at the next scan`, cause), false)
+        )
+      )
     const read = (from: number) =>
       Effect.tryPromise(() => client.zrangebyscore(tasks.keys.failed!, `(${from}`, "+inf", "WITHSCORES")).pipe(
         Effect.map((flat) => {

@@ -6,7 +6,8 @@
  * only what failed since the previous scan by this process's clock would miss a job stamped just
  * before that scan and written just after it, and every job stamped by a host whose clock is behind.
  * So each scan reads a window reaching back one interval and a margin, and remembers what it has
- * bridged while that is in the window, so a job is bridged once per failure.
+ * bridged while that is in the window, so a job is bridged once per failure, and again at the next
+ * scan when its bridge failed.
  *
  * @internal
  */
@@ -32,28 +33,37 @@ export interface Failed {
 /**
  * Every `interval` (the first one interval in), reads the jobs failed from `interval` + {@link
  * FAILED_MARGIN} ago onwards (`read(from)`, `from` exclusive, no upper bound: a host whose clock is
- * ahead stamps the future) and bridges each failure not bridged yet. A job failed again (its stamp
- * moved) is bridged again. Runs until interrupted; a failed read is left to `read` to report.
+ * ahead stamps the future), but nothing stamped before the watch began, and bridges each failure not
+ * bridged yet. A job failed again (its stamp moved) is bridged again; one whose bridge failed
+ * (`bridge` answering `false`) is tried again at the next scan while it is in the window. Runs until
+ * interrupted; a failed read is left to `read` to report.
+ *
+ * What failed before the watch began was failed by a worker running then (a stalled check runs in
+ * the workers), whose own bridge reports it: a restarted worker reporting it again could fail the
+ * step's next attempt, which the engine would take the stale failure for.
  *
  * @internal
  */
 export const watchFailed = <R>(
   interval: Duration.Duration,
   read: (from: number) => Effect.Effect<ReadonlyArray<Failed>, never, R>,
-  bridge: (id: string) => Effect.Effect<void, never, R>
-): Effect.Effect<never, never, R> => {
-  const reach = Duration.toMillis(interval) + Duration.toMillis(FAILED_MARGIN)
-  // job id → the stamp it was bridged for, while that stamp is in the window
-  const bridged = new Map<string, number>()
-  const scan = Effect.gen(function*() {
-    const from = (yield* Clock.currentTimeMillis) - reach
-    for (const [id, failedAt] of bridged) if (failedAt <= from) bridged.delete(id)
-    const failed = yield* read(from)
-    yield* Effect.forEach(failed, ({ failedAt, id }) => {
-      if (bridged.get(id) === failedAt) return Effect.void
-      bridged.set(id, failedAt)
-      return bridge(id)
-    }, { discard: true })
+  bridge: (id: string) => Effect.Effect<boolean, never, R>
+): Effect.Effect<never, never, R> =>
+  Effect.gen(function*() {
+    const began = yield* Clock.currentTimeMillis
+    const reach = Duration.toMillis(interval) + Duration.toMillis(FAILED_MARGIN)
+    // job id → the stamp it was bridged for, while that stamp is in the window
+    const bridged = new Map<string, number>()
+    const scan = Effect.gen(function*() {
+      const from = Math.max((yield* Clock.currentTimeMillis) - reach, began)
+      for (const [id, failedAt] of bridged) if (failedAt <= from) bridged.delete(id)
+      const failed = yield* read(from)
+      yield* Effect.forEach(failed, ({ failedAt, id }) =>
+        bridged.get(id) === failedAt
+          ? Effect.void
+          : Effect.map(bridge(id), (done) => {
+            if (done) bridged.set(id, failedAt)
+          }), { discard: true })
+    })
+    return yield* Effect.repeat(scan, Schedule.spaced(interval)).pipe(Effect.delay(interval), Effect.zipRight(Effect.never))
   })
-  return Effect.repeat(scan, Schedule.spaced(interval)).pipe(Effect.delay(interval), Effect.zipRight(Effect.never))
-}
