@@ -266,7 +266,9 @@ const OPTION_KEYS: ReadonlyArray<keyof DurableWorkflowOptions> = [
   "sdkVersion"
 ]
 
-const configError = (option: string, message: string) => new DurableWorkflowConfigError({ option, message })
+// options that are not an object are refused under no one option ("")
+const configError = (option: string, message: string) =>
+  new DurableWorkflowConfigError(option === "" ? { message } : { option, message })
 
 const { boolean, duration, fail, integer, refuseUnknown, string } = checks("Durable Workflow", configError, "60 seconds")
 

@@ -31,7 +31,7 @@ const cases: ReadonlyArray<readonly [string, Record<string, unknown>, string, Re
     "an endpoint without its scheme",
     { clientConfig: { ...clientConfig, endpoint: "127.0.0.1:4566" } },
     "clientConfig.endpoint",
-    /clientConfig\.endpoint \(SQS_ENDPOINT\) must be an http:\/\/ or https:\/\/ URL such as http:\/\/127\.0\.0\.1:4566, got "127\.0\.0\.1:4566"/
+    /^clientConfig\.endpoint must be an http:\/\/ or https:\/\/ URL such as http:\/\/127\.0\.0\.1:4566, got "127\.0\.0\.1:4566"/
   ],
   ["an unknown key", { waitTimeMs: 1_000 }, "waitTimeMs", /unknown SQS option "waitTimeMs"; did you mean "waitTime"\?.*; the options are client, clientConfig, /],
   [

@@ -228,7 +228,7 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
       // the SDK takes it as given and fails each call with "Invalid URL", which reads as SQS being away
       return yield* fail(
         "clientConfig.endpoint",
-        `clientConfig.endpoint (SQS_ENDPOINT) must be an http:// or https:// URL such as http://127.0.0.1:4566, got ${show(endpoint)}`
+        `clientConfig.endpoint must be an http:// or https:// URL such as http://127.0.0.1:4566, got ${show(endpoint)}`
       )
     }
     const prefix = (yield* string("prefix", options.prefix)) ?? Naming.DEFAULT_PREFIX
