@@ -235,9 +235,11 @@ export interface Receivers<D = {}> {
    * Applies the update `name`: changes the workflow state and returns the update's result (a
    * value, a promise or an Effect); a failure fails the update (`fail_update`, non-retryable
    * unless the error has `retryable: true`). Recorded applications are replayed in history order:
-   * the handler runs again, to its end (an Effect in the worker's fiber, with its services, logger
-   * and Clock, as when it was applied) before the workflow goes on; its result and failure were
-   * answered when it was applied, so they are dropped.
+   * the handler runs again, to its end (on the worker's runtime, with its services, logger and
+   * Clock, as when it was applied; not cut short by the workflow's own races) before the workflow
+   * goes on; its result and failure were answered when it was applied, so they are dropped. A
+   * handler does not run workflow ops (`sleep`, an activity, `waitCondition`, …): one that asks for
+   * one fails the workflow task with a `TypeError` saying so; do that work in the workflow body.
    */
   readonly onUpdate: <K extends string>(name: K, handler: (...args: ArgsFor<D, "updates", K>) => unknown) => void
   /** Validates the update `name` before the server accepts it (declare it in `updateValidators`). */

@@ -581,10 +581,11 @@ export class Turn {
     readonly encode: (value: unknown) => unknown,
     readonly specs: ReceiverSpecs = emptySpecs,
     /**
-     * What replay must wait for of what an update handler returned (its Effect or promise, run to
-     * its end with its failure dropped), `undefined` when nothing (a plain value).
+     * Runs a recorded update's handler (`call`, named `name`) and says what replay must wait for of
+     * what it returned (its Effect or promise, run to its end with its failure dropped), `undefined`
+     * when nothing (a plain value). A handler that throws throws out of it.
      */
-    readonly settle: (value: unknown) => Settle | undefined = () => undefined,
+    readonly runUpdate: (name: string, call: () => unknown) => Settle | undefined = (_, call) => void call(),
     /** The update an accepted-update task is applying: a recorded application of it is not replayed. */
     readonly applyingUpdateId: string | undefined = undefined,
     /** The recorded `ConditionWaitOpened` events, matched in order to the code's condition waits. */
@@ -624,14 +625,12 @@ export class Turn {
     if (handler === undefined) throw new TypeError(`unknown update '${receiver.name}' recorded in history (UpdateApplied)`)
     const args = fitArguments(`update '${receiver.name}'`, this.specs.updates[receiver.name], receiver.args)
     if (Either.isLeft(args)) return undefined
-    let returned: unknown
     try {
-      returned = handler(...args.right)
+      return this.runUpdate(receiver.name, () => handler(...args.right))
     } catch {
       // it failed when it was applied, too (fail_update)
       return undefined
     }
-    return this.settle(returned)
   }
 
   /**

@@ -4,8 +4,11 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
+import { AsyncLocalStorage } from "node:async_hooks"
 import { createHash } from "node:crypto"
 import * as Codec from "../../../wire/DurableWorkflowCodec.js"
 import { isNonRetryable, messageOf } from "../errors.js"
@@ -186,6 +189,7 @@ const failWorkflowCommand = (error: unknown): Command => {
 export type ReplayResult = {
   readonly commands: ReadonlyArray<Command>
   readonly turn: Turn
+  readonly guard: Guard
   readonly accepted: ReadonlyArray<AcceptedUpdate>
 }
 
@@ -213,50 +217,198 @@ const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefin
   }
 }
 
+/** An update handler running: replayed (`UpdateApplied`) or applied (an accepted-update task). */
+interface InUpdate {
+  readonly _tag: "Update"
+  readonly name: string
+  readonly phase: "replayed" | "applied"
+}
+
+/**
+ * Who runs in a fiber, for the ops it asks for: the workflow's code (the body's fiber and the fibers
+ * it forks) or an update handler (its Effect, and the fibers it forks). A joined fiber does not hand
+ * its value to the joiner.
+ */
+const asker = FiberRef.unsafeMake<InUpdate | { readonly _tag: "Workflow" } | undefined>(undefined, {
+  join: (parent) => parent
+})
+
+const inWorkflow = { _tag: "Workflow" } as const
+
+/** The update handler being called (synchronously). */
+let calling: InUpdate | undefined = undefined
+
+/**
+ * The update handler an async workflow's promise code runs in: where its awaits resume, whatever
+ * resolved them. Only async workflows have ops as promises; on Node before 24 an
+ * `AsyncLocalStorage` turns on promise hooks, which other workflows need not pay for.
+ */
+const handlerStorage = new AsyncLocalStorage<InUpdate>()
+
+/**
+ * Calls an update handler marked as such: while it runs, and (`promises`: the handler of an async
+ * workflow) in its promise code. Its Effect is marked apart (the fiber it runs in).
+ */
+const callMarked = (update: InUpdate, call: () => unknown, promises: boolean): unknown => {
+  const previous = calling
+  calling = update
+  try {
+    return promises ? handlerStorage.run(update, call) : call()
+  } finally {
+    calling = previous
+  }
+}
+
+/**
+ * The update handler that asks for an op, if one does: the fiber's mark, else (a fiber the
+ * workflow's code did not fork, or no fiber) the handler being called, or whose promise code this is.
+ */
+const askingUpdate = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined): InUpdate | undefined => {
+  const mark = fiber?.getFiberRef(asker)
+  return mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Update" ? mark : undefined
+}
+
+const opName = (ops: Op | ReadonlyArray<Op>): string => {
+  if (Array.isArray(ops)) return "all"
+  const o = ops as Op
+  switch (o._tag) {
+    case "Activity":
+      return `activity '${o.activityType}'`
+    case "Child":
+      return `child '${o.workflowType}'`
+    case "Timer":
+      return "sleep"
+    case "SideEffect":
+      return "sideEffect"
+    case "Version":
+      return `getVersion '${o.changeId}'`
+    case "Condition":
+      return "waitCondition"
+    case "Upsert":
+      return "upsertSearchAttributes"
+  }
+}
+
+/** An op waiting for the turn, and where its answer goes. */
+interface Waiting {
+  readonly ops: Op | ReadonlyArray<Op>
+  readonly answer: (result: Attempt) => void
+}
+
 /**
  * Attempts an op, recording a non-determinism error on the turn (so workflow code cannot swallow
- * it). Ops are answered one at a time: an op whose attempt has to settle a replayed update holds
- * the turn until it is answered, and ops asked for meanwhile wait for it in the order they asked.
+ * it). Ops are answered one at a time, in the order asked: an op whose attempt has to settle a
+ * replayed update holds the turn; the guard runs the settle and asks again (the turn resumes where
+ * it stopped), then answers the ops asked for meanwhile, then frees the turn. An op once asked is
+ * attempted even when the code that asked has stopped waiting for it (the loser of a race), as an
+ * op that settles nothing is: the turn never depends on the workflow's own interruptions.
  */
-class Guard {
+export class Guard {
   fatal: unknown = undefined
   blocked = false
   onBlocked: () => void = () => {}
-  /** Whether an op holds the turn (it is settling a replayed update). */
-  busy = false
-  private readonly waiting: Array<() => void> = []
-  constructor(readonly turn: Turn) {}
-  /** Queues `resume`, called when the turn is handed to it; returns how to leave the queue. */
-  queue(resume: () => void): () => void {
-    this.waiting.push(resume)
-    return () => {
-      const at = this.waiting.indexOf(resume)
-      if (at >= 0) this.waiting.splice(at, 1)
-    }
-  }
-  /** Hands the turn to the next op waiting for it, else frees it. */
-  release(): void {
-    const next = this.waiting.shift()
-    if (next === undefined) this.busy = false
-    else next()
-  }
+  /** Done when an update handler asked for an op (see {@link refuse}). */
+  readonly refused = Deferred.unsafeMake<void>(FiberId.none)
+  /** Whether the turn is held (a replayed update is settling). */
+  private busy = false
+  private readonly waiting: Array<Waiting> = []
+  private readonly idle: Array<() => void> = []
+  constructor(
+    readonly turn: Turn,
+    /** Runs a settle: `undefined` when it ended at once, else when it ended (or the replay cut it). */
+    private readonly runSettle: (settle: Settle) => Promise<void> | undefined = () => undefined
+  ) {}
+
   attempt(ops: Op | ReadonlyArray<Op>): Attempt {
     if (this.fatal !== undefined || this.blocked) return { _tag: "Blocked" }
     try {
       const result = Array.isArray(ops) ? this.turn.attemptAll(ops) : this.turn.attempt(ops as Op)
-      if (result._tag === "Blocked") {
-        this.blocked = true
-        this.onBlocked()
-      }
+      if (result._tag === "Blocked") this.block()
       return result
     } catch (error) {
       this.fatal = error
-      this.blocked = true
-      this.onBlocked()
+      this.block()
       return { _tag: "Blocked" }
     }
   }
+
+  private block(): void {
+    this.blocked = true
+    this.onBlocked()
+  }
+
+  /**
+   * Asks for `ops` (of the async and Effect styles): the answer, or a promise of it when the turn
+   * is held or a replayed update has to settle first. Never `Settle`.
+   */
+  ask(ops: Op | ReadonlyArray<Op>): Attempt | Promise<Attempt> {
+    if (this.busy) return new Promise((answer) => this.waiting.push({ ops, answer }))
+    const result = this.attempt(ops)
+    if (result._tag !== "Settle") return result
+    this.busy = true
+    let answered: Attempt | undefined
+    let later: ((result: Attempt) => void) | undefined
+    this.drain({ ops, answer: (r) => later === undefined ? (answered = r) : later(r) }, result.effect)
+    return answered ?? new Promise((answer) => (later = answer))
+  }
+
+  /** Calls `f` once the turn is free (now if it is): ops asked for before have been answered. */
+  whenIdle(f: () => void): void {
+    if (this.busy) this.idle.push(f)
+    else f()
+  }
+
+  /**
+   * Holding the turn: runs `settle`, asks for `held` again (settling on the way), answers it, then
+   * each op waiting, in order; frees the turn when none is left.
+   */
+  private drain(held: Waiting, settle: Settle | undefined): void {
+    for (let next: Waiting | undefined = held; next !== undefined; next = this.waiting.shift()) {
+      for (;;) {
+        if (settle !== undefined) {
+          const running = this.runSettle(settle)
+          settle = undefined
+          if (running !== undefined) {
+            const waiting = next
+            void running.then(() => this.drain(waiting, undefined))
+            return
+          }
+        }
+        const result = this.attempt(next.ops)
+        if (result._tag !== "Settle") {
+          next.answer(result)
+          break
+        }
+        settle = result.effect
+      }
+    }
+    this.busy = false
+    for (const f of this.idle.splice(0)) f()
+  }
+
+  /**
+   * An update handler asked for an op: the replay (or the update) fails with a `TypeError`, at once
+   * (the turn ends), and the op fails with it too, so that the handler ends.
+   */
+  refuse(update: InUpdate, ops: Op | ReadonlyArray<Op>): TypeError {
+    const error = new TypeError(
+      `update '${update.name}' asked for a workflow op (${opName(ops)}) while it was ${update.phase}; ` +
+        "this worker does not run workflow ops inside update handlers"
+    )
+    this.fatal ??= error
+    if (!this.blocked) this.block()
+    Deferred.unsafeDone(this.refused, Exit.void)
+    return error
+  }
 }
+
+/**
+ * Runs an update handler's `effect` after the replay (a query's, a validation's or an update's
+ * state; the live update): an op it asks for ends it at once, even when it goes on after the op
+ * failed. `None` then (`guard.fatal` says why).
+ */
+const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect<Option.Option<A>> =>
+  Effect.raceFirst(Effect.map(effect, Option.some), Effect.as(Deferred.await(guard.refused), Option.none<A>()))
 
 type Ending =
   | { readonly _tag: "Blocked" }
@@ -336,22 +488,6 @@ const encodeOrRefuse = (
   }
 }
 
-/** Asks for `ops` until the turn answers, running each settle it asks for first (in this fiber). */
-const settling = (guard: Guard, ops: Op | ReadonlyArray<Op>): Effect.Effect<Attempt> =>
-  Effect.suspend(() => {
-    const result = guard.attempt(ops)
-    return result._tag === "Settle" ? Effect.zipRight(result.effect, settling(guard, ops)) : Effect.succeed(result)
-  })
-
-/** Waits for the turn, then runs `effect` holding it. */
-const inTurn = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect<A> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.zipRight(
-      restore(Effect.async<void>((resume) => Effect.sync(guard.queue(() => resume(Effect.void))))),
-      Effect.ensuring(restore(effect), Effect.sync(() => guard.release()))
-    )
-  )
-
 const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
   result._tag === "Resolved"
     ? Effect.succeed(result.value)
@@ -359,51 +495,45 @@ const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkf
     ? Effect.fail(result.error)
     : Effect.never
 
-/** An op as an Effect: a replayed update to settle on the way runs in the fiber that asked. */
+/** An op as an Effect. Asked for by an update handler, it dies with the replay's error. */
 const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
-  Effect.suspend(() => {
-    if (guard.busy) return Effect.flatMap(inTurn(guard, settling(guard, ops)), answer)
-    const result = guard.attempt(ops)
-    if (result._tag !== "Settle") return answer(result)
-    guard.busy = true
-    return Effect.flatMap(Effect.ensuring(Effect.zipRight(result.effect, settling(guard, ops)), Effect.sync(() => guard.release())), answer)
+  Effect.withFiberRuntime((fiber) => {
+    const update = askingUpdate(fiber)
+    if (update !== undefined) return Effect.die(guard.refuse(update, ops))
+    const result = guard.ask(ops)
+    return result instanceof Promise ? Effect.flatMap(Effect.promise(() => result), answer) : answer(result)
   })
 
-const answerAsync = (result: Attempt): Promise<any> =>
+const answerAsync = (result: Attempt, map: ((value: any) => unknown) | undefined): Promise<any> =>
   result._tag === "Resolved"
-    ? Promise.resolve(result.value)
+    ? Promise.resolve(map === undefined ? result.value : map(result.value))
     : result._tag === "Failed"
     ? Promise.reject(result.error)
     : new Promise(() => {})
 
-/** {@link settling} for async workflows: `run` runs each settle. */
-const settlingAsync = async (guard: Guard, ops: Op | ReadonlyArray<Op>, run: (settle: Settle) => Promise<void>): Promise<Attempt> => {
-  for (;;) {
-    const result = guard.attempt(ops)
-    if (result._tag !== "Settle") return result
-    await run(result.effect)
-  }
+/** A rejected promise that is no unhandled rejection when the caller drops it. */
+const rejected = (error: unknown): Promise<never> => {
+  const promise = Promise.reject(error)
+  promise.catch(() => {})
+  return promise
 }
 
-/** An op as a promise: a replayed update to settle on the way is run by `run` (on the replaying fiber's runtime). */
-const promiseOp = (guard: Guard, run: (settle: Settle) => Promise<void>) => (ops: Op | ReadonlyArray<Op>): Promise<any> => {
-  let held: Promise<Attempt>
-  if (guard.busy) {
-    held = new Promise<void>((resolve) => guard.queue(resolve)).then(() => settlingAsync(guard, ops, run))
-  } else {
-    const result = guard.attempt(ops)
-    if (result._tag !== "Settle") return answerAsync(result)
-    guard.busy = true
-    held = run(result.effect).then(() => settlingAsync(guard, ops, run))
-  }
-  return held.finally(() => guard.release()).then(answerAsync)
+/**
+ * An op as a promise of its value (passed through `map`). Asked for by an update handler, it rejects
+ * with the replay's error (a rejection the handler may drop).
+ */
+const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>, map?: (value: any) => unknown): Promise<any> => {
+  const update = askingUpdate(Option.getOrUndefined(Fiber.getCurrentFiber()))
+  if (update !== undefined) return rejected(guard.refuse(update, ops))
+  const result = guard.ask(ops)
+  return result instanceof Promise ? result.then((r) => answerAsync(r, map)) : answerAsync(result, map)
 }
 
 const seconds = (duration: number | { readonly seconds: number }) => typeof duration === "number" ? duration : duration.seconds
 
-const contexts = (base: BaseContext, guard: Guard, run: (settle: Settle) => Promise<void>) => {
+const contexts = (base: BaseContext, guard: Guard) => {
   const e = effectOp(guard)
-  const p = promiseOp(guard, run)
+  const p = promiseOp(guard)
   return {
     effect: {
       ...base,
@@ -421,12 +551,12 @@ const contexts = (base: BaseContext, guard: Guard, run: (settle: Settle) => Prom
       ...base,
       activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => p(op.activity(type, args, options)),
       child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => p(op.child(type, args, options)),
-      sleep: (duration: number | { seconds: number }) => p(op.timer(seconds(duration))).then(() => undefined),
+      sleep: (duration: number | { seconds: number }) => p(op.timer(seconds(duration)), () => undefined),
       sideEffect: (compute: () => unknown) => p(op.sideEffect(compute)),
       getVersion: (changeId: string, min: number, max: number) => p(op.version(changeId, min, max)),
-      patched: (changeId: string) => p(op.version(changeId, -1, 1)).then((v) => v === 1),
+      patched: (changeId: string) => p(op.version(changeId, -1, 1), (v) => v === 1),
       waitCondition: (predicate: () => boolean, options?: ConditionOptions) => p(op.condition(predicate, options)),
-      upsertSearchAttributes: (attributes: Record<string, unknown>) => p(op.upsert(attributes)).then(() => undefined),
+      upsertSearchAttributes: (attributes: Record<string, unknown>) => p(op.upsert(attributes), () => undefined),
       all: (ops: ReadonlyArray<Op>) => p(ops)
     },
     generator: {
@@ -491,6 +621,20 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
   Effect.gen(function*() {
     const history = yield* Effect.try({ try: () => readHistory(input.history, input.codec), catch: (e) => new ReplayFailure(e) })
     const runtime = yield* Effect.runtime<R>()
+    // the settles of replayed updates run on this fiber's runtime, out of the workflow's fibers (its
+    // races cannot cut them); one still running when the replay ends (it failed, or was interrupted) is cut
+    const settlesRunning = new Set<Fiber.RuntimeFiber<void>>()
+    const runSettle = (settle: Settle): Promise<void> | undefined => {
+      const fiber = Runtime.runFork(runtime)(settle)
+      if (fiber.unsafePoll() !== null) return undefined
+      settlesRunning.add(fiber)
+      return new Promise<void>((resolve) =>
+        fiber.addObserver(() => {
+          settlesRunning.delete(fiber)
+          resolve()
+        })
+      )
+    }
     const turn = new Turn(
       history.resolutions,
       history.scheduled,
@@ -498,28 +642,39 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       input.taskQueue,
       input.encode,
       definition.specs ?? emptySpecs,
-      settleDuringReplay,
+      definition.body.style === "generator" ? runUpdate : definition.body.style === "async" ? runUpdateAsync : runUpdateEffect,
       input.applyingUpdateId,
       history.waits,
       history.outcomes
     )
-    const accepted = history.accepted
-    const guard = new Guard(turn)
-    const base = baseContext(input, turn, history.startedAt)
-    // async workflows run outside this fiber: their settles run on its runtime, and end with the replay
-    const settlesRunning = new Set<Fiber.RuntimeFiber<void>>()
-    const runSettle = (settle: Settle) =>
-      new Promise<void>((resolve) => {
-        const fiber = Runtime.runFork(runtime)(settle)
-        settlesRunning.add(fiber)
-        fiber.addObserver(() => {
-          settlesRunning.delete(fiber)
-          resolve()
-        })
-      })
-    const ctx = contexts(base, guard, runSettle)
+    const guard = new Guard(turn, runSettle)
+    const ending = yield* play(definition, input, turn, guard, history.startedAt).pipe(
+      Effect.ensuring(Effect.suspend(() => {
+        turn.freeze()
+        return settlesRunning.size === 0 ? Effect.void : Fiber.interruptAll(settlesRunning)
+      }))
+    )
+    return yield* Effect.try({
+      try: () => ({ commands: finish(input, turn, guard, ending), turn, guard, accepted: history.accepted }),
+      catch: (e) => e as ReplayFailure
+    })
+  })
+
+/**
+ * Runs the workflow's code over the turn, to where it returned, threw or blocked. The workflow ends
+ * once the ops it asked for have been answered (replayed updates settled on the way included); an
+ * op that blocked meanwhile ends it as blocked, as when no update had to settle.
+ */
+const play = <R>(
+  definition: Definition<R>,
+  input: ReplayInput,
+  turn: Turn,
+  guard: Guard,
+  startedAt: number | undefined
+): Effect.Effect<Ending, never, R> =>
+  Effect.gen(function*() {
+    const ctx = contexts(baseContext(input, turn, startedAt), guard)
     const body = definition.body
-    let ending: Ending
     if (body.style === "generator") {
       const patchedIds = new Set<Op>()
       const genCtx = {
@@ -534,64 +689,83 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       try {
         gen = body.run(genCtx, ...input.args)
       } catch (error) {
-        return yield* Effect.try({
-          try: () => ({ commands: finish(input, turn, guard, { _tag: "Threw", error }), turn, accepted }),
-          catch: (e) => e as ReplayFailure
-        })
+        return { _tag: "Threw", error } as const
       }
-      ending = yield* driveGenerator(gen, guard, patchedIds)
-    } else if (body.style === "async") {
-      ending = yield* Effect.promise(() =>
+      return yield* driveGenerator(gen, guard, patchedIds)
+    }
+    if (body.style === "async") {
+      return yield* Effect.promise(() =>
         new Promise<Ending>((resolve) => {
           guard.onBlocked = () => resolve({ _tag: "Blocked" })
-          Promise.resolve()
-            .then(() => body.run(ctx.async, ...input.args))
-            .then((value) => resolve({ _tag: "Returned", value }), (error) => resolve({ _tag: "Threw", error }))
-        })
-      ).pipe(Effect.ensuring(Effect.suspend(() => {
-        turn.freeze()
-        return Fiber.interruptAll(settlesRunning)
-      })))
-    } else {
-      const blocked = yield* Deferred.make<void>()
-      guard.onBlocked = () => Deferred.unsafeDone(blocked, Exit.void)
-      const fiber = yield* Effect.fork(Effect.suspend(() => body.run(ctx.effect, ...input.args)))
-      const first = yield* Effect.raceFirst(
-        Effect.map(Fiber.await(fiber), (exit) => Option.some(exit)),
-        Effect.as(Deferred.await(blocked), Option.none<Exit.Exit<unknown, unknown>>())
-      )
-      turn.freeze()
-      yield* Fiber.interrupt(fiber)
-      ending = Option.match(first, {
-        onNone: (): Ending => ({ _tag: "Blocked" }),
-        onSome: (exit): Ending =>
-          Exit.isSuccess(exit)
-            ? { _tag: "Returned", value: exit.value }
-            : {
-              _tag: "Threw",
-              error: Option.getOrElse(
-                Cause.failureOption(exit.cause),
-                () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("the workflow was interrupted"))
+          // the body's promise code is no update handler's, whatever context this fiber runs in
+          handlerStorage.exit(() =>
+            Promise.resolve()
+              .then(() => body.run(ctx.async, ...input.args))
+              .then(
+                (value) => guard.whenIdle(() => resolve({ _tag: "Returned", value })),
+                (error) => guard.whenIdle(() => resolve({ _tag: "Threw", error }))
               )
-            }
-      })
+          )
+        })
+      )
     }
-    return yield* Effect.try({ try: () => ({ commands: finish(input, turn, guard, ending), turn, accepted }), catch: (e) => e as ReplayFailure })
+    const blocked = yield* Deferred.make<void>()
+    guard.onBlocked = () => Deferred.unsafeDone(blocked, Exit.void)
+    const fiber = yield* Effect.fork(Effect.locally(Effect.suspend(() => body.run(ctx.effect, ...input.args)), asker, inWorkflow))
+    const first = yield* Effect.raceFirst(
+      Effect.map(Fiber.await(fiber), (exit) => Option.some(exit)).pipe(
+        Effect.zipLeft(Effect.async<void>((resume) => guard.whenIdle(() => resume(Effect.void))))
+      ),
+      Effect.as(Deferred.await(blocked), Option.none<Exit.Exit<unknown, unknown>>())
+    )
+    const ending: Ending = guard.blocked ? { _tag: "Blocked" } : Option.match(first, {
+      onNone: (): Ending => ({ _tag: "Blocked" }),
+      onSome: (exit): Ending =>
+        Exit.isSuccess(exit)
+          ? { _tag: "Returned", value: exit.value }
+          : {
+            _tag: "Threw",
+            error: Option.getOrElse(
+              Cause.failureOption(exit.cause),
+              () => Option.getOrElse(Cause.dieOption(exit.cause), () => new Error("the workflow was interrupted"))
+            )
+          }
+    })
+    turn.freeze()
+    yield* Fiber.interrupt(fiber)
+    return ending
   })
 
 /**
- * What replay waits for of what an update handler returned while an `UpdateApplied` is replayed:
- * its Effect or promise, run to its end where the turn asks (the replaying fiber, with the worker's
- * services, logger, tracer and Clock, as the live update ran), so that the state it leaves is the
- * state the live update left before the code goes on. Its failure is dropped: it was reported when
- * the update was applied (`fail_update`).
+ * What replay waits for of what a recorded update's handler returned while its `UpdateApplied` is
+ * replayed: its Effect or promise, run to its end where the turn asks (on the replaying fiber's
+ * runtime, with the worker's services, logger, tracer and Clock, as the live update ran), so that
+ * the state it leaves is the state the live update left before the code goes on. Its failure is
+ * dropped: it was reported when the update was applied (`fail_update`).
  */
-const settleDuringReplay = (value: unknown): Settle | undefined =>
+const settleOf = (value: unknown): Settle | undefined =>
   Effect.isEffect(value)
     ? Effect.asVoid(Effect.exit(value as Effect.Effect<unknown, unknown>))
     : isPromiseLike(value)
     ? Effect.promise(() => Promise.resolve(value).then(() => undefined, () => undefined))
     : undefined
+
+/** Runs a replayed update's handler (generator workflows: their context has no op to ask for). */
+const runUpdate = (_name: string, call: () => unknown): Settle | undefined => settleOf(call())
+
+/**
+ * Runs a replayed update's handler marked as such (see {@link callMarked}; the fiber its Effect runs
+ * in, which must be the settle's own, and the fibers that one forks): an op it asks for fails the
+ * replay. `promises`: the handler of an async workflow.
+ */
+const runUpdateMarked = (promises: boolean) => (name: string, call: () => unknown): Settle | undefined => {
+  const update: InUpdate = { _tag: "Update", name, phase: "replayed" }
+  const value = callMarked(update, call, promises)
+  return Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
+}
+
+const runUpdateEffect = runUpdateMarked(false)
+const runUpdateAsync = runUpdateMarked(true)
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
@@ -615,7 +789,7 @@ const callReceiver = (call: () => unknown): Effect.Effect<unknown, unknown> =>
   })
 
 /** Applies every recorded receiver left, settling the updates on the way (in this fiber). */
-const applyAllReceivers = (turn: Turn): Effect.Effect<void, ReplayFailure> =>
+const applyAllReceivers = (turn: Turn, guard: Guard): Effect.Effect<void, ReplayFailure> =>
   Effect.suspend(() => {
     let settle: Settle | undefined
     try {
@@ -623,12 +797,15 @@ const applyAllReceivers = (turn: Turn): Effect.Effect<void, ReplayFailure> =>
     } catch (error) {
       return Effect.fail(new ReplayFailure(error))
     }
-    return settle === undefined ? Effect.void : Effect.zipRight(settle, applyAllReceivers(turn))
+    // an update handler asked for an op
+    if (guard.fatal !== undefined) return Effect.fail(new ReplayFailure(guard.fatal))
+    // in a fiber of its own (see runUpdateMarked)
+    return settle === undefined ? Effect.void : Effect.zipRight(unlessRefused(guard, settle), applyAllReceivers(turn, guard))
   })
 
 /** Replays, then applies every recorded receiver: the state a query, validator or update sees. */
 const replayedState = <R>(definition: Definition<R>, input: ReplayInput) =>
-  Effect.flatMap(replay(definition, input), (result) => Effect.as(applyAllReceivers(result.turn), result))
+  Effect.flatMap(replay(definition, input), (result) => Effect.as(applyAllReceivers(result.turn, result.guard), result))
 
 /**
  * Replays a workflow, then answers a query from its state. Fails with {@link QueryFailed}.
@@ -685,7 +862,7 @@ export const applyUpdate = <R>(
   updateId: string
 ): Effect.Effect<Command, ReplayFailure, R> =>
   Effect.gen(function*() {
-    const { accepted, turn } = yield* replayedState(definition, { ...input, applyingUpdateId: updateId })
+    const { accepted, guard, turn } = yield* replayedState(definition, { ...input, applyingUpdateId: updateId })
     const update = accepted.find((u) => u.updateId === updateId)
     if (update === undefined) {
       return failUpdate(updateId, "UpdateNotFound", `update '${updateId}' has no UpdateAccepted event in the history of this run`)
@@ -702,7 +879,18 @@ export const applyUpdate = <R>(
     }
     const fitted = fitArguments(`update '${update.name}'`, definition.specs?.updates[update.name], args)
     if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
-    const outcome = yield* Effect.either(callReceiver(() => handler(...fitted.right)))
+    // marked as an update handler: an op it asks for (the turn is over) fails the task, as in a replay
+    const applying: InUpdate = { _tag: "Update", name: update.name, phase: "applied" }
+    const ran = yield* unlessRefused(
+      guard,
+      Effect.either(Effect.locally(
+        callReceiver(() => callMarked(applying, () => handler(...fitted.right), definition.body.style === "async")),
+        asker,
+        applying
+      ))
+    )
+    if (guard.fatal !== undefined || Option.isNone(ran)) return yield* Effect.fail(new ReplayFailure(guard.fatal))
+    const outcome = ran.value
     if (Either.isLeft(outcome)) {
       const error = outcome.left
       const retryable = typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true

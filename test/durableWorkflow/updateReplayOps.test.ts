@@ -1,0 +1,223 @@
+/**
+ * An update handler that asks for a workflow op (`sleep`, an activity, …) while its `UpdateApplied`
+ * is replayed waited for the very op that was waiting for it: the replay hung for ever. Now the op
+ * fails the replay at once, with a `TypeError` that says so; the live update (an accepted-update
+ * task), whose ops the ended turn never answered, fails its task the same way instead of hanging.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
+import { applyUpdate, query, replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
+import { blob, QUEUE, replayInput, setup, startWorker, until } from "./support.js"
+
+const applied = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
+  event_type: "UpdateApplied",
+  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
+})
+const accepted = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
+  event_type: "UpdateAccepted",
+  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
+})
+const completed = (activityType: string, result: unknown) => ({
+  event_type: "ActivityCompleted",
+  payload: { activity_type: activityType, result: blob(result) }
+})
+
+const later = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 2)))
+const laterPromise = () => new Promise<void>((resolve) => setTimeout(resolve, 2))
+
+const declarations = { updates: { bump: [DurableWorkflow.param("n", Schema.Int)] }, queries: { total: [] } } as const
+
+/** Fails (wall clock) instead of hanging: the bug these tests pin was a replay that never ended. */
+const within = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.timeoutFail(effect, { duration: "5 seconds", onTimeout: () => new Error("hung: no answer within 5 s") })
+
+const refusal = (phase: "replayed" | "applied", what: string) =>
+  `update 'bump' asked for a workflow op (${what}) while it was ${phase}; this worker does not run workflow ops inside update handlers`
+
+/** The replay's failure: a `ReplayFailure` of a `TypeError` with `message`. */
+const assertRefused = (outcome: Either.Either<unknown, unknown>, message: string) => {
+  assert.isTrue(Either.isLeft(outcome), `expected a replay failure, got ${JSON.stringify(outcome)}`)
+  const failure = (outcome as Either.Left<unknown, unknown>).left
+  assert.instanceOf(failure, ReplayFailure)
+  const error = (failure as ReplayFailure).error
+  assert.instanceOf(error, TypeError)
+  assert.strictEqual((error as TypeError).message, message)
+}
+
+/** Bumps the total by `n` on a `bump` update, then waits for `total >= 2` and bills it. */
+const billing = {
+  effect: (handler: (ctx: DurableWorkflow.EffectWorkflowContext, state: { total: number }) => (n: number) => unknown) =>
+    DurableWorkflow.make("orders.billing", (ctx) =>
+      Effect.gen(function*() {
+        const state = { total: 0 }
+        ctx.onUpdate("bump", handler(ctx, state))
+        ctx.onQuery("total", () => state.total)
+        yield* ctx.waitCondition(() => state.total >= 2)
+        return yield* ctx.activity("orders.bill", [state.total])
+      }), declarations),
+  async: (handler: (ctx: DurableWorkflow.AsyncWorkflowContext, state: { total: number }) => (n: number) => unknown) =>
+    DurableWorkflow.fromAsync("orders.billing", async (ctx) => {
+      const state = { total: 0 }
+      ctx.onUpdate("bump", handler(ctx, state))
+      ctx.onQuery("total", () => state.total)
+      await ctx.waitCondition(() => state.total >= 2)
+      return ctx.activity("orders.bill", [state.total])
+    }, declarations)
+}
+
+describe("an update handler that asks for a workflow op while it is replayed fails the replay, never hangs", () => {
+  it.live("Effect: the op its Effect yields, after an asynchronous step", () =>
+    Effect.gen(function*() {
+      const wf = billing.effect((ctx, state) => (n) =>
+        Effect.gen(function*() {
+          yield* later
+          yield* ctx.sleep(1)
+          state.total += n
+        })
+      )
+      const outcome = yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])]))))
+      assertRefused(outcome, refusal("replayed", "sleep"))
+    }))
+
+  it.live("Effect: the op a fiber its Effect forked asks for (and a handler that swallows the defect and never ends)", () =>
+    Effect.gen(function*() {
+      const wf = billing.effect((ctx, state) => (n) =>
+        Effect.gen(function*() {
+          state.total += n
+          yield* Effect.all([later, ctx.activity("orders.audit")], { concurrency: "unbounded" })
+        }).pipe(Effect.catchAllDefect(() => Effect.never))
+      )
+      const outcome = yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])]))))
+      assertRefused(outcome, refusal("replayed", "activity 'orders.audit'"))
+    }))
+
+  it.live("async: the op its handler awaits after its first await", () =>
+    Effect.gen(function*() {
+      const wf = billing.async((ctx, state) => async (n) => {
+        await laterPromise()
+        await ctx.activity("orders.audit", [n])
+        state.total += n
+      })
+      const outcome = yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])]))))
+      assertRefused(outcome, refusal("replayed", "activity 'orders.audit'"))
+    }))
+
+  it.live("async: the op its handler asks for before its first await, dropped or awaited", () =>
+    Effect.gen(function*() {
+      const dropped = billing.async((ctx, state) => (n) => {
+        void ctx.sleep(5)
+        state.total += n
+      })
+      const awaited = billing.async((ctx, state) => async (n) => {
+        state.total += n
+        await ctx.waitCondition(() => state.total > 10)
+      })
+      for (const [wf, what] of [[dropped, "sleep"], [awaited, "waitCondition"]] as const) {
+        const outcome = yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])]))))
+        assertRefused(outcome, refusal("replayed", what))
+      }
+    }))
+
+  it.live("async: the op an Effect handler asks for from a promise it runs", () =>
+    Effect.gen(function*() {
+      const wf = billing.async((ctx, state) => (n: number) =>
+        Effect.gen(function*() {
+          yield* later
+          yield* Effect.promise(() => ctx.sleep(1))
+          state.total += n
+        })
+      )
+      const outcome = yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])]))))
+      assertRefused(outcome, refusal("replayed", "sleep"))
+    }))
+
+  it.live("the public offline replayer fails with the same message", () =>
+    Effect.gen(function*() {
+      const wf = billing.effect((ctx, state) => (n) => Effect.zipRight(ctx.sleep(1), Effect.sync(() => void (state.total += n))))
+      const error = yield* within(Effect.flip(DurableWorkflow.replay(wf, [applied("u-1", "bump", [2])])))
+      assert.include((error as { message: string }).message, refusal("replayed", "sleep"))
+    }))
+
+  it.live("a query that replays an update recorded after the code's last op fails instead of hanging", () =>
+    Effect.gen(function*() {
+      // the code returns after its one activity: the update recorded after it is replayed for the query only
+      const wf = DurableWorkflow.make("orders.quick", (ctx) =>
+        Effect.gen(function*() {
+          const state = { total: 0 }
+          ctx.onUpdate("bump", (n: number) => Effect.zipRight(ctx.sleep(1), Effect.sync(() => void (state.total += n))))
+          ctx.onQuery("total", () => state.total)
+          return yield* ctx.activity("orders.bill")
+        }), declarations)
+      const history = [completed("orders.bill", "ok"), applied("u-1", "bump", [2])]
+      const { commands } = yield* within(replay(wf, replayInput(history)))
+      assert.strictEqual(commands[0]!["type"], "complete_workflow")
+      const failed = yield* within(Effect.flip(query(wf, replayInput(history), "total", [])))
+      assert.strictEqual(failed.reason, "query_workflow_state_unavailable")
+      assert.strictEqual(failed.message, `workflow replay failed before query: ${refusal("replayed", "sleep")}`)
+    }))
+})
+
+describe("an update handler that asks for a workflow op while it is applied fails its task, never hangs", () => {
+  it.live("Effect and async", () =>
+    Effect.gen(function*() {
+      const effectWf = billing.effect((ctx, state) => (n) =>
+        Effect.gen(function*() {
+          state.total += n
+          yield* ctx.sleep(1)
+          return state.total
+        })
+      )
+      const asyncWf = billing.async((ctx, state) => async (n) => {
+        state.total += n
+        await laterPromise()
+        await ctx.sleep(1)
+        return state.total
+      })
+      for (const wf of [effectWf, asyncWf]) {
+        const outcome = yield* within(Effect.either(applyUpdate(wf, replayInput([accepted("u-1", "bump", [2])]), "u-1")))
+        assertRefused(outcome, refusal("applied", "sleep"))
+      }
+    }))
+
+  it.scoped("a worker fails the accepted-update task, with the message, instead of holding a slot for ever", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ retryFailedWorkflowTasks: false })
+      const wf = billing.effect((ctx, state) => (n) => Effect.zipRight(ctx.sleep(1), Effect.sync(() => state.total += n)))
+      yield* startWorker(server, { durableWorkflows: [wf] })
+      server.enqueueWorkflowTask({ workflowType: "orders.billing", taskQueue: QUEUE, updateId: "u-1", historyEvents: [accepted("u-1", "bump", [2])] })
+      yield* until(server, () => server.failedWorkflowTasks.length === 1 || server.completedWorkflowTasks.length === 1)
+      assert.strictEqual(server.completedWorkflowTasks.length, 0)
+      assert.strictEqual(String(server.failedWorkflowTasks[0]!.failure["message"]), `replay failed: ${refusal("applied", "sleep")}`)
+    }))
+
+  it.effect("a handler that asks for no op is applied as before", () =>
+    Effect.gen(function*() {
+      const wf = billing.async((_ctx, state) => async (n) => {
+        await laterPromise()
+        state.total += n
+        return state.total
+      })
+      const command = yield* applyUpdate(wf, replayInput([applied("u-0", "bump", [1]), accepted("u-1", "bump", [2])]), "u-1")
+      assert.strictEqual(command["type"], "complete_update")
+    }))
+})
+
+describe("the workflow's own ops are never taken for an update handler's", () => {
+  it.live("after a replay refused a handler's op (inside the handler's call), the next replay in the same fiber runs as usual", () =>
+    Effect.gen(function*() {
+      const refused = billing.effect((ctx, state) => (n) => {
+        state.total += n
+        Effect.runSync(ctx.sleep(1))
+      })
+      const plain = billing.async((_ctx, state) => async (n) => {
+        await laterPromise()
+        state.total += n
+      })
+      assertRefused(yield* within(Effect.either(replay(refused, replayInput([applied("u-1", "bump", [2])])))), refusal("replayed", "sleep"))
+      const { commands } = yield* within(replay(plain, replayInput([applied("u-2", "bump", [2])])))
+      assert.strictEqual(commands[0]!["type"], "schedule_activity", JSON.stringify(commands))
+    }))
+})
