@@ -68,6 +68,20 @@ export const failureOf = (exit: Exit.Exit<unknown, unknown>) => Cause.squash((ex
 /** A value as an Avro payload blob, as the server stores arguments. */
 export const blob = (value: unknown) => Either.getOrThrow(Codec.encodeBlob(value))
 
+/** History events as the server records them: an update applied or accepted, an activity completed. */
+export const applied = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
+  event_type: "UpdateApplied",
+  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
+})
+export const accepted = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
+  event_type: "UpdateAccepted",
+  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
+})
+export const completed = (activityType: string, result: unknown) => ({
+  event_type: "ActivityCompleted",
+  payload: { activity_type: activityType, result: blob(result) }
+})
+
 /** The value of a payload envelope a worker sent. */
 export const value = (envelope: unknown) => Either.getOrThrow(Codec.decodeEnvelope(envelope as Codec.PayloadEnvelope))
 

@@ -11,26 +11,14 @@ import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import { applyUpdate, query, replay } from "../../src/core/internal/durableWorkflow/run.js"
-import { blob, QUEUE, replayInput, setup, startWorker, until, value } from "./support.js"
+import { accepted, applied, blob, completed, QUEUE, replayInput, setup, startWorker, until, value } from "./support.js"
 
 /** A service of the worker an update handler reads. */
 class Rate extends Context.Tag("test/updateReplay/Rate")<Rate, number>() {}
 
-const applied = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
-  event_type: "UpdateApplied",
-  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
-})
-const accepted = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
-  event_type: "UpdateAccepted",
-  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
-})
 const signal = (name: string, args: ReadonlyArray<unknown> = []) => ({
   event_type: "SignalReceived",
   payload: { signal_name: name, arguments: blob(args) }
-})
-const completed = (activityType: string, result: unknown) => ({
-  event_type: "ActivityCompleted",
-  payload: { activity_type: activityType, result: blob(result) }
 })
 
 /** An asynchronous boundary (a real timer: nothing a synchronous run could resolve). */

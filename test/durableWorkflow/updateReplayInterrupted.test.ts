@@ -10,16 +10,8 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import { query, replay } from "../../src/core/internal/durableWorkflow/run.js"
-import { blob, replayInput, value } from "./support.js"
+import { applied, completed, replayInput, value } from "./support.js"
 
-const applied = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
-  event_type: "UpdateApplied",
-  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
-})
-const completed = (activityType: string, result: unknown) => ({
-  event_type: "ActivityCompleted",
-  payload: { activity_type: activityType, result: blob(result) }
-})
 const opened = (waitId: string, key: string) => ({
   event_type: "ConditionWaitOpened",
   payload: { condition_wait_id: waitId, condition_key: key, sequence: 2 }

@@ -10,20 +10,8 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import { applyUpdate, query, replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
-import { blob, QUEUE, replayInput, setup, startWorker, until } from "./support.js"
+import { accepted, applied, completed, QUEUE, replayInput, setup, startWorker, until } from "./support.js"
 
-const applied = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
-  event_type: "UpdateApplied",
-  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
-})
-const accepted = (updateId: string, name: string, args: ReadonlyArray<unknown>) => ({
-  event_type: "UpdateAccepted",
-  payload: { update_id: updateId, update_name: name, arguments: blob(args) }
-})
-const completed = (activityType: string, result: unknown) => ({
-  event_type: "ActivityCompleted",
-  payload: { activity_type: activityType, result: blob(result) }
-})
 
 const later = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 2)))
 const laterPromise = () => new Promise<void>((resolve) => setTimeout(resolve, 2))
