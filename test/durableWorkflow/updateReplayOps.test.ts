@@ -7,11 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Deferred from "effect/Deferred"
+import * as Fiber from "effect/Fiber"
+import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import { applyUpdate, query, replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
 import { accepted, applied, completed, QUEUE, replayInput, setup, startWorker, until } from "./support.js"
-
 
 const later = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 2)))
 const laterPromise = () => new Promise<void>((resolve) => setTimeout(resolve, 2))
@@ -207,5 +209,41 @@ describe("the workflow's own ops are never taken for an update handler's", () =>
       assertRefused(yield* within(Effect.either(replay(refused, replayInput([applied("u-1", "bump", [2])])))), refusal("replayed", "sleep"))
       const { commands } = yield* within(replay(plain, replayInput([applied("u-2", "bump", [2])])))
       assert.strictEqual(commands[0]!["type"], "schedule_activity", JSON.stringify(commands))
+    }))
+})
+
+describe("a refusal is of its own replay's handler only (a worker runs several workflow tasks at once)", () => {
+  it.live("an op of another replay, run by a fiber one replay's async handler woke up, is that other replay's op", () =>
+    Effect.gen(function*() {
+      // a fiber the workflows share (a rate limiter, say), started outside any replay
+      type Job = readonly [Effect.Effect<unknown>, Deferred.Deferred<unknown>]
+      const jobs = yield* Queue.unbounded<Job>()
+      const runner = yield* Effect.forkDaemon(
+        Effect.forever(Effect.flatMap(Queue.take(jobs), ([job, done]) => Effect.flatMap(Effect.exit(job), (exit) => Deferred.done(done, exit))))
+      )
+      // B (no update handlers) hands its op to the shared fiber, through A's handler
+      const handedOver: Array<Job> = []
+      const b = DurableWorkflow.make("orders.shared-b", (ctx) =>
+        Effect.gen(function*() {
+          const done = yield* Deferred.make<unknown>()
+          handedOver.push([ctx.sideEffect(() => 7), done])
+          return yield* Deferred.await(done)
+        }))
+      // A's async handler, in its promise code, wakes the shared fiber with B's op
+      const a = DurableWorkflow.fromAsync("orders.shared-a", async (ctx) => {
+        ctx.onUpdate("bump", async () => {
+          await laterPromise()
+          const job = handedOver.shift()
+          if (job !== undefined) await Effect.runPromise(Queue.offer(jobs, job))
+        })
+        return ctx.activity("orders.after")
+      }, declarations)
+      const [outB, outA] = yield* within(Effect.all([
+        Effect.either(replay(b, replayInput([]))),
+        Effect.either(replay(a, replayInput([applied("u-1", "bump", [1])])))
+      ], { concurrency: "unbounded" }))
+      assert.isTrue(Either.isRight(outA), String(Either.isLeft(outA) ? outA.left : ""))
+      assert.isTrue(Either.isRight(outB), `B was refused as A's update: ${Either.isLeft(outB) ? String((outB.left as ReplayFailure).error) : ""}`)
+      yield* Fiber.interrupt(runner)
     }))
 })

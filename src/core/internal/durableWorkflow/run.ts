@@ -217,11 +217,17 @@ const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefin
   }
 }
 
-/** An update handler running: replayed (`UpdateApplied`) or applied (an accepted-update task). */
+/**
+ * An update handler running: replayed (`UpdateApplied`) or applied (an accepted-update task), in the
+ * replay of `owner` (its Turn). A mark is only ever read against its own replay's ops: it can reach
+ * code it does not belong to (an `AsyncLocalStorage` store carried into a fiber another replay's
+ * handler woke up, in a worker running several workflow tasks at once).
+ */
 interface InUpdate {
   readonly _tag: "Update"
   readonly name: string
   readonly phase: "replayed" | "applied"
+  readonly owner: Turn
 }
 
 /**
@@ -260,12 +266,14 @@ const callMarked = (update: InUpdate, call: () => unknown, promises: boolean): u
 }
 
 /**
- * The update handler that asks for an op, if one does: the fiber's mark, else (a fiber the
- * workflow's code did not fork, or no fiber) the handler being called, or whose promise code this is.
+ * The update handler of `guard`'s replay that asks for an op, if one does: the fiber's mark, else (a
+ * fiber the workflow's code did not fork, or no fiber) the handler being called, or whose promise
+ * code this is. A mark of another replay is no handler of this one.
  */
-const askingUpdate = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined): InUpdate | undefined => {
+const askingUpdate = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined, guard: Guard): InUpdate | undefined => {
   const mark = fiber?.getFiberRef(asker)
-  return mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Update" ? mark : undefined
+  const update = mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Update" ? mark : undefined
+  return update?.owner === guard.turn ? update : undefined
 }
 
 const opName = (ops: Op | ReadonlyArray<Op>): string => {
@@ -316,7 +324,7 @@ export class Guard {
   constructor(
     readonly turn: Turn,
     /** Runs a settle: `undefined` when it ended at once, else when it ended (or the replay cut it). */
-    private readonly runSettle: (settle: Settle) => Promise<void> | undefined = () => undefined
+    private readonly runSettle: (settle: Settle) => Promise<void> | undefined
   ) {}
 
   attempt(ops: Op | ReadonlyArray<Op>): Attempt {
@@ -363,24 +371,33 @@ export class Guard {
    * each op waiting, in order; frees the turn when none is left.
    */
   private drain(held: Waiting, settle: Settle | undefined): void {
-    for (let next: Waiting | undefined = held; next !== undefined; next = this.waiting.shift()) {
-      for (;;) {
-        if (settle !== undefined) {
-          const running = this.runSettle(settle)
-          settle = undefined
-          if (running !== undefined) {
-            const waiting = next
-            void running.then(() => this.drain(waiting, undefined))
-            return
+    let next: Waiting | undefined = held
+    try {
+      for (; next !== undefined; next = this.waiting.shift()) {
+        for (;;) {
+          if (settle !== undefined) {
+            const running = this.runSettle(settle)
+            settle = undefined
+            if (running !== undefined) {
+              const waiting = next
+              void running.then(() => this.drain(waiting, undefined))
+              return
+            }
           }
+          const result = this.attempt(next.ops)
+          if (result._tag !== "Settle") {
+            next.answer(result)
+            break
+          }
+          settle = result.effect
         }
-        const result = this.attempt(next.ops)
-        if (result._tag !== "Settle") {
-          next.answer(result)
-          break
-        }
-        settle = result.effect
       }
+    } catch (error) {
+      // nothing here is meant to throw (attempt catches); if something does, the turn must not stay
+      // held: the replay fails with it, and every op waiting is answered as blocked
+      this.fatal ??= error
+      if (!this.blocked) this.block()
+      for (const waiting of [next, ...this.waiting.splice(0)]) waiting?.answer({ _tag: "Blocked" })
     }
     this.busy = false
     for (const f of this.idle.splice(0)) f()
@@ -498,7 +515,7 @@ const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkf
 /** An op as an Effect. Asked for by an update handler, it dies with the replay's error. */
 const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
   Effect.withFiberRuntime((fiber) => {
-    const update = askingUpdate(fiber)
+    const update = askingUpdate(fiber, guard)
     if (update !== undefined) return Effect.die(guard.refuse(update, ops))
     const result = guard.ask(ops)
     return result instanceof Promise ? Effect.flatMap(Effect.promise(() => result), answer) : answer(result)
@@ -523,7 +540,7 @@ const rejected = (error: unknown): Promise<never> => {
  * with the replay's error (a rejection the handler may drop).
  */
 const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>, map?: (value: any) => unknown): Promise<any> => {
-  const update = askingUpdate(Option.getOrUndefined(Fiber.getCurrentFiber()))
+  const update = askingUpdate(Option.getOrUndefined(Fiber.getCurrentFiber()), guard)
   if (update !== undefined) return rejected(guard.refuse(update, ops))
   const result = guard.ask(ops)
   return result instanceof Promise ? result.then((r) => answerAsync(r, map)) : answerAsync(result, map)
@@ -635,14 +652,17 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
         })
       )
     }
-    const turn = new Turn(
+    // the marks of this replay's update handlers name its turn (made just below; read only once a
+    // handler runs, after it)
+    const owner = (): Turn => turn
+    const turn: Turn = new Turn(
       history.resolutions,
       history.scheduled,
       history.receivers,
       input.taskQueue,
       input.encode,
       definition.specs ?? emptySpecs,
-      definition.body.style === "generator" ? runUpdate : definition.body.style === "async" ? runUpdateAsync : runUpdateEffect,
+      definition.body.style === "generator" ? runUpdate : runUpdateMarked(definition.body.style === "async", owner),
       input.applyingUpdateId,
       history.waits,
       history.outcomes
@@ -758,14 +778,12 @@ const runUpdate = (_name: string, call: () => unknown): Settle | undefined => se
  * in, which must be the settle's own, and the fibers that one forks): an op it asks for fails the
  * replay. `promises`: the handler of an async workflow.
  */
-const runUpdateMarked = (promises: boolean) => (name: string, call: () => unknown): Settle | undefined => {
-  const update: InUpdate = { _tag: "Update", name, phase: "replayed" }
+const runUpdateMarked = (promises: boolean, owner: () => Turn) => (name: string, call: () => unknown): Settle | undefined => {
+  const update: InUpdate = { _tag: "Update", name, phase: "replayed", owner: owner() }
   const value = callMarked(update, call, promises)
   return Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
 }
 
-const runUpdateEffect = runUpdateMarked(false)
-const runUpdateAsync = runUpdateMarked(true)
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function"
@@ -880,7 +898,7 @@ export const applyUpdate = <R>(
     const fitted = fitArguments(`update '${update.name}'`, definition.specs?.updates[update.name], args)
     if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
     // marked as an update handler: an op it asks for (the turn is over) fails the task, as in a replay
-    const applying: InUpdate = { _tag: "Update", name: update.name, phase: "applied" }
+    const applying: InUpdate = { _tag: "Update", name: update.name, phase: "applied", owner: turn }
     const ran = yield* unlessRefused(
       guard,
       Effect.either(Effect.locally(
