@@ -229,7 +229,10 @@ export type ValidatorResult = boolean | void | PromiseLike<boolean | void> | Eff
 export interface Receivers<D = {}> {
   /** Handles the signal `name` (recorded signals are applied in history order during replay). */
   readonly onSignal: <K extends string>(name: K, handler: (...args: ArgsFor<D, "signals", K>) => void) => void
-  /** Answers the query `name` from the replayed state (a value, a promise or an Effect). */
+  /**
+   * Answers the query `name` from the replayed state (a value, a promise or an Effect). A query only
+   * reads: one that asks for a workflow op fails with `query_rejected` and a message saying so.
+   */
   readonly onQuery: <K extends string>(name: K, handler: (...args: ArgsFor<D, "queries", K>) => unknown) => void
   /**
    * Applies the update `name`: changes the workflow state and returns the update's result (a
@@ -242,7 +245,11 @@ export interface Receivers<D = {}> {
    * one fails the workflow task with a `TypeError` saying so; do that work in the workflow body.
    */
   readonly onUpdate: <K extends string>(name: K, handler: (...args: ArgsFor<D, "updates", K>) => unknown) => void
-  /** Validates the update `name` before the server accepts it (declare it in `updateValidators`). */
+  /**
+   * Validates the update `name` before the server accepts it (declare it in `updateValidators`). A
+   * validator only judges: one that asks for a workflow op fails the validation
+   * (`UpdateValidationFailed`, a worker failure) with a message saying so.
+   */
   readonly onUpdateValidator: <K extends string>(name: K, validator: (...args: ArgsFor<D, "updates", K>) => ValidatorResult) => void
 }
 

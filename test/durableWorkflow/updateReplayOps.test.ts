@@ -2,7 +2,9 @@
  * An update handler that asks for a workflow op (`sleep`, an activity, …) while its `UpdateApplied`
  * is replayed waited for the very op that was waiting for it: the replay hung for ever. Now the op
  * fails the replay at once, with a `TypeError` that says so; the live update (an accepted-update
- * task), whose ops the ended turn never answered, fails its task the same way instead of hanging.
+ * task), whose ops the ended turn never answered, fails its task the same way instead of hanging,
+ * and so do a query handler and an update's validator (a query or validation task held its slot for
+ * ever).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -12,7 +14,8 @@ import * as Fiber from "effect/Fiber"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
-import { applyUpdate, query, replay, ReplayFailure } from "../../src/core/internal/durableWorkflow/run.js"
+import { UpdateValidationFailed } from "../../src/core/internal/durableWorkflow/errors.js"
+import { applyUpdate, query, replay, ReplayFailure, validateUpdate } from "../../src/core/internal/durableWorkflow/run.js"
 import { accepted, applied, completed, QUEUE, replayInput, setup, startWorker, until } from "./support.js"
 
 const later = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 2)))
@@ -245,5 +248,110 @@ describe("a refusal is of its own replay's handler only (a worker runs several w
       assert.isTrue(Either.isRight(outA), String(Either.isLeft(outA) ? outA.left : ""))
       assert.isTrue(Either.isRight(outB), `B was refused as A's update: ${Either.isLeft(outB) ? String((outB.left as ReplayFailure).error) : ""}`)
       yield* Fiber.interrupt(runner)
+    }))
+})
+
+const queryRefusal = (what: string) =>
+  `query 'total' asked for a workflow op (${what}); a query only reads the workflow's state and cannot run workflow ops`
+
+const validatorRefusal = (what: string) =>
+  `the validator of update 'bump' asked for a workflow op (${what}); a validator only judges the update and cannot run workflow ops`
+
+/** The billing workflow, with its query `total` and a validator of `bump` as given. */
+const audited = {
+  effect: (total: (ctx: DurableWorkflow.EffectWorkflowContext, state: { total: number }) => () => unknown, validator: (ctx: DurableWorkflow.EffectWorkflowContext) => (n: number) => any) =>
+    DurableWorkflow.make("orders.audited", (ctx) =>
+      Effect.gen(function*() {
+        const state = { total: 0 }
+        ctx.onUpdate("bump", (n: number) => void (state.total += n))
+        ctx.onUpdateValidator("bump", validator(ctx))
+        ctx.onQuery("total", total(ctx, state))
+        yield* ctx.waitCondition(() => state.total >= 2)
+        return yield* ctx.activity("orders.bill", [state.total])
+      }), { ...declarations, updateValidators: ["bump"] }),
+  async: (total: (ctx: DurableWorkflow.AsyncWorkflowContext, state: { total: number }) => () => unknown, validator: (ctx: DurableWorkflow.AsyncWorkflowContext) => (n: number) => any) =>
+    DurableWorkflow.fromAsync("orders.audited", async (ctx) => {
+      const state = { total: 0 }
+      ctx.onUpdate("bump", (n: number) => void (state.total += n))
+      ctx.onUpdateValidator("bump", validator(ctx))
+      ctx.onQuery("total", total(ctx, state))
+      await ctx.waitCondition(() => state.total >= 2)
+      return ctx.activity("orders.bill", [state.total])
+    }, { ...declarations, updateValidators: ["bump"] })
+}
+
+describe("a query handler or an update's validator that asks for a workflow op is refused, never hangs", () => {
+  it.live("queries: Effect (after an asynchronous step, and swallowing the op's defect), async (after an await, and catching the rejection), synchronous", () =>
+    Effect.gen(function*() {
+      const cases = [
+        [audited.effect((ctx, state) => () => Effect.zipRight(later, Effect.as(ctx.sleep(1), state.total)), () => () => true), "sleep"],
+        [
+          audited.effect((ctx, state) => () => Effect.as(Effect.catchAllDefect(ctx.activity("orders.audit"), () => Effect.void), state.total), () => () => true),
+          "activity 'orders.audit'"
+        ],
+        [audited.async((ctx, state) => async () => {
+          await laterPromise()
+          await ctx.waitCondition(() => state.total > 10)
+          return state.total
+        }, () => () => true), "waitCondition"],
+        [audited.async((ctx, state) => () => ctx.sleep(1).then(() => state.total, () => -1), () => () => true), "sleep"],
+        [audited.effect((ctx, state) => () => {
+          Effect.runFork(ctx.sleep(1))
+          return state.total
+        }, () => () => true), "sleep"]
+      ] as const
+      for (const [wf, what] of cases) {
+        const failed = yield* within(Effect.flip(query(wf, replayInput([applied("u-1", "bump", [1])]), "total", [])))
+        assert.strictEqual(failed.reason, "query_rejected")
+        assert.strictEqual(failed.message, queryRefusal(what))
+        const offline = yield* within(Effect.flip(DurableWorkflow.replayQuery(wf, [applied("u-1", "bump", [1])], "total")))
+        assert.strictEqual((offline as { message: string }).message, queryRefusal(what))
+      }
+    }))
+
+  it.live("validators: Effect and async, awaited or dropped; a validator that asks for none still judges", () =>
+    Effect.gen(function*() {
+      const cases = [
+        audited.effect(() => () => true, (ctx) => (n) => Effect.zipRight(later, Effect.as(ctx.sleep(1), n > 0))),
+        audited.async(() => () => 0, (ctx) => async (n) => {
+          await laterPromise()
+          await ctx.sleep(1)
+          return n > 0
+        }),
+        audited.async(() => () => 0, (ctx) => (n) => {
+          void ctx.sleep(1)
+          return n > 0
+        })
+      ]
+      for (const wf of cases) {
+        const failed = yield* within(Effect.flip(validateUpdate(wf, replayInput([]), "bump", [1])))
+        assert.instanceOf(failed, UpdateValidationFailed)
+        assert.strictEqual(failed.message, validatorRefusal("sleep"))
+      }
+      const judging = audited.async(() => () => 0, () => async (n) => {
+        await laterPromise()
+        return n > 0
+      })
+      yield* within(validateUpdate(judging, replayInput([]), "bump", [1]))
+      const rejected = yield* within(Effect.flip(validateUpdate(judging, replayInput([]), "bump", [-1])))
+      assert.strictEqual(rejected._tag, "UpdateRejected")
+    }))
+
+  it.scoped("a worker fails the query task and the validation task, with the message, instead of holding their slots for ever", () =>
+    Effect.gen(function*() {
+      const queue = `receiver-ops-${Math.random().toString(16).slice(2)}`
+      const { server } = yield* setup({ updateValidation: true })
+      const wf = audited.effect((ctx, state) => () => Effect.as(ctx.sleep(1), state.total), (ctx) => () => Effect.as(ctx.sleep(1), true))
+      yield* startWorker(server, { durableWorkflows: [wf] }, { taskQueue: queue })
+      server.enqueueQueryTask({ workflowType: "orders.audited", queryName: "total", taskQueue: queue })
+      server.enqueueUpdateValidationTask({ workflowType: "orders.audited", updateName: "bump", taskQueue: queue, updateInput: [1] })
+      yield* until(server, () => server.failedQueryTasks.length === 1 && server.updateValidations.length === 1)
+      const queried = server.failedQueryTasks[0]!.body["failure"] as Record<string, unknown>
+      assert.strictEqual(queried["reason"], "query_rejected")
+      assert.strictEqual(queried["message"], queryRefusal("sleep"))
+      const validated = server.updateValidations[0]!.body["failure"] as Record<string, unknown>
+      assert.strictEqual(server.updateValidations[0]!.outcome, "rejected")
+      assert.strictEqual(validated["reason"], "update_validation_worker_failed")
+      assert.strictEqual(validated["message"], validatorRefusal("sleep"))
     }))
 })

@@ -218,62 +218,84 @@ const baseContext = (input: ReplayInput, turn: Turn, startedAt: number | undefin
 }
 
 /**
- * An update handler running: replayed (`UpdateApplied`) or applied (an accepted-update task), in the
- * replay of `owner` (its Turn). A mark is only ever read against its own replay's ops: it can reach
- * code it does not belong to (an `AsyncLocalStorage` store carried into a fiber another replay's
- * handler woke up, in a worker running several workflow tasks at once).
+ * A receiver running: an update handler (replayed from `UpdateApplied`, or applied by an
+ * accepted-update task), a query handler or an update's validator, in the replay of `owner` (its
+ * Turn). None of them may ask for a workflow op: `refusal` says so, naming the receiver and the op.
+ * A mark is only ever read against its own replay's ops: it can reach code it does not belong to
+ * (an `AsyncLocalStorage` store carried into a fiber another replay's handler woke up, in a worker
+ * running several workflow tasks at once).
  */
-interface InUpdate {
-  readonly _tag: "Update"
-  readonly name: string
-  readonly phase: "replayed" | "applied"
+interface InReceiver {
+  readonly _tag: "Receiver"
   readonly owner: Turn
+  readonly refusal: (op: string) => string
 }
+
+const updateHandler = (name: string, phase: "replayed" | "applied", owner: Turn): InReceiver => ({
+  _tag: "Receiver",
+  owner,
+  refusal: (op) =>
+    `update '${name}' asked for a workflow op (${op}) while it was ${phase}; ` +
+    "this worker does not run workflow ops inside update handlers"
+})
+
+const queryHandler = (name: string, owner: Turn): InReceiver => ({
+  _tag: "Receiver",
+  owner,
+  refusal: (op) => `query '${name}' asked for a workflow op (${op}); a query only reads the workflow's state and cannot run workflow ops`
+})
+
+const updateValidator = (name: string, owner: Turn): InReceiver => ({
+  _tag: "Receiver",
+  owner,
+  refusal: (op) =>
+    `the validator of update '${name}' asked for a workflow op (${op}); a validator only judges the update and cannot run workflow ops`
+})
 
 /**
  * Who runs in a fiber, for the ops it asks for: the workflow's code (the body's fiber and the fibers
- * it forks) or an update handler (its Effect, and the fibers it forks). A joined fiber does not hand
- * its value to the joiner.
+ * it forks) or a receiver (its Effect, and the fibers it forks). A joined fiber does not hand its
+ * value to the joiner.
  */
-const asker = FiberRef.unsafeMake<InUpdate | { readonly _tag: "Workflow" } | undefined>(undefined, {
+const asker = FiberRef.unsafeMake<InReceiver | { readonly _tag: "Workflow" } | undefined>(undefined, {
   join: (parent) => parent
 })
 
 const inWorkflow = { _tag: "Workflow" } as const
 
-/** The update handler being called (synchronously). */
-let calling: InUpdate | undefined = undefined
+/** The receiver being called (synchronously). */
+let calling: InReceiver | undefined = undefined
 
 /**
- * The update handler an async workflow's promise code runs in: where its awaits resume, whatever
+ * The receiver an async workflow's promise code runs in: where its awaits resume, whatever
  * resolved them. Only async workflows have ops as promises; on Node before 24 an
  * `AsyncLocalStorage` turns on promise hooks, which other workflows need not pay for.
  */
-const handlerStorage = new AsyncLocalStorage<InUpdate>()
+const handlerStorage = new AsyncLocalStorage<InReceiver>()
 
 /**
- * Calls an update handler marked as such: while it runs, and (`promises`: the handler of an async
- * workflow) in its promise code. Its Effect is marked apart (the fiber it runs in).
+ * Calls a receiver marked as such: while it runs, and (`promises`: a receiver of an async workflow)
+ * in its promise code. Its Effect is marked apart (the fiber it runs in).
  */
-const callMarked = (update: InUpdate, call: () => unknown, promises: boolean): unknown => {
+const callMarked = (receiver: InReceiver, call: () => unknown, promises: boolean): unknown => {
   const previous = calling
-  calling = update
+  calling = receiver
   try {
-    return promises ? handlerStorage.run(update, call) : call()
+    return promises ? handlerStorage.run(receiver, call) : call()
   } finally {
     calling = previous
   }
 }
 
 /**
- * The update handler of `guard`'s replay that asks for an op, if one does: the fiber's mark, else (a
- * fiber the workflow's code did not fork, or no fiber) the handler being called, or whose promise
- * code this is. A mark of another replay is no handler of this one.
+ * The receiver of `guard`'s replay that asks for an op, if one does: the fiber's mark, else (a fiber
+ * the workflow's code did not fork, or no fiber) the receiver being called, or whose promise code
+ * this is. A mark of another replay is no receiver of this one.
  */
-const askingUpdate = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined, guard: Guard): InUpdate | undefined => {
+const askingReceiver = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined, guard: Guard): InReceiver | undefined => {
   const mark = fiber?.getFiberRef(asker)
-  const update = mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Update" ? mark : undefined
-  return update?.owner === guard.turn ? update : undefined
+  const receiver = mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Receiver" ? mark : undefined
+  return receiver?.owner === guard.turn ? receiver : undefined
 }
 
 const opName = (ops: Op | ReadonlyArray<Op>): string => {
@@ -315,7 +337,7 @@ export class Guard {
   fatal: unknown = undefined
   blocked = false
   onBlocked: () => void = () => {}
-  /** Done when an update handler asked for an op (see {@link refuse}). */
+  /** Done when a receiver asked for an op (see {@link refuse}). */
   readonly refused = Deferred.unsafeMake<void>(FiberId.none)
   /** Whether the turn is held (a replayed update is settling). */
   private busy = false
@@ -404,14 +426,11 @@ export class Guard {
   }
 
   /**
-   * An update handler asked for an op: the replay (or the update) fails with a `TypeError`, at once
-   * (the turn ends), and the op fails with it too, so that the handler ends.
+   * A receiver asked for an op: the replay (or the query, validation or update) fails with a
+   * `TypeError`, at once (the turn ends), and the op fails with it too, so that the receiver ends.
    */
-  refuse(update: InUpdate, ops: Op | ReadonlyArray<Op>): TypeError {
-    const error = new TypeError(
-      `update '${update.name}' asked for a workflow op (${opName(ops)}) while it was ${update.phase}; ` +
-        "this worker does not run workflow ops inside update handlers"
-    )
+  refuse(receiver: InReceiver, ops: Op | ReadonlyArray<Op>): TypeError {
+    const error = new TypeError(receiver.refusal(opName(ops)))
     this.fatal ??= error
     if (!this.blocked) this.block()
     Deferred.unsafeDone(this.refused, Exit.void)
@@ -420,12 +439,26 @@ export class Guard {
 }
 
 /**
- * Runs an update handler's `effect` after the replay (a query's, a validation's or an update's
- * state; the live update): an op it asks for ends it at once, even when it goes on after the op
- * failed. `None` then (`guard.fatal` says why).
+ * Runs a receiver's `effect` after the replay (a replayed update settling for a query's, a
+ * validation's or an update's state; a query, a validator, the live update): an op it asks for ends
+ * it at once, even when it goes on after the op failed. `None` then (`guard.fatal` says why).
  */
 const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect<Option.Option<A>> =>
   Effect.raceFirst(Effect.map(effect, Option.some), Effect.as(Deferred.await(guard.refused), Option.none<A>()))
+
+/**
+ * Calls a receiver after the replay (a query, a validator, the live update), marked as `receiver`
+ * in its call, its Effect (and the fibers that one forks) and (`promises`: a receiver of an async
+ * workflow) its promise code: its outcome, or `None` when it asked for an op (`guard.fatal` is the
+ * refusal).
+ */
+const callAfterReplay = (
+  guard: Guard,
+  receiver: InReceiver,
+  promises: boolean,
+  call: () => unknown
+): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> =>
+  unlessRefused(guard, Effect.either(Effect.locally(callReceiver(() => callMarked(receiver, call, promises)), asker, receiver)))
 
 type Ending =
   | { readonly _tag: "Blocked" }
@@ -512,11 +545,11 @@ const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkf
     ? Effect.fail(result.error)
     : Effect.never
 
-/** An op as an Effect. Asked for by an update handler, it dies with the replay's error. */
+/** An op as an Effect. Asked for by a receiver, it dies with the replay's error. */
 const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
   Effect.withFiberRuntime((fiber) => {
-    const update = askingUpdate(fiber, guard)
-    if (update !== undefined) return Effect.die(guard.refuse(update, ops))
+    const receiver = askingReceiver(fiber, guard)
+    if (receiver !== undefined) return Effect.die(guard.refuse(receiver, ops))
     const result = guard.ask(ops)
     return result instanceof Promise ? Effect.flatMap(Effect.promise(() => result), answer) : answer(result)
   })
@@ -536,12 +569,12 @@ const rejected = (error: unknown): Promise<never> => {
 }
 
 /**
- * An op as a promise of its value (passed through `map`). Asked for by an update handler, it rejects
- * with the replay's error (a rejection the handler may drop).
+ * An op as a promise of its value (passed through `map`). Asked for by a receiver, it rejects with
+ * the replay's error (a rejection the receiver may drop).
  */
 const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>, map?: (value: any) => unknown): Promise<any> => {
-  const update = askingUpdate(Option.getOrUndefined(Fiber.getCurrentFiber()), guard)
-  if (update !== undefined) return rejected(guard.refuse(update, ops))
+  const receiver = askingReceiver(Option.getOrUndefined(Fiber.getCurrentFiber()), guard)
+  if (receiver !== undefined) return rejected(guard.refuse(receiver, ops))
   const result = guard.ask(ops)
   return result instanceof Promise ? result.then((r) => answerAsync(r, map)) : answerAsync(result, map)
 }
@@ -779,7 +812,7 @@ const runUpdate = (_name: string, call: () => unknown): Settle | undefined => se
  * replay. `promises`: the handler of an async workflow.
  */
 const runUpdateMarked = (promises: boolean, owner: () => Turn) => (name: string, call: () => unknown): Settle | undefined => {
-  const update: InUpdate = { _tag: "Update", name, phase: "replayed", owner: owner() }
+  const update = updateHandler(name, "replayed", owner())
   const value = callMarked(update, call, promises)
   return Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
 }
@@ -844,16 +877,18 @@ export const query = <R>(
         message: `workflow replay failed before query: ${messageOf(replayed.left.error)}`
       })
     }
-    const turn = replayed.right.turn
+    const { guard, turn } = replayed.right
     const handler = turn.queryHandlers.get(name)
     if (handler === undefined) {
       return yield* new QueryFailed({ reason: "rejected_unknown_query", message: `unknown query '${name}'` })
     }
     const fitted = fitArguments(`query '${name}'`, definition.specs?.queries[name], args)
     if (Either.isLeft(fitted)) return yield* new QueryFailed({ reason: "query_rejected", message: fitted.left.message })
-    return yield* callReceiver(() => handler(...fitted.right)).pipe(
-      Effect.mapError((error) => new QueryFailed({ reason: "query_rejected", message: messageOf(error) }))
-    )
+    const ran = yield* callAfterReplay(guard, queryHandler(name, turn), definition.body.style === "async", () => handler(...fitted.right))
+    // a query that asked for an op is refused, whatever it did with the op's failure
+    const outcome = Option.isSome(ran) && guard.fatal === undefined ? ran.value : Either.left(guard.fatal)
+    if (Either.isLeft(outcome)) return yield* new QueryFailed({ reason: "query_rejected", message: messageOf(outcome.left) })
+    return outcome.right
   })
 
 const failUpdate = (updateId: string, type: string, message: string, nonRetryable = true): Command => ({
@@ -897,16 +932,9 @@ export const applyUpdate = <R>(
     }
     const fitted = fitArguments(`update '${update.name}'`, definition.specs?.updates[update.name], args)
     if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
-    // marked as an update handler: an op it asks for (the turn is over) fails the task, as in a replay
-    const applying: InUpdate = { _tag: "Update", name: update.name, phase: "applied", owner: turn }
-    const ran = yield* unlessRefused(
-      guard,
-      Effect.either(Effect.locally(
-        callReceiver(() => callMarked(applying, () => handler(...fitted.right), definition.body.style === "async")),
-        asker,
-        applying
-      ))
-    )
+    // an op it asks for (the turn is over) fails the task, as in a replay
+    const applying = updateHandler(update.name, "applied", turn)
+    const ran = yield* callAfterReplay(guard, applying, definition.body.style === "async", () => handler(...fitted.right))
     if (guard.fatal !== undefined || Option.isNone(ran)) return yield* Effect.fail(new ReplayFailure(guard.fatal))
     const outcome = ran.value
     if (Either.isLeft(outcome)) {
@@ -949,7 +977,7 @@ export const validateUpdate = <R>(
     if (Either.isLeft(replayed)) {
       return yield* new UpdateValidationFailed({ message: `workflow replay failed before update validation: ${messageOf(replayed.left.error)}` })
     }
-    const { turn } = replayed.right
+    const { guard, turn } = replayed.right
     const validator = turn.updateValidators.get(name)
     if (validator === undefined || !turn.updateHandlers.has(name)) {
       return yield* new UpdateValidationFailed({
@@ -958,7 +986,10 @@ export const validateUpdate = <R>(
     }
     const fitted = fitArguments(`update '${name}'`, specs.updates[name], args)
     if (Either.isLeft(fitted)) return yield* rejectedBy(fitted.left)
-    const verdict = yield* Effect.either(callReceiver(() => validator(...fitted.right)))
+    const ran = yield* callAfterReplay(guard, updateValidator(name, turn), definition.body.style === "async", () => validator(...fitted.right))
+    // a validator that asked for an op is broken, whatever it did with the op's failure: no verdict
+    if (Option.isNone(ran) || guard.fatal !== undefined) return yield* new UpdateValidationFailed({ message: messageOf(guard.fatal) })
+    const verdict = ran.value
     if (Either.isLeft(verdict)) {
       const error = verdict.left
       if (error instanceof UpdateRejected) return yield* error
