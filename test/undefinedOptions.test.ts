@@ -288,3 +288,46 @@ describe("an option given as undefined is the option not given", () => {
     await probedRun
   })
 })
+
+describe("options that are not an object, given to a layerConfig, are refused as a whole", () => {
+  // from JavaScript: spread over the environment's options, a string read as options "0", "1", …
+  // (`unknown BullMQ option "0"`) and a number as none at all (a worker built on the defaults)
+  const env = fromEnv({
+    REDIS_URL: "redis://127.0.0.1:6379",
+    DATABASE_URL: "postgres://127.0.0.1:5432/test",
+    SQS_ENDPOINT: "http://127.0.0.1:4566",
+    DURABLE_WORKFLOW_SERVER_URL: "http://127.0.0.1:8080"
+  })
+  const refusal = <A, E extends { readonly _tag: string; readonly message: string }>(layer: Layer.Layer<A, E>) =>
+    Effect.flip(Effect.scoped(Layer.build(layer))).pipe(Effect.provide(env))
+
+  it.effect("each transport's and the worker's", () =>
+    Effect.gen(function*() {
+      const bullmq = yield* refusal(BullMQTransport.layerConfig("redis://user:secret@127.0.0.1:6379" as never))
+      assert.strictEqual(bullmq._tag, "BullMQConfigError")
+      assert.strictEqual(
+        bullmq.message,
+        'BullMQ options must be an object, got "redis://***@127.0.0.1:6379": a URL goes in its url option, { url: "redis://***@127.0.0.1:6379" }'
+      )
+      const sql = yield* refusal(SqlTransport.layerConfig("postgres://user:secret@127.0.0.1/db" as never))
+      assert.strictEqual(sql._tag, "SqlConfigError")
+      assert.strictEqual(sql.message, 'SQL transport options must be an object, got "postgres://***@127.0.0.1/db"')
+      const sqs = yield* refusal(SqsTransport.layerConfig(["http://127.0.0.1:4566"] as never))
+      assert.strictEqual(sqs._tag, "SqsConfigError")
+      assert.match(sqs.message, /^SQS options must be an object, got \[/)
+      const dw = yield* refusal(DurableWorkflowTransport.layerConfig("http://127.0.0.1:8080" as never))
+      assert.strictEqual(dw._tag, "DurableWorkflowConfigError")
+      assert.include(dw.message, 'Durable Workflow options must be an object, got "http://127.0.0.1:8080": a URL goes in its baseUrl option')
+      const worker = yield* refusal(WorkerConfig.layerConfig(4 as never))
+      assert.strictEqual(worker._tag, "WorkerConfigError")
+      assert.strictEqual(worker.message, "worker options must be an object, got 4")
+    }))
+
+  it.effect("a DurableWorkflowTransport.layerConfig given a string is refused before the server URL is missed", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(DurableWorkflowTransport.layerConfig("http://127.0.0.1:8080" as never)))).pipe(
+        Effect.provide(fromEnv({}))
+      )
+      assert.strictEqual((error as { _tag: string })._tag, "DurableWorkflowConfigError")
+    }))
+})

@@ -490,12 +490,11 @@ export const layerConfig = (
   Layer.effect(
     WorkerConfig,
     Effect.flatMap(source, (read) => {
-      const given = Options.definedOnly(options)
-      return Either.mapLeft(resolve({ ...read, ...given }), (error) => {
+      return Either.mapLeft(resolve(Options.overRead(read, options)), (error) => {
         // refused as read from the environment: the message names the variable the operator set
         const top = error.option.split(".")[0]!
         const variable = (VARIABLES as Readonly<Record<string, string>>)[error.option]
-        return variable !== undefined && top in read && !(top in given)
+        return variable !== undefined && top in read && (options as Readonly<Record<string, unknown>>)[top] === undefined
           ? new WorkerConfigError({ option: error.option, message: `${variable}: ${error.message}` })
           : error
       })

@@ -32,7 +32,7 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
 import { messageOf, withReason } from "../core/internal/errors.js"
-import { definedOnly, optional } from "../core/internal/options.js"
+import { optional, overRead } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { namingVariables } from "./internal/options.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
@@ -1008,7 +1008,7 @@ export const layerConfig = (options: BullMQOptions = {}): Layer.Layer<Transport,
         partition: optional(Config.string(VARIABLES.partition))
       }),
       (env) =>
-        make({ ...definedOnly(env), ...definedOnly(options) }).pipe(
+        make(overRead(env, options)).pipe(
           Effect.mapError(namingVariables(VARIABLES, env, options, (option, message) => new BullMQConfigError({ option, message })))
         )
     )

@@ -41,7 +41,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { checkDuration, definedOnly, optional } from "../core/internal/options.js"
+import { checkDuration, isObject, optional, overRead } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -829,6 +829,8 @@ export const layerConfig = (
 ): Layer.Layer<Transport | DurableWorkflowClient, DurableWorkflowConfigError | ConfigError.ConfigError> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
+      // refused as layer() refuses them, before a missing variable is
+      if (!isObject(options)) return layer(options)
       const read = {
         baseUrl: yield* optional(Config.string(VARIABLES.baseUrl)),
         namespace: yield* optional(Config.string(VARIABLES.namespace)),
@@ -841,7 +843,7 @@ export const layerConfig = (
       }
       // the server's URL is required: from the options, else the variable
       const baseUrl = options.baseUrl ?? read.baseUrl ?? (yield* Config.string(VARIABLES.baseUrl))
-      return layer({ ...definedOnly(read), ...definedOnly(options), baseUrl }).pipe(
+      return layer({ ...overRead(read, options), baseUrl }).pipe(
         Layer.mapError(namingVariables(VARIABLES, read, options, (option, message) => new DurableWorkflowConfigError({ option, message })))
       )
     })

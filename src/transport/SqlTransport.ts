@@ -58,7 +58,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as FailureRun from "../core/internal/failureRun.js"
 import { withReason } from "../core/internal/errors.js"
-import { definedOnly, optional } from "../core/internal/options.js"
+import { definedOnly, isObject, optional } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
@@ -881,7 +881,8 @@ const VARIABLES = { prefix: "DURABLE_PREFIX", partition: "DURABLE_PARTITION" } a
 export const layerConfig = (
   options: SqlTransportOptions & Pick<PostgresConnectionOptions, "maxConnections" | "connectTimeout" | "applicationName"> = {}
 ): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
-  Layer.unwrapEffect(
+  // refused as the other layers refuse them, before the environment is read
+  !isObject(options) ? Layer.unwrapEffect(Effect.as(resolve(options), Layer.empty as never)) : Layer.unwrapEffect(
     Effect.map(
       Config.all({
         // read as a string (Config.redacted would mask the "missing" message too), kept redacted

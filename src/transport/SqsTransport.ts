@@ -51,7 +51,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { messageOf, withReason } from "../core/internal/errors.js"
-import { definedOnly, optional } from "../core/internal/options.js"
+import { optional, overRead } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { namingVariables } from "./internal/options.js"
 import { redact, redactUrl, safeCause } from "./internal/redact.js"
@@ -800,7 +800,7 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
         resultsQueueUrl: optional(Config.string(VARIABLES.resultsQueueUrl))
       }),
       ({ accessKeyId, endpoint, region, secretAccessKey, sessionToken, ...env }) =>
-        make({
+        make(overRead({
           clientConfig: SqsConfig.clientConfigOf({
             endpoint,
             region,
@@ -808,9 +808,8 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
             secretAccessKey: SqsConfig.environmentKey(secretAccessKey),
             sessionToken: SqsConfig.environmentKey(sessionToken)
           }),
-          ...definedOnly(env),
-          ...definedOnly(options)
-        }).pipe(
+          ...env
+        }, options)).pipe(
           Effect.mapError(namingVariables(
             VARIABLES,
             { ...env, "clientConfig.endpoint": endpoint },

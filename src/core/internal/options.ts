@@ -138,7 +138,7 @@ export const unknownOption = (
 ): { readonly key: string; readonly message: string } | undefined => {
   // from JavaScript, `redis("redis://…")` would be read key by key, a string's being "0", "1", …,
   // and `new Worker(4)`, having no keys, as no option at all
-  if (options !== undefined && (typeof options !== "object" || options === null || Array.isArray(options))) {
+  if (options !== undefined && !isObject(options)) {
     return { key: "", message: notAnObject(options, known, what) }
   }
   const key = options === undefined ? undefined : unknownKey(options, known)
@@ -155,6 +155,26 @@ export const unknownOption = (
  */
 export const definedOnly = <A extends object>(options: A): DefinedOnly<A> =>
   Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as DefinedOnly<A>
+
+/**
+ * The options given in code over those read from the environment, each without its `undefined`s.
+ * Options that are not an object are handed on as given, for the constructor to refuse with its
+ * own message: spread, a string's characters would read as options "0", "1", … and a number as
+ * none at all.
+ *
+ * @internal
+ */
+export const overRead = <R extends object, G extends object>(read: R, given: G): DefinedOnly<R> & DefinedOnly<G> =>
+  isObject(given) ? { ...definedOnly(read), ...definedOnly(given) } : given as never
+
+/**
+ * Whether `options` are an object to read keys from (not `null`, not an array); anything else is
+ * refused as a whole ({@link unknownOption}).
+ *
+ * @internal
+ */
+export const isObject = (options: unknown): options is object =>
+  typeof options === "object" && options !== null && !Array.isArray(options)
 
 /**
  * `A` with each key that may be `undefined` made optional and not `undefined`, as
