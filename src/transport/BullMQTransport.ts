@@ -725,7 +725,7 @@ const build = (config: Resolved): Transport["Type"] => {
       ) => Effect.gen(function*() {
         const { client, publish } = home
         const subscription = token
-        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), publish)
+        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), worker.workerId, publish)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
 
@@ -926,20 +926,33 @@ const build = (config: Resolved): Transport["Type"] => {
  * more than allowed, or failed by a peer's infrastructure), so the engine's pending checkpoint never
  * hangs. It looks at the queue's failed set (scored by when the job failed) every `interval`, which
  * costs one range read rather than following every job event; which jobs each read bridges is
- * {@link FailedJobs.watchFailed}'s rule. Duplicates (another worker's bridge of the same job) are
- * harmless: the engine only takes a result for a pending step.
+ * {@link FailedJobs.watchFailed}'s rule, and which worker bridges each {@link FailedJobs.bridgeOnce}'s:
+ * every worker on the queue reads the same set, and a failure reported twice could fail the step's
+ * next attempt.
  */
 const bridgeFailures = (
   client: Redis,
   tasks: Jobs.TaskWorker,
   interval: Duration.Duration,
+  workerId: string,
   publish: (result: StepResult) => Effect.Effect<void, TransportError>
 ) =>
   Effect.gen(function*() {
     const queueName = tasks.name
-    const bridge = (jobId: string) =>
+    // beside the queue's failed set, one key per failure (its stamp: a job failed again is claimed anew)
+    const claimKey = ({ failedAt, id }: FailedJobs.Failed) => `${tasks.keys.failed}:bridged:${id}:${failedAt}`
+    const claims: FailedJobs.Claims<never> = {
+      claim: (failed, ttl) =>
+        Effect.map(
+          Effect.tryPromise(() => client.set(claimKey(failed), workerId, "PX", Duration.toMillis(ttl), "NX")),
+          (reply) => reply === "OK"
+        ),
+      keep: (failed, ttl) => Effect.tryPromise(() => client.eval(KEEP_CLAIM, 1, claimKey(failed), workerId, Duration.toMillis(ttl))),
+      release: (failed) => Effect.tryPromise(() => client.eval(RELEASE_CLAIM, 1, claimKey(failed), workerId))
+    }
+    const publishFailure = ({ id }: FailedJobs.Failed) =>
       Effect.gen(function*() {
-        const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, jobId))
+        const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, id))
         const identity = stepIdentity(job?.data)
         if (job === undefined || identity === undefined) return
         yield* publish({
@@ -949,11 +962,16 @@ const bridgeFailures = (
           status: "failed",
           error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
         })
-        yield* Effect.logWarning(`job ${jobId} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
-      }).pipe(
-        Effect.as(true),
+        yield* Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
+      })
+    const bridgeOnce = FailedJobs.bridgeOnce(interval, claims, publishFailure)
+    const bridge = (failed: FailedJobs.Failed) =>
+      bridgeOnce(failed).pipe(
         Effect.catchAllCause((cause) =>
-          Effect.as(Effect.logWarning(`could not bridge failed job ${jobId} on ${queueName}; trying again at the next scan`, cause), false)
+          Effect.as(
+            Effect.logWarning(`could not bridge failed job ${failed.id} on ${queueName}; trying again at the next scan`, cause),
+            "failed" as const
+          )
         )
       )
     const read = (from: number) =>
@@ -969,6 +987,12 @@ const bridgeFailures = (
       )
     yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge))
   })
+
+/** Holds a claim for ARGV[2] ms more, if ARGV[1] (this worker) holds it. */
+const KEEP_CLAIM = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`
+
+/** Gives up a claim, if ARGV[1] (this worker) holds it. */
+const RELEASE_CLAIM = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
 
 /**
  * The transport as a layer; building it fails with a {@link BullMQConfigError} when an option is

@@ -356,6 +356,54 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
   })
 })
 
+describe("BullMQ failed-job bridge among several workers", () => {
+  it("a step job failed at the infrastructure level is reported once among the workers, so a duplicate does not fail its retry", async () => {
+    const { engine } = track(await setup())
+    // every worker on the queue reads the same failed set; the engine takes a result for any pending
+    // attempt: a second report of attempt 1's failure, arriving while attempt 2 runs, would fail it
+    const workers = [0, 1].map(() => new Worker({ ...quiet, concurrency: 4, shutdownTimeoutMs: 10_000 }))
+    const attempts: Array<number> = []
+    for (const worker of workers) {
+      worker.step("doomed-twice", async (_input: unknown, ctx) => {
+        attempts.push(ctx.attempt)
+        // long enough for the other worker's scan to meet the failure meanwhile
+        await new Promise((resolve) => setTimeout(resolve, 3_000))
+        return { attempt: ctx.attempt }
+      })
+    }
+    engine.register("wf", async (ctx) => ctx.step("doomed-twice", {}, { retries: 2 }))
+    const runId = await engine.start("wf", {})
+    // a peer worker takes the job before ours start, then dies: BullMQ fails the job
+    const { Worker: BullWorker } = await import("bullmq")
+    const peer = new BullWorker(`${engine.prefix}-tasks-doomed-twice`, undefined, {
+      connection: { ...engine.connection, maxRetriesPerRequest: null },
+      autorun: false
+    })
+    let job = await peer.getNextJob("peer-token", { block: true })
+    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
+    assert.isDefined(job)
+    // the workers' scans every 2 s, a second apart: the second meets the failure about a second after
+    // the first reported it and the engine dispatched attempt 2
+    const client = new Redis(engine.connection)
+    const running: Array<Promise<void>> = []
+    for (const worker of workers) {
+      running.push(worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 2_000 })))
+      const descriptorKey = `${engine.prefix}-worker-descriptor:doomed-twice:${worker.id}`
+      for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
+      if (worker === workers[0]) await new Promise((r) => setTimeout(r, 1_000))
+    }
+    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    const result = await engine.waitForRun(runId, { timeoutMs: 20_000 })
+    assert.strictEqual(result.status, "completed", JSON.stringify(result))
+    assert.deepStrictEqual(result.output, { attempt: 2 })
+    assert.deepStrictEqual(attempts, [2])
+    await peer.close()
+    await client.quit()
+    await Promise.all(workers.map((worker) => worker.stop()))
+    await Promise.all(running)
+  })
+})
+
 describe("BullMQ transport when Redis goes away", () => {
   let server: ChildProcess | undefined
   let port = 0

@@ -1,13 +1,19 @@
 /**
- * Which jobs of a task queue's failed set to bridge, scan after scan.
+ * Which jobs of a task queue's failed set to bridge, scan after scan, and which worker bridges each.
  *
  * The failed set is scored by when a job failed, by the clock of the process that failed it (a peer
  * worker's stalled check, another host), stamped before its script reached Redis. A scan that read
  * only what failed since the previous scan by this process's clock would miss a job stamped just
  * before that scan and written just after it, and every job stamped by a host whose clock is behind.
- * So each scan reads a window reaching back one interval and a margin, and remembers what it has
- * bridged while that is in the window, so a job is bridged once per failure, and again at the next
- * scan when its bridge failed.
+ * So each scan reads a window reaching back beyond the previous scan by a margin, and remembers what
+ * it has bridged while that is in the window, so a job is bridged once per failure, and again at
+ * the next scan when its bridge failed.
+ *
+ * Every worker on the queue scans the same failed set, and a failure bridged twice can fail the
+ * step's next attempt (a result carries no attempt, and the engine takes one for any pending step).
+ * So a worker first claims a failure in Redis; the claim is short while it publishes (a worker that
+ * dies meanwhile leaves the failure to another worker's scan, still in its window), is kept past
+ * every window once published, and is given up when the publish failed.
  *
  * @internal
  */
@@ -17,12 +23,36 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 
 /**
- * How far behind this process's clock a failure may be stamped and still be bridged, beyond one
- * interval: the clock skew between hosts, and a script's way from its stamp to Redis.
+ * How far behind this process's clock a failure may be stamped and still be bridged, beyond the
+ * previous scan: the clock skew between hosts, and a script's way from its stamp to Redis.
  *
  * @internal
  */
 export const FAILED_MARGIN = Duration.minutes(1)
+
+/**
+ * How long a worker's claim on a failure holds while it publishes the failure: within the margin,
+ * so that when the worker dies with the claim, the failure is still in the window of another
+ * worker's scan after the claim lapsed.
+ *
+ * @internal
+ */
+export const CLAIM_WHILE_PUBLISHING = Duration.seconds(30)
+
+/**
+ * How far back a scan every `interval` reads: two intervals (a failure the previous scan missed, and
+ * one whose claim lapsed since, each met by a scan of some worker) and the margin.
+ *
+ * @internal
+ */
+export const reachOf = (interval: Duration.Duration): number => 2 * Duration.toMillis(interval) + Duration.toMillis(FAILED_MARGIN)
+
+/**
+ * How long a published failure stays claimed: past every window that could still read it.
+ *
+ * @internal
+ */
+export const keptFor = (interval: Duration.Duration): Duration.Duration => Duration.millis(2 * reachOf(interval))
 
 /** A failed job as the failed set holds it: its id and when it failed (epoch millis). */
 export interface Failed {
@@ -30,13 +60,16 @@ export interface Failed {
   readonly failedAt: number
 }
 
+/** What came of bridging a failure: published (by this worker), claimed by another, or to try again. */
+export type Bridged = "published" | "claimed-elsewhere" | "failed"
+
 /**
- * Every `interval` (the first one interval in), reads the jobs failed from `interval` + {@link
- * FAILED_MARGIN} ago onwards (`read(from)`, `from` exclusive, no upper bound: a host whose clock is
- * ahead stamps the future), but nothing stamped before the watch began, and bridges each failure not
- * bridged yet. A job failed again (its stamp moved) is bridged again; one whose bridge failed
- * (`bridge` answering `false`) is tried again at the next scan while it is in the window. Runs until
- * interrupted; a failed read is left to `read` to report.
+ * Every `interval` (the first one interval in), reads the jobs failed within {@link reachOf}
+ * (`read(from)`, `from` exclusive, no upper bound: a host whose clock is ahead stamps the future),
+ * but nothing stamped before the watch began, and bridges each failure not bridged yet. A job failed
+ * again (its stamp moved) is bridged again; one whose bridge failed, or that another worker holds a
+ * claim on (it may yet give it up), is tried again at the next scan while it is in the window. Runs
+ * until interrupted; a failed read is left to `read` to report.
  *
  * What failed before the watch began was failed by a worker running then (a stalled check runs in
  * the workers), whose own bridge reports it: a restarted worker reporting it again could fail the
@@ -47,23 +80,55 @@ export interface Failed {
 export const watchFailed = <R>(
   interval: Duration.Duration,
   read: (from: number) => Effect.Effect<ReadonlyArray<Failed>, never, R>,
-  bridge: (id: string) => Effect.Effect<boolean, never, R>
+  bridge: (failed: Failed) => Effect.Effect<Bridged, never, R>
 ): Effect.Effect<never, never, R> =>
   Effect.gen(function*() {
     const began = yield* Clock.currentTimeMillis
-    const reach = Duration.toMillis(interval) + Duration.toMillis(FAILED_MARGIN)
+    const reach = reachOf(interval)
     // job id → the stamp it was bridged for, while that stamp is in the window
     const bridged = new Map<string, number>()
     const scan = Effect.gen(function*() {
       const from = Math.max((yield* Clock.currentTimeMillis) - reach, began)
       for (const [id, failedAt] of bridged) if (failedAt <= from) bridged.delete(id)
       const failed = yield* read(from)
-      yield* Effect.forEach(failed, ({ failedAt, id }) =>
-        bridged.get(id) === failedAt
+      yield* Effect.forEach(failed, (job) =>
+        bridged.get(job.id) === job.failedAt
           ? Effect.void
-          : Effect.map(bridge(id), (done) => {
-            if (done) bridged.set(id, failedAt)
+          : Effect.map(bridge(job), (outcome) => {
+            if (outcome === "published") bridged.set(job.id, job.failedAt)
           }), { discard: true })
     })
     return yield* Effect.repeat(scan, Schedule.spaced(interval)).pipe(Effect.delay(interval), Effect.zipRight(Effect.never))
   })
+
+/** The claims on failures, in Redis (`SET NX PX`), by a token of this worker. @internal */
+export interface Claims<R> {
+  /** Claims `failed` for `ttl`: whether this worker holds it now. */
+  readonly claim: (failed: Failed, ttl: Duration.Duration) => Effect.Effect<boolean, unknown, R>
+  /** Holds the claim this worker has on `failed` for `ttl` from now. */
+  readonly keep: (failed: Failed, ttl: Duration.Duration) => Effect.Effect<void, unknown, R>
+  /** Gives up the claim on `failed`, if this worker still holds it. */
+  readonly release: (failed: Failed) => Effect.Effect<void, unknown, R>
+}
+
+/**
+ * Bridges a failure once among the workers: claims it, publishes it, then keeps the claim past every
+ * window (or gives it up when the publish failed, for the next scan of any worker). A claim that
+ * could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
+ *
+ * @internal
+ */
+export const bridgeOnce = <R, R2>(
+  interval: Duration.Duration,
+  claims: Claims<R>,
+  publish: (failed: Failed) => Effect.Effect<void, unknown, R2>
+) =>
+(failed: Failed): Effect.Effect<Bridged, unknown, R | R2> =>
+  Effect.flatMap(claims.claim(failed, CLAIM_WHILE_PUBLISHING), (held) =>
+    !held
+      ? Effect.succeed<Bridged>("claimed-elsewhere")
+      : publish(failed).pipe(
+        Effect.tapError(() => Effect.ignore(claims.release(failed))),
+        Effect.zipRight(Effect.ignore(claims.keep(failed, keptFor(interval)))),
+        Effect.as<Bridged>("published")
+      ))
