@@ -355,3 +355,64 @@ describe("a query handler or an update's validator that asks for a workflow op i
       assert.strictEqual(validated["message"], validatorRefusal("sleep"))
     }))
 })
+
+describe("an op a receiver reaches through a fiber of its own making, or returns, is refused too", () => {
+  // `Effect.runPromise` inside a receiver's Effect: a fiber neither the workflow nor the receiver forked
+  const ownFiber = (op: Effect.Effect<unknown, unknown>) => Effect.promise(() => Effect.runPromise(Effect.either(op)))
+
+  it.live("an update handler's, replayed (it waited for the replay that waited for it) and applied", () =>
+    Effect.gen(function*() {
+      const wf = billing.effect((ctx, state) => (n) =>
+        Effect.gen(function*() {
+          yield* later
+          yield* ownFiber(ctx.sleep(1))
+          state.total += n
+        })
+      )
+      assertRefused(yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])])))), refusal("replayed", "sleep"))
+      assertRefused(
+        yield* within(Effect.either(applyUpdate(wf, replayInput([accepted("u-1", "bump", [2])]), "u-1"))),
+        refusal("applied", "sleep")
+      )
+    }))
+
+  it.live("a query's and a validator's", () =>
+    Effect.gen(function*() {
+      const wf = audited.effect(
+        (ctx, state) => () => Effect.as(ownFiber(ctx.activity("orders.audit")), state.total),
+        (ctx) => () => Effect.as(ownFiber(ctx.sleep(1)), true)
+      )
+      const failed = yield* within(Effect.flip(query(wf, replayInput([]), "total", [])))
+      assert.strictEqual(failed.message, queryRefusal("activity 'orders.audit'"))
+      const invalid = yield* within(Effect.flip(validateUpdate(wf, replayInput([]), "bump", [1])))
+      assert.strictEqual(invalid.message, validatorRefusal("sleep"))
+    }))
+
+  it.live("a generator workflow's receiver that returns an op (its context makes ops as values)", () =>
+    Effect.gen(function*() {
+      const wf = DurableWorkflow.fromGenerator("orders.audited", function*(ctx) {
+        const state = { total: 0 }
+        ctx.onUpdate("bump", (n: number) => ctx.sleep(n))
+        ctx.onUpdateValidator("bump", () => [ctx.sleep(1), ctx.activity("orders.audit")] as never)
+        ctx.onQuery("total", () => ctx.activity("orders.audit"))
+        yield ctx.waitCondition(() => state.total >= 2)
+        return state.total
+      }, { ...declarations, updateValidators: ["bump"] })
+      const failed = yield* within(Effect.flip(query(wf, replayInput([]), "total", [])))
+      assert.strictEqual(failed.message, queryRefusal("activity 'orders.audit'"))
+      const invalid = yield* within(Effect.flip(validateUpdate(wf, replayInput([]), "bump", [1])))
+      assert.strictEqual(invalid.message, validatorRefusal("all"))
+      assertRefused(yield* within(Effect.either(applyUpdate(wf, replayInput([accepted("u-1", "bump", [2])]), "u-1"))), refusal("applied", "sleep"))
+    }))
+
+  it.live("a workflow whose own code hands its op to a shared fiber, with no receiver running, is answered as before", () =>
+    Effect.gen(function*() {
+      const wf = DurableWorkflow.make("orders.handed", (ctx) =>
+        Effect.gen(function*() {
+          const value = Either.getOrThrow(yield* ownFiber(ctx.sideEffect(() => 7)))
+          return yield* ctx.activity("orders.bill", [value])
+        }))
+      const { commands } = yield* within(replay(wf, replayInput([])))
+      assert.deepStrictEqual(commands.map((command) => command["type"]), ["record_side_effect", "schedule_activity"])
+    }))
+})

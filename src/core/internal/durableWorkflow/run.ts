@@ -288,6 +288,20 @@ const callMarked = (receiver: InReceiver, call: () => unknown, promises: boolean
 }
 
 /**
+ * The receiver whose Effect runs for a replay (its Turn) now: a replayed update settling, or a
+ * query, validator or live update after the replay. One at a time: a replay settles its updates one
+ * after the other, and answers its one receiver after them.
+ */
+const runningEffect = new WeakMap<Turn, InReceiver>()
+
+/** Runs a receiver's Effect as {@link runningEffect} for `receiver`'s replay. */
+const asRunning = <A, E, R>(receiver: InReceiver, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.ensuring(
+    Effect.zipRight(Effect.sync(() => runningEffect.set(receiver.owner, receiver)), effect),
+    Effect.sync(() => runningEffect.delete(receiver.owner))
+  )
+
+/**
  * The receiver of `guard`'s replay that asks for an op, if one does: the fiber's mark, else (a fiber
  * the workflow's code did not fork, or no fiber) the receiver being called, or whose promise code
  * this is. A mark of another replay is no receiver of this one.
@@ -297,6 +311,18 @@ const askingReceiver = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined,
   const receiver = mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Receiver" ? mark : undefined
   return receiver?.owner === guard.turn ? receiver : undefined
 }
+
+/**
+ * An op asked for as an Effect by a fiber nobody marked (neither the workflow's code nor a receiver
+ * forked it: an `Effect.runPromise` or `runFork` inside a receiver), while a receiver's Effect runs
+ * for this replay: that receiver's. The workflow's own code cannot be asking then (its fibers are
+ * marked, and it waits for the receiver or has ended); left unanswered, the op would wait for the
+ * very receiver waiting for it, or for a turn that is over.
+ */
+const unmarkedAsker = (fiber: Fiber.RuntimeFiber<unknown, unknown>, guard: Guard): InReceiver | undefined =>
+  fiber.getFiberRef(asker) === undefined && calling === undefined && handlerStorage.getStore() === undefined
+    ? runningEffect.get(guard.turn)
+    : undefined
 
 const opName = (ops: Op | ReadonlyArray<Op>): string => {
   if (Array.isArray(ops)) return "all"
@@ -450,15 +476,22 @@ const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect
  * Calls a receiver after the replay (a query, a validator, the live update), marked as `receiver`
  * in its call, its Effect (and the fibers that one forks) and (`promises`: a receiver of an async
  * workflow) its promise code: its outcome, or `None` when it asked for an op (`guard.fatal` is the
- * refusal).
+ * refusal). An op it returns as it is (a generator workflow's context makes ops as values) is asked
+ * for too.
  */
 const callAfterReplay = (
   guard: Guard,
   receiver: InReceiver,
   promises: boolean,
   call: () => unknown
-): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> =>
-  unlessRefused(guard, Effect.either(Effect.locally(callReceiver(() => callMarked(receiver, call, promises)), asker, receiver)))
+): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> => {
+  const calledMarked = () => {
+    const out = callMarked(receiver, call, promises)
+    if (isOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isOp))) throw guard.refuse(receiver, out as Op | ReadonlyArray<Op>)
+    return out
+  }
+  return unlessRefused(guard, Effect.either(asRunning(receiver, Effect.locally(callReceiver(calledMarked), asker, receiver))))
+}
 
 type Ending =
   | { readonly _tag: "Blocked" }
@@ -548,7 +581,7 @@ const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkf
 /** An op as an Effect. Asked for by a receiver, it dies with the replay's error. */
 const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
   Effect.withFiberRuntime((fiber) => {
-    const receiver = askingReceiver(fiber, guard)
+    const receiver = askingReceiver(fiber, guard) ?? unmarkedAsker(fiber, guard)
     if (receiver !== undefined) return Effect.die(guard.refuse(receiver, ops))
     const result = guard.ask(ops)
     return result instanceof Promise ? Effect.flatMap(Effect.promise(() => result), answer) : answer(result)
@@ -814,7 +847,7 @@ const runUpdate = (_name: string, call: () => unknown): Settle | undefined => se
 const runUpdateMarked = (promises: boolean, owner: () => Turn) => (name: string, call: () => unknown): Settle | undefined => {
   const update = updateHandler(name, "replayed", owner())
   const value = callMarked(update, call, promises)
-  return Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
+  return Effect.isEffect(value) ? asRunning(update, Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!)) : settleOf(value)
 }
 
 
