@@ -323,6 +323,31 @@ describe("options that are not an object, given to a layerConfig, are refused as
       assert.strictEqual(worker.message, "worker options must be an object, got 4")
     }))
 
+  it.effect("null is refused by each as a whole; left out, the options are the environment's (the Durable Workflow server's URL at least is required)", () =>
+    Effect.gen(function*() {
+      const refusals = [
+        yield* refusal(BullMQTransport.layerConfig(null as never)),
+        yield* refusal(SqlTransport.layerConfig(null as never)),
+        yield* refusal(SqsTransport.layerConfig(null as never)),
+        yield* refusal(DurableWorkflowTransport.layerConfig(null as never)),
+        yield* refusal(WorkerConfig.layerConfig(null as never))
+      ]
+      assert.deepStrictEqual(refusals.map((error) => error._tag), [
+        "BullMQConfigError",
+        "SqlConfigError",
+        "SqsConfigError",
+        "DurableWorkflowConfigError",
+        "WorkerConfigError"
+      ])
+      for (const error of refusals) assert.match(error.message, /options must be an object, got null$/)
+      const required = yield* refusal(DurableWorkflowTransport.layer(undefined as never))
+      assert.strictEqual(required.message, "Durable Workflow options are required: { baseUrl, … } (the server's URL at least)")
+      // as the environment says, given no options
+      assert.strictEqual(yield* Effect.provide(nameOf(BullMQTransport.layerConfig()), env), "bullmq redis://127.0.0.1:6379 prefix durable")
+      const config = yield* Effect.provide(WorkerConfig.WorkerConfig, WorkerConfig.layer(undefined))
+      assert.strictEqual(config.concurrencyOption, 10)
+    }))
+
   it.effect("a DurableWorkflowTransport.layerConfig given a string is refused before the server URL is missed", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Effect.scoped(Layer.build(DurableWorkflowTransport.layerConfig("http://127.0.0.1:8080" as never)))).pipe(

@@ -403,7 +403,7 @@ export const optionNames: ReadonlyArray<string> = KEYS
  * @since 0.2.0
  * @category layers
  */
-export const layer = (options: WorkerOptions): Layer.Layer<WorkerConfig, WorkerConfigError> =>
+export const layer = (options: WorkerOptions = {}): Layer.Layer<WorkerConfig, WorkerConfigError> =>
   Layer.effect(WorkerConfig, resolve(options))
 
 /** The variable {@link config} reads each option from, by the option's name. */

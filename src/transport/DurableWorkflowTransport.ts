@@ -41,7 +41,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
-import { checkDuration, isObject, optional, overRead } from "../core/internal/options.js"
+import { checkDuration, optional, overRead } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
@@ -274,6 +274,8 @@ const { boolean, duration, fail, integer, refuseUnknown, string } = checks("Dura
 
 const resolve = (options: DurableWorkflowOptions): Either.Either<Resolved, DurableWorkflowConfigError> =>
   Either.gen(function*() {
+    // required (from JavaScript, they can be left out): the server's URL at least
+    if (options === undefined) return yield* fail("", "Durable Workflow options are required: { baseUrl, … } (the server's URL at least)")
     yield* refuseUnknown(options, OPTION_KEYS)
     for (const key of ["token", "workerToken", "controlToken"] as const) {
       const value: unknown = options[key]
@@ -830,7 +832,7 @@ export const layerConfig = (
   Layer.unwrapEffect(
     Effect.gen(function*() {
       // refused as layer() refuses them, before a missing variable is
-      if (!isObject(options)) return layer(options)
+      if (!Predicate.isRecord(options)) return layer(options)
       const read = {
         baseUrl: yield* optional(Config.string(VARIABLES.baseUrl)),
         namespace: yield* optional(Config.string(VARIABLES.namespace)),

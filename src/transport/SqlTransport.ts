@@ -50,6 +50,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
@@ -58,7 +59,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as FailureRun from "../core/internal/failureRun.js"
 import { withReason } from "../core/internal/errors.js"
-import { definedOnly, isObject, optional } from "../core/internal/options.js"
+import { definedOnly, optional } from "../core/internal/options.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import { routingToken } from "../protocol/NestDurableProtocol.js"
@@ -882,7 +883,7 @@ export const layerConfig = (
   options: SqlTransportOptions & Pick<PostgresConnectionOptions, "maxConnections" | "connectTimeout" | "applicationName"> = {}
 ): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
   // refused as the other layers refuse them, before the environment is read
-  !isObject(options) ? Layer.unwrapEffect(Effect.as(resolve(options), Layer.empty as never)) : Layer.unwrapEffect(
+  !Predicate.isRecord(options) ? Layer.unwrapEffect(Effect.as(resolve(options), Layer.empty as never)) : Layer.unwrapEffect(
     Effect.map(
       Config.all({
         // read as a string (Config.redacted would mask the "missing" message too), kept redacted

@@ -49,6 +49,7 @@ import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { optional, overRead } from "../core/internal/options.js"
@@ -814,7 +815,7 @@ export const layerConfig = (options: SqsOptions = {}): Layer.Layer<Transport, Co
             VARIABLES,
             { ...env, "clientConfig.endpoint": endpoint },
             // a clientConfig given in code replaces the one read, endpoint and all
-            { ...options, "clientConfig.endpoint": options.clientConfig },
+            Predicate.isRecord(options) ? { ...options, "clientConfig.endpoint": options.clientConfig } : {},
             (option, message) => new SqsConfig.SqsConfigError({ option, message })
           ))
         )

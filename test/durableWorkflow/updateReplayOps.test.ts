@@ -376,6 +376,16 @@ describe("an op a receiver reaches through a fiber of its own making, or returns
       )
     }))
 
+  it.live("an Effect workflow's update handler that returns a promise, replayed", () =>
+    Effect.gen(function*() {
+      const wf = billing.effect((ctx, state) => async (n) => {
+        await laterPromise()
+        await Effect.runPromise(Effect.either(ctx.sleep(1)))
+        state.total += n
+      })
+      assertRefused(yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])])))), refusal("replayed", "sleep"))
+    }))
+
   it.live("a query's and a validator's", () =>
     Effect.gen(function*() {
       const wf = audited.effect(

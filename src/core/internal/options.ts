@@ -10,6 +10,7 @@ import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 
 /**
  * The first key of `options` not in `known`.
@@ -138,7 +139,7 @@ export const unknownOption = (
 ): { readonly key: string; readonly message: string } | undefined => {
   // from JavaScript, `redis("redis://…")` would be read key by key, a string's being "0", "1", …,
   // and `new Worker(4)`, having no keys, as no option at all
-  if (options !== undefined && !isObject(options)) {
+  if (options !== undefined && !Predicate.isRecord(options)) {
     return { key: "", message: notAnObject(options, known, what) }
   }
   const key = options === undefined ? undefined : unknownKey(options, known)
@@ -165,16 +166,7 @@ export const definedOnly = <A extends object>(options: A): DefinedOnly<A> =>
  * @internal
  */
 export const overRead = <R extends object, G extends object>(read: R, given: G): DefinedOnly<R> & DefinedOnly<G> =>
-  isObject(given) ? { ...definedOnly(read), ...definedOnly(given) } : given as never
-
-/**
- * Whether `options` are an object to read keys from (not `null`, not an array); anything else is
- * refused as a whole ({@link unknownOption}).
- *
- * @internal
- */
-export const isObject = (options: unknown): options is object =>
-  typeof options === "object" && options !== null && !Array.isArray(options)
+  Predicate.isRecord(given) ? { ...definedOnly(read), ...definedOnly(given as G) } : given as never
 
 /**
  * `A` with each key that may be `undefined` made optional and not `undefined`, as

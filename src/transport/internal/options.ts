@@ -54,14 +54,6 @@ export const namingVariables = <E extends { readonly option?: string | undefined
 }
 
 /**
- * Whether a value is a plain object (not null, not an array).
- *
- * @internal
- */
-export const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/**
  * The shared checks, failing with the transport's own error. Each check passes `undefined` through
  * (the caller applies its default with `??`) and fails naming the option, what it accepts and what
  * it got.

@@ -847,7 +847,8 @@ const runUpdate = (_name: string, call: () => unknown): Settle | undefined => se
 const runUpdateMarked = (promises: boolean, owner: () => Turn) => (name: string, call: () => unknown): Settle | undefined => {
   const update = updateHandler(name, "replayed", owner())
   const value = callMarked(update, call, promises)
-  return Effect.isEffect(value) ? asRunning(update, Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!)) : settleOf(value)
+  const settle = Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
+  return settle === undefined ? undefined : asRunning(update, settle)
 }
 
 

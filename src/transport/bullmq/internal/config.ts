@@ -8,10 +8,11 @@
  */
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import { unknownOption } from "../../../core/internal/options.js"
 import type { BrokerTarget, BullMQOptions } from "../../BullMQTransport.js"
-import { checks, isRecord, show } from "../../internal/options.js"
+import { checks, show } from "../../internal/options.js"
 import { isSecret, reveal } from "../../internal/redact.js"
 import { DEFAULT_COMMANDS_PER_WRITE } from "./coalesce.js"
 import * as Naming from "./naming.js"
@@ -111,7 +112,7 @@ const target = (value: { readonly url?: unknown; readonly connection?: unknown }
         }`
       )
     }
-    if (value.connection !== undefined && !isRecord(value.connection)) {
+    if (value.connection !== undefined && !Predicate.isRecord(value.connection)) {
       return yield* fail(name("connection"), `${name("connection")} must be ioredis options, got ${show(value.connection)}`)
     }
     return {
@@ -124,7 +125,7 @@ const target = (value: { readonly url?: unknown; readonly connection?: unknown }
 const broker = (id: string, value: unknown) =>
   Either.gen(function*() {
     const option = `brokers.${id}`
-    if (!isRecord(value)) return yield* fail(option, `${option} must be { url } or { connection }, got ${show(value)}`)
+    if (!Predicate.isRecord(value)) return yield* fail(option, `${option} must be { url } or { connection }, got ${show(value)}`)
     yield* refuseUnknownOfBroker(value, option)
     // the main broker defaults to 127.0.0.1:6379; a further one never does (a url read from an unset
     // variable would otherwise serve that pool's queues from the main Redis)
@@ -156,7 +157,7 @@ export const resolve = (options: BullMQOptions): Either.Either<Resolved, BullMQC
       )
     }
     const brokerId = (yield* string("brokerId", options.brokerId)) ?? "default"
-    if (options.brokers !== undefined && !isRecord(options.brokers)) {
+    if (options.brokers !== undefined && !Predicate.isRecord(options.brokers)) {
       return yield* fail("brokers", `brokers must be a record of brokers by pool id, got ${show(options.brokers)}`)
     }
     const brokers: Array<readonly [string, Target]> = []

@@ -184,7 +184,7 @@ const connection = (dialect: Statements.Dialect, options: PostgresConnectionOpti
  * @since 0.2.0
  */
 export const resolve = (options: SqlTransportOptions): Either.Either<Resolved, SqlConfigError> =>
-  Either.andThen(refuseUnknown(options, TRANSPORT_KEYS), transport(options))
+  Either.flatMap(refuseUnknown(options, TRANSPORT_KEYS), () => transport(options))
 
 /**
  * Checks the options of a transport with its own pool on `dialect`: transport and connection

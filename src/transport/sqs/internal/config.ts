@@ -9,11 +9,12 @@
 import type { SQSClient, SQSClientConfig } from "@aws-sdk/client-sqs"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
+import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { isDefaultScope } from "../../../protocol/NestDurableProtocol.js"
 import { checkDuration, definedOnly, unknownKey } from "../../../core/internal/options.js"
-import { checks, isRecord, millisHint, show } from "../../internal/options.js"
+import { checks, millisHint, show } from "../../internal/options.js"
 import type { SqsOptions, TaskQueueUrl } from "../../SqsTransport.js"
 import * as Naming from "./naming.js"
 
@@ -127,7 +128,8 @@ const { boolean, duration, fail, refuseUnknown, string } = checks(
 
 /** Refuses an unknown key; a setting of the SQS client is pointed to `clientConfig`. */
 const refuseUnknownKey = (options: object) => {
-  const key = unknownKey(options, KEYS)
+  // options that are not an object are refused as a whole
+  const key = Predicate.isRecord(options) ? unknownKey(options, KEYS) : undefined
   return key !== undefined && CLIENT_KEYS.includes(key)
     ? fail(
       key,
@@ -217,7 +219,7 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
     if (options.client !== undefined && typeof (options.client as { send?: unknown } | null)?.send !== "function") {
       return yield* fail("client", `client must be an SQSClient of @aws-sdk/client-sqs v3, got ${show(options.client)}`)
     }
-    if (options.clientConfig !== undefined && !isRecord(options.clientConfig)) {
+    if (options.clientConfig !== undefined && !Predicate.isRecord(options.clientConfig)) {
       return yield* fail(
         "clientConfig",
         `clientConfig must be an SQSClientConfig such as { endpoint, region, credentials }, got ${show(options.clientConfig)}`
@@ -235,7 +237,7 @@ export const resolve = (options: SqsOptions): Either.Either<Resolved, SqsConfigE
     const { taskQueueUrl, resultsQueueUrl } = options
     if (
       taskQueueUrl !== undefined && typeof taskQueueUrl !== "function" &&
-      !(isRecord(taskQueueUrl) && Object.values(taskQueueUrl).every((url) => typeof url === "string" && url !== ""))
+      !(Predicate.isRecord(taskQueueUrl) && Object.values(taskQueueUrl).every((url) => typeof url === "string" && url !== ""))
     ) {
       return yield* fail(
         "taskQueueUrl",
