@@ -31,6 +31,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
+import { randomUUID } from "node:crypto"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { optional, overRead } from "../core/internal/options.js"
 import * as Refusals from "./internal/connectErrors.js"
@@ -941,14 +942,18 @@ const bridgeFailures = (
     const queueName = tasks.name
     // beside the queue's failed set, one key per failure (its stamp: a job failed again is claimed anew)
     const claimKey = ({ failedAt, id }: FailedJobs.Failed) => `${tasks.keys.failed}:bridged:${id}:${failedAt}`
+    // this bridge's own: a worker id may be shared (DURABLE_WORKER_ID across replicas)
+    const token = `${workerId}:${randomUUID()}`
+    // Redis takes whole milliseconds only
+    const ttl = (duration: Duration.Duration) => Math.ceil(Duration.toMillis(duration))
     const claims: FailedJobs.Claims<never> = {
-      claim: (failed, ttl) =>
+      claim: (failed, duration) =>
         Effect.map(
-          Effect.tryPromise(() => client.set(claimKey(failed), workerId, "PX", Duration.toMillis(ttl), "NX")),
+          Effect.tryPromise(() => client.set(claimKey(failed), token, "PX", ttl(duration), "NX")),
           (reply) => reply === "OK"
         ),
-      keep: (failed, ttl) => Effect.tryPromise(() => client.eval(KEEP_CLAIM, 1, claimKey(failed), workerId, Duration.toMillis(ttl))),
-      release: (failed) => Effect.tryPromise(() => client.eval(RELEASE_CLAIM, 1, claimKey(failed), workerId))
+      keep: (failed, duration) => Effect.tryPromise(() => client.eval(KEEP_CLAIM, 1, claimKey(failed), token, ttl(duration))),
+      release: (failed) => Effect.tryPromise(() => client.eval(RELEASE_CLAIM, 1, claimKey(failed), token))
     }
     const publishFailure = ({ id }: FailedJobs.Failed) =>
       Effect.gen(function*() {

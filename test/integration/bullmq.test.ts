@@ -387,7 +387,8 @@ describe("BullMQ failed-job bridge among several workers", () => {
     const client = new Redis(engine.connection)
     const running: Array<Promise<void>> = []
     for (const worker of workers) {
-      running.push(worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 2_000 })))
+      // not a whole number of milliseconds: Redis takes whole ones for the claims' lifetimes
+      running.push(worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 2_000.3 })))
       const descriptorKey = `${engine.prefix}-worker-descriptor:doomed-twice:${worker.id}`
       for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
       if (worker === workers[0]) await new Promise((r) => setTimeout(r, 1_000))
@@ -397,6 +398,10 @@ describe("BullMQ failed-job bridge among several workers", () => {
     assert.strictEqual(result.status, "completed", JSON.stringify(result))
     assert.deepStrictEqual(result.output, { attempt: 2 })
     assert.deepStrictEqual(attempts, [2])
+    // the claim of the one report, kept past every window (beyond the 30 s it holds while publishing)
+    const claims = await client.keys(`bull:${engine.prefix}-tasks-doomed-twice:failed:bridged:*`)
+    assert.strictEqual(claims.length, 1, JSON.stringify(claims))
+    assert.isAbove(await client.pttl(claims[0]!), 60_000)
     await peer.close()
     await client.quit()
     await Promise.all(workers.map((worker) => worker.stop()))

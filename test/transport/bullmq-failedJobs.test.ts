@@ -7,11 +7,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
 import {
   bridgeOnce,
   type Bridged,
   CLAIM_WHILE_PUBLISHING,
+  SETTLE_CLAIM,
   type Claims,
   type Failed,
   FAILED_MARGIN,
@@ -54,9 +56,10 @@ const failedSet = (outcome: (id: string, attempt: number) => Bridged = () => "pu
 
 describe("BullMQ failed-job bridge", () => {
   const interval = Duration.seconds(30)
-  const reach = 2 * 30_000 + Duration.toMillis(FAILED_MARGIN)
+  // a scan's, the previous scan's and a lapsed claim's waits, and the margin
+  const reach = 2 * 30_000 + Duration.toMillis(CLAIM_WHILE_PUBLISHING) + Duration.toMillis(FAILED_MARGIN)
 
-  it.effect("scans every interval, the first one interval in, reaching back two intervals and the margin, not before the watch began", () =>
+  it.effect("scans every interval, the first one interval in, reaching back two intervals, a claim and the margin, not before the watch began", () =>
     Effect.gen(function*() {
       const set = failedSet()
       yield* Effect.fork(watchFailed(interval, set.read, set.bridge))
@@ -64,10 +67,10 @@ describe("BullMQ failed-job bridge", () => {
       assert.deepStrictEqual(set.reads, [])
       yield* TestClock.adjust("1 millis")
       assert.deepStrictEqual(set.reads, [0])
-      yield* TestClock.adjust("120 seconds")
-      assert.deepStrictEqual(set.reads, [0, 0, 0, 0, 150_000 - reach])
+      yield* TestClock.adjust("150 seconds")
+      assert.deepStrictEqual(set.reads, [0, 0, 0, 0, 0, 180_000 - reach])
       yield* TestClock.adjust("30 seconds")
-      assert.deepStrictEqual(set.reads.at(-1), 180_000 - reach)
+      assert.deepStrictEqual(set.reads.at(-1), 210_000 - reach)
     }))
 
   it.effect("a failure stamped before the previous scan, or by a clock behind or ahead, is bridged once", () =>
@@ -178,12 +181,55 @@ describe("BullMQ failed-job bridge among workers", () => {
       assert.deepStrictEqual(claims.published, ["A 7"])
       assert.deepStrictEqual(claims.calls, [
         `A claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`,
-        `A keep ${Duration.format(keptFor(interval))}`,
+        `A keep ${Duration.format(keptFor(interval, job, 0))}`,
         `B claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`,
         `B claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`
       ])
       // the same job failed again (a new stamp) is a failure of its own
       assert.strictEqual(yield* b({ ...job, failedAt: 90_000 }), "published")
+    }))
+
+  it.effect("a failure stamped by a clock ahead stays claimed until no window reads it, however far ahead", () =>
+    Effect.gen(function*() {
+      for (const ahead of [0, 150_000, 300_000, 3_600_000]) {
+        const claims = redisClaims()
+        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        const failed = { ...job, failedAt: now + ahead }
+        assert.strictEqual(yield* bridgeOnce(interval, claims.as("A"), claims.publish("A"))(failed), "published")
+        // B's scans, every interval, while the failure is in its window, with a clock behind by the margin
+        const b = bridgeOnce(interval, claims.as("B"), claims.publish("B"))
+        for (let at = 0;; at += Duration.toMillis(interval)) {
+          const scanAt = now + at
+          if (failed.failedAt <= scanAt - Duration.toMillis(FAILED_MARGIN) - reachOf(interval)) break
+          yield* TestClock.setTime(scanAt)
+          assert.strictEqual(yield* b(failed), "claimed-elsewhere", `${ahead / 1000} s ahead, at ${at / 1000} s`)
+        }
+        assert.deepStrictEqual(claims.published, ["A 7"])
+      }
+    }))
+
+  it.effect("a worker stopping once it published still keeps the claim (bounded): the failure is not bridged again", () =>
+    Effect.gen(function*() {
+      const claims = redisClaims()
+      const slow: Claims<never> = { ...claims.as("A"), keep: (failed, ttl) => Effect.zipRight(Effect.sleep("500 millis"), claims.as("A").keep(failed, ttl)) }
+      const bridging = yield* Effect.fork(bridgeOnce(interval, slow, claims.publish("A"))(job))
+      yield* TestClock.adjust("1 millis")
+      const stopping = yield* Effect.fork(Fiber.interrupt(bridging))
+      yield* TestClock.adjust("500 millis")
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(claims.calls.slice(-1), [`A keep ${Duration.format(keptFor(interval, job, 501))}`])
+      yield* TestClock.adjust(CLAIM_WHILE_PUBLISHING)
+      assert.strictEqual(yield* claims.as("B").claim(job, CLAIM_WHILE_PUBLISHING), false, "still held after the publishing claim would have lapsed")
+      // a keep that never answers (Redis away) holds the stop for SETTLE_CLAIM at most
+      const stuck: Claims<never> = { ...claims.as("C"), keep: () => Effect.never }
+      const other = { ...job, id: "8" }
+      const held = yield* Effect.fork(bridgeOnce(interval, stuck, claims.publish("C"))(other))
+      yield* Effect.yieldNow()
+      const stop = yield* Effect.fork(Fiber.interrupt(held))
+      yield* TestClock.adjust(Duration.subtract(SETTLE_CLAIM, Duration.millis(1)))
+      assert.isNull(yield* Fiber.poll(stop).pipe(Effect.map((exit) => exit._tag === "Some" ? "stopped" : null)))
+      yield* TestClock.adjust("1 millis")
+      yield* Fiber.join(stop)
     }))
 
   it.effect("a publish that failed gives the claim up, for the next scan of any worker", () =>
@@ -197,24 +243,26 @@ describe("BullMQ failed-job bridge among workers", () => {
 
   it.effect("a worker that dies holding a claim leaves the failure to another worker, whose scans still read it", () =>
     Effect.gen(function*() {
-      // a long interval (a stalled check every 5 minutes), and the worst timing: the failure stamped
-      // just after a scan, claimed by A a whole interval later (A dies), B's scans each just before
-      // the claim lapses
-      const long = Duration.minutes(5)
-      const claims = redisClaims()
-      const failed = { ...job, failedAt: 0 }
-      yield* TestClock.adjust(long)
-      assert.isTrue(yield* claims.as("A").claim(failed, CLAIM_WHILE_PUBLISHING))
-      yield* TestClock.adjust(Duration.subtract(CLAIM_WHILE_PUBLISHING, Duration.millis(1)))
-      const b = bridgeOnce(long, claims.as("B"), claims.publish("B"))
-      const outcomes: Array<Bridged | "out of the window"> = []
-      for (let scan = 0; scan < 3 && !outcomes.includes("published"); scan++) {
-        const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-        outcomes.push(failed.failedAt > now - reachOf(long) ? yield* b(failed) : "out of the window")
-        yield* TestClock.adjust(long)
+      // the worst timing: the failure met by A's scan a whole interval after it failed (a long
+      // interval: a stalled check every 5 minutes), or stamped by a clock behind by nearly the margin
+      // (a short interval); A claims it and dies; B's scans come each just before the claim lapses
+      for (const [interval, behind] of [[Duration.minutes(5), Duration.minutes(5)], [Duration.seconds(5), Duration.seconds(55)]] as const) {
+        const claims = redisClaims()
+        const start = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        const failed = { ...job, failedAt: start }
+        yield* TestClock.adjust(behind)
+        assert.isTrue(yield* claims.as("A").claim(failed, CLAIM_WHILE_PUBLISHING))
+        yield* TestClock.adjust(Duration.subtract(CLAIM_WHILE_PUBLISHING, Duration.millis(1)))
+        const b = bridgeOnce(interval, claims.as("B"), claims.publish("B"))
+        const outcomes: Array<Bridged | "out of the window"> = []
+        for (let scan = 0; scan < 3 && !outcomes.includes("published"); scan++) {
+          const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          outcomes.push(failed.failedAt > now - reachOf(interval) ? yield* b(failed) : "out of the window")
+          yield* TestClock.adjust(interval)
+        }
+        assert.deepStrictEqual(outcomes, ["claimed-elsewhere", "published"], Duration.format(interval))
+        assert.deepStrictEqual(claims.published, ["B 7"])
       }
-      assert.deepStrictEqual(outcomes, ["claimed-elsewhere", "published"])
-      assert.deepStrictEqual(claims.published, ["B 7"])
     }))
 
   it.effect("a failure claimed elsewhere is asked for again at the next scan (its claim may be given up)", () =>

@@ -20,6 +20,8 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 
 /**
@@ -40,19 +42,26 @@ export const FAILED_MARGIN = Duration.minutes(1)
 export const CLAIM_WHILE_PUBLISHING = Duration.seconds(30)
 
 /**
- * How far back a scan every `interval` reads: two intervals (a failure the previous scan missed, and
- * one whose claim lapsed since, each met by a scan of some worker) and the margin.
+ * How far back a scan every `interval` reads (millis): the margin, and beyond it what a failure
+ * waits for before a worker meets it: a scan (an interval), and when the worker that claimed it died,
+ * the claim's lapse and another worker's next scan (another interval).
  *
  * @internal
  */
-export const reachOf = (interval: Duration.Duration): number => 2 * Duration.toMillis(interval) + Duration.toMillis(FAILED_MARGIN)
+export const reachOf = (interval: Duration.Duration): number =>
+  2 * Duration.toMillis(interval) + Duration.toMillis(CLAIM_WHILE_PUBLISHING) + Duration.toMillis(FAILED_MARGIN)
 
 /**
- * How long a published failure stays claimed: past every window that could still read it.
+ * How long a published failure stays claimed, from `now`: until no worker's window reads it any
+ * more, even one whose clock is behind by the margin, and at least two windows (a stamp from a
+ * clock ahead stays in the windows until it is as far behind).
  *
  * @internal
  */
-export const keptFor = (interval: Duration.Duration): Duration.Duration => Duration.millis(2 * reachOf(interval))
+export const keptFor = (interval: Duration.Duration, failed: Failed, now: number): Duration.Duration => {
+  const reach = reachOf(interval)
+  return Duration.millis(Math.max(2 * reach, failed.failedAt + reach + Duration.toMillis(FAILED_MARGIN) - now))
+}
 
 /** A failed job as the failed set holds it: its id and when it failed (epoch millis). */
 export interface Failed {
@@ -113,8 +122,12 @@ export interface Claims<R> {
 
 /**
  * Bridges a failure once among the workers: claims it, publishes it, then keeps the claim past every
- * window (or gives it up when the publish failed, for the next scan of any worker). A claim that
- * could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
+ * window (or gives it up when the publish failed, for the next scan of any worker). Once published,
+ * the claim is kept even when the worker is stopping meanwhile (within {@link SETTLE_CLAIM}). A
+ * claim that could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
+ *
+ * Not covered: a publish held up for longer than the claim (this worker cut off from Redis while
+ * another reaches it) may still go out after another worker published the same failure.
  *
  * @internal
  */
@@ -128,7 +141,39 @@ export const bridgeOnce = <R, R2>(
     !held
       ? Effect.succeed<Bridged>("claimed-elsewhere")
       : publish(failed).pipe(
-        Effect.tapError(() => Effect.ignore(claims.release(failed))),
-        Effect.zipRight(Effect.ignore(claims.keep(failed, keptFor(interval)))),
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              settled(claims.keep(failed, keptFor(interval, failed, now)), `could not keep the claim on failed job ${failed.id}`))
+            : Exit.isInterrupted(exit)
+            // whether it went out is not known: the claim lapses, and a scan after it bridges the failure
+            ? Effect.void
+            : settled(claims.release(failed), `could not give up the claim on failed job ${failed.id}`)
+        ),
         Effect.as<Bridged>("published")
       ))
+
+/**
+ * How long keeping or giving up a claim may hold a stop: it runs on even when the worker is stopping,
+ * and a claim left as it is lapses on its own.
+ *
+ * @internal
+ */
+export const SETTLE_CLAIM = Duration.seconds(1)
+
+/**
+ * Keeps or gives up a claim within {@link SETTLE_CLAIM}, waited for even when the worker is stopping:
+ * in a fiber of its own, which a stop does not interrupt (it would interrupt a child at once); a
+ * failure is logged (the claim lapses on its own: another worker may bridge the failure again).
+ */
+const settled = <R>(effect: Effect.Effect<void, unknown, R>, failure: string): Effect.Effect<void, never, R> =>
+  Effect.flatMap(
+    // interruptible within: a fiber forked by a finalizer is not, and the bound has to cut the wait
+    Effect.forkDaemon(
+      Effect.interruptible(effect).pipe(
+        Effect.timeoutFail({ duration: SETTLE_CLAIM, onTimeout: () => `no answer within ${Duration.format(SETTLE_CLAIM)}` }),
+        Effect.catchAllCause((cause) => Effect.logWarning(`${failure}; it lapses on its own`, cause))
+      )
+    ),
+    Fiber.await
+  )
