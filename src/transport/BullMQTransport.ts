@@ -724,9 +724,10 @@ const build = (config: Resolved): Transport["Type"] => {
         home: Broker,
         { bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
       ) => Effect.gen(function*() {
-        const { client, publish } = home
+        const { client } = home
         const subscription = token
-        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), worker.workerId, publish)
+        // a failure goes where the task's answer would have gone: the broker its `transport` names
+        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data).publish)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
 
@@ -936,7 +937,7 @@ const bridgeFailures = (
   tasks: Jobs.TaskWorker,
   interval: Duration.Duration,
   workerId: string,
-  publish: (result: StepResult) => Effect.Effect<void, TransportError>
+  publisherFor: (data: unknown) => (result: StepResult) => Effect.Effect<void, TransportError>
 ) =>
   Effect.gen(function*() {
     const queueName = tasks.name
@@ -960,7 +961,7 @@ const bridgeFailures = (
         const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, id))
         const identity = stepIdentity(job?.data)
         if (job === undefined || identity === undefined) return
-        yield* publish({
+        yield* publisherFor(job.data)({
           runId: identity.runId,
           seq: identity.seq,
           stepId: identity.stepId,

@@ -58,4 +58,38 @@ describe("BullMQ transport with several brokers", () => {
       }
     }
   })
+
+  it("reports a task job failed at BullMQ's level on the broker the task's `transport` names, as its answer would go", async () => {
+    const prefix = `edw-${randomUUID().slice(0, 8)}`
+    const main = { host: "127.0.0.1", port: 6379 }
+    const other = { host: "127.0.0.1", port }
+    const worker = new Worker({ handleSignals: false, logLevel: "None" })
+    worker.step("doomed", (input: unknown) => input)
+    const tasksOnA = new Queue(`${prefix}-tasks-doomed`, { connection: main })
+    const resultsOnA = new Queue(`${prefix}-results`, { connection: main })
+    const resultsOnB = new Queue(`${prefix}-results`, { connection: other })
+    // a peer takes the task on A (its engine on B), then dies: BullMQ fails the job on A
+    const { Worker: BullWorker } = await import("bullmq")
+    const peer = new BullWorker(`${prefix}-tasks-doomed`, undefined, { connection: { ...main, maxRetriesPerRequest: null }, autorun: false })
+    await tasksOnA.add("task", { runId: "r-b", seq: 0, name: "doomed", stepId: "r-b:0", group: "doomed", input: 1, attempt: 1, transport: "b" })
+    const job = await peer.getNextJob("peer-token", { block: true })
+    assert.isDefined(job)
+    const running = worker.run(redis({ prefix, brokerId: "a", brokers: { b: { connection: other } }, stalledIntervalMs: 200 }))
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+      for (let i = 0; i < 200 && (await resultsOnB.count()) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+      const onB = (await resultsOnB.getWaiting()).map((reply) => [reply.data.runId, reply.data.status, reply.data.error?.message])
+      assert.deepStrictEqual(onB, [["r-b", "failed", "remote step worker failed: worker process crashed"]])
+      assert.strictEqual(await resultsOnA.count(), 0)
+    } finally {
+      await worker.stop()
+      await running
+      await peer.close()
+      for (const queue of [tasksOnA, resultsOnA, resultsOnB]) {
+        await queue.obliterate({ force: true })
+        await queue.close()
+      }
+    }
+  })
 })
