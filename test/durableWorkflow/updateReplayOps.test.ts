@@ -376,14 +376,26 @@ describe("an op a receiver reaches through a fiber of its own making, or returns
       )
     }))
 
-  it.live("an Effect workflow's update handler that returns a promise, replayed", () =>
+  it.live("an Effect workflow's update handler that returns a promise, replayed after the workflow's code ended (for a query)", () =>
     Effect.gen(function*() {
-      const wf = billing.effect((ctx, state) => async (n) => {
-        await laterPromise()
-        await Effect.runPromise(Effect.either(ctx.sleep(1)))
-        state.total += n
-      })
-      assertRefused(yield* within(Effect.either(replay(wf, replayInput([applied("u-1", "bump", [2])])))), refusal("replayed", "sleep"))
+      // its promise code makes the op after an await, where nothing says whose code it is: once the
+      // workflow's code has ended, it is the running handler's (while the code runs, it could be the
+      // code's own, and is answered: such a handler still waits for ever in a workflow task)
+      for (const pause of [() => Promise.resolve(), laterPromise]) {
+        const wf = DurableWorkflow.make("orders.quick", (ctx) =>
+          Effect.gen(function*() {
+            const state = { total: 0 }
+            ctx.onUpdate("bump", async (n: number) => {
+              await pause()
+              await Effect.runPromise(Effect.either(ctx.sleep(1)))
+              state.total += n
+            })
+            ctx.onQuery("total", () => state.total)
+            return yield* ctx.activity("orders.bill")
+          }), declarations)
+        const failed = yield* within(Effect.flip(query(wf, replayInput([completed("orders.bill", "ok"), applied("u-1", "bump", [2])]), "total", [])))
+        assert.strictEqual(failed.message, `workflow replay failed before query: ${refusal("replayed", "sleep")}`)
+      }
     }))
 
   it.live("a query's and a validator's", () =>
@@ -424,5 +436,72 @@ describe("an op a receiver reaches through a fiber of its own making, or returns
         }))
       const { commands } = yield* within(replay(wf, replayInput([])))
       assert.deepStrictEqual(commands.map((command) => command["type"]), ["record_side_effect", "schedule_activity"])
+    }))
+})
+
+describe("the workflow's own ops are answered, whoever runs them, while a receiver runs", () => {
+  // a fiber the workflows share (a rate limiter, say), one job at a time after `pause`
+  const sharedRunner = (pause: Effect.Effect<void>) =>
+    Effect.gen(function*() {
+      type Job = readonly [Effect.Effect<unknown, unknown>, Deferred.Deferred<unknown, unknown>]
+      const jobs = yield* Queue.unbounded<Job>()
+      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(jobs), ([job, done]) =>
+        Effect.zipRight(pause, Effect.flatMap(Effect.exit(job), (exit) => Deferred.done(done, exit))))))
+      return <A>(job: Effect.Effect<A, unknown>) =>
+        Effect.gen(function*() {
+          const done = yield* Deferred.make<unknown, unknown>()
+          yield* Queue.offer(jobs, [job, done])
+          return (yield* Deferred.await(done)) as A
+        })
+    })
+
+  /** Bumps on a `bump` update (after an asynchronous step), while `other` runs beside the wait for it. */
+  const bumped = (other: (ctx: DurableWorkflow.EffectWorkflowContext) => Effect.Effect<unknown, unknown>) =>
+    DurableWorkflow.make("orders.beside", (ctx) =>
+      Effect.gen(function*() {
+        const state = { total: 0 }
+        ctx.onUpdate("bump", (n: number) => Effect.zipRight(later, Effect.sync(() => void (state.total += n))))
+        const [, value] = yield* Effect.all([ctx.waitCondition(() => state.total >= 2), other(ctx)], { concurrency: "unbounded" })
+        return yield* ctx.activity("orders.bill", [value])
+      }), declarations)
+
+  it.scopedLive("an op the code runs through Effect.runPromise, or hands to a shared fiber, while a replayed update settles", () =>
+    Effect.gen(function*() {
+      const shared = yield* sharedRunner(Effect.void)
+      for (
+        const wf of [
+          bumped((ctx) => Effect.promise(() => Effect.runPromise(ctx.sideEffect(() => 7)))),
+          bumped((ctx) => shared(ctx.sideEffect(() => 7)))
+        ]
+      ) {
+        const { commands } = yield* within(replay(wf, replayInput([applied("u-1", "bump", [2])])))
+        assert.deepStrictEqual(commands.map((command) => command["type"]), ["record_side_effect", "schedule_activity"])
+      }
+    }))
+
+  it.scopedLive("an op of the code still queued on a shared fiber while a query runs: the query answers", () =>
+    Effect.gen(function*() {
+      const shared = yield* sharedRunner(Effect.sleep("30 millis"))
+      const wf = DurableWorkflow.make("orders.queued", (ctx) =>
+        Effect.gen(function*() {
+          ctx.onQuery("total", () => Effect.as(Effect.sleep("80 millis"), 5))
+          return yield* Effect.all([ctx.activity("orders.bill"), shared(ctx.sideEffect(() => 7))], { concurrency: "unbounded" })
+        }), declarations)
+      assert.strictEqual(yield* within(query(wf, replayInput([]), "total", [])), 5)
+    }))
+
+  it.live("a receiver's own answer shaped like an op, in an Effect or async workflow", () =>
+    Effect.gen(function*() {
+      const timer = { _tag: "Timer", seconds: 3 }
+      const effectWf = DurableWorkflow.make("orders.shaped", (ctx) =>
+        Effect.gen(function*() {
+          ctx.onQuery("total", () => timer)
+          return yield* ctx.activity("orders.bill")
+        }), declarations)
+      const asyncWf = DurableWorkflow.fromAsync("orders.shaped", async (ctx) => {
+        ctx.onQuery("total", async () => timer)
+        return ctx.activity("orders.bill")
+      }, declarations)
+      for (const wf of [effectWf, asyncWf]) assert.deepStrictEqual(yield* within(query(wf, replayInput([]), "total", [])), timer)
     }))
 })

@@ -208,6 +208,21 @@ describe("BullMQ failed-job bridge among workers", () => {
       }
     }))
 
+  it.effect("a worker scanning at a longer interval does not read the failure unclaimed (each worker has its own stalledInterval)", () =>
+    Effect.gen(function*() {
+      const claims = redisClaims()
+      assert.strictEqual(yield* bridgeOnce(interval, claims.as("A"), claims.publish("A"))(job), "published")
+      for (const longer of [Duration.minutes(5), Duration.hours(1)]) {
+        const b = bridgeOnce(longer, claims.as("B"), claims.publish("B"))
+        // B's scans, every interval of its own, while the failure is in B's window
+        for (let at = 0; job.failedAt > at - reachOf(longer); at += Duration.toMillis(longer)) {
+          yield* TestClock.setTime(at)
+          assert.strictEqual(yield* b(job), "claimed-elsewhere", `${Duration.format(longer)}, at ${at / 1000} s`)
+        }
+      }
+      assert.deepStrictEqual(claims.published, ["A 7"])
+    }))
+
   it.effect("a worker stopping once it published still keeps the claim (bounded): the failure is not bridged again", () =>
     Effect.gen(function*() {
       const claims = redisClaims()
@@ -217,7 +232,7 @@ describe("BullMQ failed-job bridge among workers", () => {
       const stopping = yield* Effect.fork(Fiber.interrupt(bridging))
       yield* TestClock.adjust("500 millis")
       yield* Fiber.join(stopping)
-      assert.deepStrictEqual(claims.calls.slice(-1), [`A keep ${Duration.format(keptFor(interval, job, 501))}`])
+      assert.deepStrictEqual(claims.calls.slice(-1), [`A keep ${Duration.format(keptFor(interval, job, 0))}`])
       yield* TestClock.adjust(CLAIM_WHILE_PUBLISHING)
       assert.strictEqual(yield* claims.as("B").claim(job, CLAIM_WHILE_PUBLISHING), false, "still held after the publishing claim would have lapsed")
       // a keep that never answers (Redis away) holds the stop for SETTLE_CLAIM at most

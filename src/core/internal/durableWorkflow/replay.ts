@@ -604,6 +604,11 @@ export class Turn {
     this.frozen = true
   }
 
+  /** Whether the turn ended (see {@link freeze}). */
+  get ended(): boolean {
+    return this.frozen
+  }
+
   /**
    * Applies one recorded receiver. Unknown signals and signals whose arguments do not fit their
    * declaration are ignored; an applied update must have a handler (else a `TypeError`, a replay

@@ -302,27 +302,33 @@ const asRunning = <A, E, R>(receiver: InReceiver, effect: Effect.Effect<A, E, R>
   )
 
 /**
- * The receiver of `guard`'s replay that asks for an op, if one does: the fiber's mark, else (a fiber
- * the workflow's code did not fork, or no fiber) the receiver being called, or whose promise code
- * this is. A mark of another replay is no receiver of this one.
+ * Whose code this is, where it runs: the fiber's mark, else (a fiber the workflow's code did not
+ * fork, or no fiber) the receiver being called, or whose promise code this is; else nobody's known.
  */
-const askingReceiver = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined, guard: Guard): InReceiver | undefined => {
-  const mark = fiber?.getFiberRef(asker)
-  const receiver = mark === undefined ? calling ?? handlerStorage.getStore() : mark._tag === "Receiver" ? mark : undefined
-  return receiver?.owner === guard.turn ? receiver : undefined
-}
+const markAt = (fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined): InReceiver | typeof inWorkflow | undefined =>
+  fiber?.getFiberRef(asker) ?? calling ?? handlerStorage.getStore()
+
+/** Only a receiver of `guard`'s replay: a mark of another replay is no receiver of this one. */
+const ownReceiver = (mark: InReceiver | typeof inWorkflow | undefined, guard: Guard): InReceiver | undefined =>
+  mark?._tag === "Receiver" && mark.owner === guard.turn ? mark : undefined
 
 /**
- * An op asked for as an Effect by a fiber nobody marked (neither the workflow's code nor a receiver
- * forked it: an `Effect.runPromise` or `runFork` inside a receiver), while a receiver's Effect runs
- * for this replay: that receiver's. The workflow's own code cannot be asking then (its fibers are
- * marked, and it waits for the receiver or has ended); left unanswered, the op would wait for the
- * very receiver waiting for it, or for a turn that is over.
+ * The receiver of `guard`'s replay that asks for an op run as an Effect, if one does: where it runs
+ * (a receiver's fiber, call or promise code), else, run by a fiber nobody marked (a fiber the
+ * workflows share, an `Effect.runPromise`), who made it (`built`: called `ctx.activity(…)`). When
+ * nobody's code is known for either (made in the promise code of an Effect workflow: a receiver's
+ * `await Effect.runPromise(ctx.sleep(1))` after an await), once the turn has ended, the receiver
+ * whose Effect runs for the replay: the workflow's code has ended, and the op, left unanswered,
+ * would wait for ever. While the turn runs, such an op may be the workflow's own: it is answered.
  */
-const unmarkedAsker = (fiber: Fiber.RuntimeFiber<unknown, unknown>, guard: Guard): InReceiver | undefined =>
-  fiber.getFiberRef(asker) === undefined && calling === undefined && handlerStorage.getStore() === undefined
-    ? runningEffect.get(guard.turn)
-    : undefined
+const askingReceiver = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  built: InReceiver | typeof inWorkflow | undefined,
+  guard: Guard
+): InReceiver | undefined => {
+  const mark = markAt(fiber) ?? built
+  return mark !== undefined ? ownReceiver(mark, guard) : guard.turn.ended ? runningEffect.get(guard.turn) : undefined
+}
 
 const opName = (ops: Op | ReadonlyArray<Op>): string => {
   if (Array.isArray(ops)) return "all"
@@ -476,8 +482,8 @@ const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect
  * Calls a receiver after the replay (a query, a validator, the live update), marked as `receiver`
  * in its call, its Effect (and the fibers that one forks) and (`promises`: a receiver of an async
  * workflow) its promise code: its outcome, or `None` when it asked for an op (`guard.fatal` is the
- * refusal). An op it returns as it is (a generator workflow's context makes ops as values) is asked
- * for too.
+ * refusal). An op it returns as it is (one a generator workflow's context made: it makes ops as
+ * values) is asked for too.
  */
 const callAfterReplay = (
   guard: Guard,
@@ -487,7 +493,7 @@ const callAfterReplay = (
 ): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> => {
   const calledMarked = () => {
     const out = callMarked(receiver, call, promises)
-    if (isOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isOp))) throw guard.refuse(receiver, out as Op | ReadonlyArray<Op>)
+    if (isMadeOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isMadeOp))) throw guard.refuse(receiver, out as Op | ReadonlyArray<Op>)
     return out
   }
   return unlessRefused(guard, Effect.either(asRunning(receiver, Effect.locally(callReceiver(calledMarked), asker, receiver))))
@@ -579,13 +585,15 @@ const answer = (result: Attempt): Effect.Effect<any, ActivityFailed | ChildWorkf
     : Effect.never
 
 /** An op as an Effect. Asked for by a receiver, it dies with the replay's error. */
-const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> =>
-  Effect.withFiberRuntime((fiber) => {
-    const receiver = askingReceiver(fiber, guard) ?? unmarkedAsker(fiber, guard)
+const effectOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>): Effect.Effect<any, ActivityFailed | ChildWorkflowFailed> => {
+  const built = markAt(Option.getOrUndefined(Fiber.getCurrentFiber()))
+  return Effect.withFiberRuntime((fiber) => {
+    const receiver = askingReceiver(fiber, built, guard)
     if (receiver !== undefined) return Effect.die(guard.refuse(receiver, ops))
     const result = guard.ask(ops)
     return result instanceof Promise ? Effect.flatMap(Effect.promise(() => result), answer) : answer(result)
   })
+}
 
 const answerAsync = (result: Attempt, map: ((value: any) => unknown) | undefined): Promise<any> =>
   result._tag === "Resolved"
@@ -606,7 +614,7 @@ const rejected = (error: unknown): Promise<never> => {
  * the replay's error (a rejection the receiver may drop).
  */
 const promiseOp = (guard: Guard) => (ops: Op | ReadonlyArray<Op>, map?: (value: any) => unknown): Promise<any> => {
-  const receiver = askingReceiver(Option.getOrUndefined(Fiber.getCurrentFiber()), guard)
+  const receiver = ownReceiver(markAt(Option.getOrUndefined(Fiber.getCurrentFiber())), guard)
   if (receiver !== undefined) return rejected(guard.refuse(receiver, ops))
   const result = guard.ask(ops)
   return result instanceof Promise ? result.then((r) => answerAsync(r, map)) : answerAsync(result, map)
@@ -644,17 +652,30 @@ const contexts = (base: BaseContext, guard: Guard) => {
     },
     generator: {
       ...base,
-      activity: op.activity,
-      child: op.child,
-      sleep: (duration: number | { seconds: number }) => op.timer(seconds(duration)),
-      sideEffect: op.sideEffect,
-      getVersion: op.version,
-      patched: (changeId: string) => op.version(changeId, -1, 1),
-      waitCondition: op.condition,
-      upsertSearchAttributes: op.upsert
+      activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => made(op.activity(type, args, options)),
+      child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => made(op.child(type, args, options)),
+      sleep: (duration: number | { seconds: number }) => made(op.timer(seconds(duration))),
+      sideEffect: (compute: () => unknown) => made(op.sideEffect(compute)),
+      getVersion: (changeId: string, min: number, max: number) => made(op.version(changeId, min, max)),
+      patched: (changeId: string) => made(op.version(changeId, -1, 1)),
+      waitCondition: (predicate: () => boolean, options?: ConditionOptions) => made(op.condition(predicate, options)),
+      upsertSearchAttributes: (attributes: Record<string, unknown>) => made(op.upsert(attributes))
     }
   }
 }
+
+/**
+ * The ops a generator workflow's context made: a value a receiver returns is refused as an op only
+ * when it is one of them (an object of the same shape may be the receiver's own answer).
+ */
+const generatorOps = new WeakSet<Op>()
+
+const made = (o: Op): Op => {
+  generatorOps.add(o)
+  return o
+}
+
+const isMadeOp = (value: unknown): value is Op => typeof value === "object" && value !== null && generatorOps.has(value as Op)
 
 const isOp = (value: unknown): value is Op =>
   typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string" &&
@@ -766,7 +787,7 @@ const play = <R>(
       const genCtx = {
         ...ctx.generator,
         patched: (changeId: string) => {
-          const o = op.version(changeId, -1, 1)
+          const o = made(op.version(changeId, -1, 1))
           patchedIds.add(o)
           return o
         }
@@ -846,8 +867,15 @@ const runUpdate = (_name: string, call: () => unknown): Settle | undefined => se
  */
 const runUpdateMarked = (promises: boolean, owner: () => Turn) => (name: string, call: () => unknown): Settle | undefined => {
   const update = updateHandler(name, "replayed", owner())
-  const value = callMarked(update, call, promises)
-  const settle = Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
+  // running from its call on: its promise code may ask before its settle starts (a later tick)
+  runningEffect.set(update.owner, update)
+  let settle: Settle | undefined
+  try {
+    const value = callMarked(update, call, promises)
+    settle = Effect.isEffect(value) ? Effect.zipRight(FiberRef.set(asker, update), settleOf(value)!) : settleOf(value)
+  } finally {
+    if (settle === undefined) runningEffect.delete(update.owner)
+  }
   return settle === undefined ? undefined : asRunning(update, settle)
 }
 

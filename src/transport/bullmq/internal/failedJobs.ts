@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
+import { TASK_FAILED_RETENTION_SECONDS } from "./naming.js"
 
 /**
  * How far behind this process's clock a failure may be stamped and still be bridged, beyond the
@@ -52,16 +53,26 @@ export const reachOf = (interval: Duration.Duration): number =>
   2 * Duration.toMillis(interval) + Duration.toMillis(CLAIM_WHILE_PUBLISHING) + Duration.toMillis(FAILED_MARGIN)
 
 /**
- * How long a published failure stays claimed, from `now`: until no worker's window reads it any
- * more, even one whose clock is behind by the margin, and at least two windows (a stamp from a
- * clock ahead stays in the windows until it is as far behind).
+ * How long a published failure stays claimed, from `now`: as long as the failed set keeps the job
+ * (the engine's task jobs leave it a day after they failed), whatever the scan interval of the other
+ * workers on the queue (each worker has its own `stalledInterval`); longer when this worker's own
+ * windows still read it then (a stamp from a clock ahead), and for at least two of them. Even a
+ * worker whose clock is behind by the margin reads it no longer.
  *
  * @internal
  */
 export const keptFor = (interval: Duration.Duration, failed: Failed, now: number): Duration.Duration => {
   const reach = reachOf(interval)
-  return Duration.millis(Math.max(2 * reach, failed.failedAt + reach + Duration.toMillis(FAILED_MARGIN) - now))
+  const readable = Math.max(reach, Duration.toMillis(FAILED_KEPT))
+  return Duration.millis(Math.max(2 * reach, failed.failedAt + readable + Duration.toMillis(FAILED_MARGIN) - now))
 }
+
+/**
+ * How long the failed set keeps a task job (the engine adds them with `removeOnFail: { age: 86400 }`).
+ *
+ * @internal
+ */
+export const FAILED_KEPT = Duration.seconds(TASK_FAILED_RETENTION_SECONDS)
 
 /** A failed job as the failed set holds it: its id and when it failed (epoch millis). */
 export interface Failed {
