@@ -482,18 +482,20 @@ const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect
  * Calls a receiver after the replay (a query, a validator, the live update), marked as `receiver`
  * in its call, its Effect (and the fibers that one forks) and (`promises`: a receiver of an async
  * workflow) its promise code: its outcome, or `None` when it asked for an op (`guard.fatal` is the
- * refusal). An op it returns as it is (one a generator workflow's context made: it makes ops as
- * values) is asked for too.
+ * refusal). The receiver of a generator workflow (`style`), whose context makes ops as values,
+ * asks for an op it returns as it is too (elsewhere an object of that shape is an answer).
  */
 const callAfterReplay = (
   guard: Guard,
   receiver: InReceiver,
-  promises: boolean,
+  style: Body<unknown>["style"],
   call: () => unknown
 ): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> => {
   const calledMarked = () => {
-    const out = callMarked(receiver, call, promises)
-    if (isMadeOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isMadeOp))) throw guard.refuse(receiver, out as Op | ReadonlyArray<Op>)
+    const out = callMarked(receiver, call, style === "async")
+    if (style === "generator" && (isOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isOp)))) {
+      throw guard.refuse(receiver, out as Op | ReadonlyArray<Op>)
+    }
     return out
   }
   return unlessRefused(guard, Effect.either(asRunning(receiver, Effect.locally(callReceiver(calledMarked), asker, receiver))))
@@ -652,30 +654,17 @@ const contexts = (base: BaseContext, guard: Guard) => {
     },
     generator: {
       ...base,
-      activity: (type: string, args?: ReadonlyArray<unknown>, options?: ActivityOptions) => made(op.activity(type, args, options)),
-      child: (type: string, args?: ReadonlyArray<unknown>, options?: ChildOptions) => made(op.child(type, args, options)),
-      sleep: (duration: number | { seconds: number }) => made(op.timer(seconds(duration))),
-      sideEffect: (compute: () => unknown) => made(op.sideEffect(compute)),
-      getVersion: (changeId: string, min: number, max: number) => made(op.version(changeId, min, max)),
-      patched: (changeId: string) => made(op.version(changeId, -1, 1)),
-      waitCondition: (predicate: () => boolean, options?: ConditionOptions) => made(op.condition(predicate, options)),
-      upsertSearchAttributes: (attributes: Record<string, unknown>) => made(op.upsert(attributes))
+      activity: op.activity,
+      child: op.child,
+      sleep: (duration: number | { seconds: number }) => op.timer(seconds(duration)),
+      sideEffect: op.sideEffect,
+      getVersion: op.version,
+      patched: (changeId: string) => op.version(changeId, -1, 1),
+      waitCondition: op.condition,
+      upsertSearchAttributes: op.upsert
     }
   }
 }
-
-/**
- * The ops a generator workflow's context made: a value a receiver returns is refused as an op only
- * when it is one of them (an object of the same shape may be the receiver's own answer).
- */
-const generatorOps = new WeakSet<Op>()
-
-const made = (o: Op): Op => {
-  generatorOps.add(o)
-  return o
-}
-
-const isMadeOp = (value: unknown): value is Op => typeof value === "object" && value !== null && generatorOps.has(value as Op)
 
 const isOp = (value: unknown): value is Op =>
   typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string" &&
@@ -787,7 +776,7 @@ const play = <R>(
       const genCtx = {
         ...ctx.generator,
         patched: (changeId: string) => {
-          const o = made(op.version(changeId, -1, 1))
+          const o = op.version(changeId, -1, 1)
           patchedIds.add(o)
           return o
         }
@@ -946,7 +935,7 @@ export const query = <R>(
     }
     const fitted = fitArguments(`query '${name}'`, definition.specs?.queries[name], args)
     if (Either.isLeft(fitted)) return yield* new QueryFailed({ reason: "query_rejected", message: fitted.left.message })
-    const ran = yield* callAfterReplay(guard, queryHandler(name, turn), definition.body.style === "async", () => handler(...fitted.right))
+    const ran = yield* callAfterReplay(guard, queryHandler(name, turn), definition.body.style, () => handler(...fitted.right))
     // a query that asked for an op is refused, whatever it did with the op's failure
     const outcome = Option.isSome(ran) && guard.fatal === undefined ? ran.value : Either.left(guard.fatal)
     if (Either.isLeft(outcome)) return yield* new QueryFailed({ reason: "query_rejected", message: messageOf(outcome.left) })
@@ -996,7 +985,7 @@ export const applyUpdate = <R>(
     if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
     // an op it asks for (the turn is over) fails the task, as in a replay
     const applying = updateHandler(update.name, "applied", turn)
-    const ran = yield* callAfterReplay(guard, applying, definition.body.style === "async", () => handler(...fitted.right))
+    const ran = yield* callAfterReplay(guard, applying, definition.body.style, () => handler(...fitted.right))
     if (guard.fatal !== undefined || Option.isNone(ran)) return yield* Effect.fail(new ReplayFailure(guard.fatal))
     const outcome = ran.value
     if (Either.isLeft(outcome)) {
@@ -1048,7 +1037,7 @@ export const validateUpdate = <R>(
     }
     const fitted = fitArguments(`update '${name}'`, specs.updates[name], args)
     if (Either.isLeft(fitted)) return yield* rejectedBy(fitted.left)
-    const ran = yield* callAfterReplay(guard, updateValidator(name, turn), definition.body.style === "async", () => validator(...fitted.right))
+    const ran = yield* callAfterReplay(guard, updateValidator(name, turn), definition.body.style, () => validator(...fitted.right))
     // a validator that asked for an op is broken, whatever it did with the op's failure: no verdict
     if (Option.isNone(ran) || guard.fatal !== undefined) return yield* new UpdateValidationFailed({ message: messageOf(guard.fatal) })
     const verdict = ran.value
