@@ -21,7 +21,8 @@
  *
  * `npm run bench:dw-replay` (builds, then measures the built package: our modules are imported by
  * the package name, which resolves to dist; the resolved path is printed); BENCH_SIZES (default
- * "100,1000,10000"), BENCH_MIN_MS (default 1500: time spent measuring each cell).
+ * "100,1000,10000"), BENCH_MIN_MS (default 1500: time spent measuring each cell), BENCH_CASES (the
+ * labels of the cases to run, comma-separated; default all).
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -31,6 +32,8 @@ import { DurableWorkflow, DurableWorkflowCodec } from "effect-durable-worker"
 import { formatMicros, medianMicros } from "./support/stats.js"
 
 const sizes = (process.env.BENCH_SIZES ?? "100,1000,10000").split(",").map(Number)
+/** Only these cases (their labels, comma-separated), one per process for the least interference. */
+const only = process.env.BENCH_CASES?.split(",").map((label) => label.trim())
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1_500)
 
 /** One `UpdateApplied` after the first completion of every `UPDATE_EVERY`: K = N / 10. */
@@ -148,6 +151,7 @@ interface Row {
 const measureSize = async (n: number): Promise<ReadonlyArray<Row>> => {
   const rows: Array<Row> = []
   for (const c of cases) {
+    if (only !== undefined && !only.includes(c.label)) continue
     const history = historyOf(c.workflow.name, n, c.updates)
     await check(c, n, history)
     rows.push({ label: c.label, n, events: history.length, perTurn: await measure(() => turn(c.workflow, history)) })
