@@ -879,11 +879,17 @@ const VARIABLES = { prefix: "DURABLE_PREFIX", partition: "DURABLE_PARTITION" } a
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: SqlTransportOptions & Pick<PostgresConnectionOptions, "maxConnections" | "connectTimeout" | "applicationName"> = {}
-): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
-  // refused as the other layers refuse them, before the environment is read
-  !Predicate.isRecord(options) ? Layer.unwrapEffect(Effect.as(resolve(options), Layer.empty as never)) : Layer.unwrapEffect(
+export const layerConfig = (options: LayerConfigOptions = {}): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
+  // options that are not an object are refused as the other layers refuse them, before the
+  // environment is read (`resolve` checks the transport's keys only: it would refuse the pool's)
+  Predicate.isRecord(options) ? fromEnvironment(options) : Layer.unwrapEffect(Effect.map(resolve(options), () => fromEnvironment(options)))
+
+/** The options of {@link layerConfig}: the transport's, and the pool's that `DATABASE_URL` does not say. */
+type LayerConfigOptions = SqlTransportOptions & Pick<PostgresConnectionOptions, "maxConnections" | "connectTimeout" | "applicationName">
+
+/** {@link layerConfig} over options that are an object. */
+const fromEnvironment = (options: LayerConfigOptions): Layer.Layer<Transport, ConfigError.ConfigError | SqlConfigError | MissingDriverError> =>
+  Layer.unwrapEffect(
     Effect.map(
       Config.all({
         // read as a string (Config.redacted would mask the "missing" message too), kept redacted
