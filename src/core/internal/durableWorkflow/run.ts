@@ -480,17 +480,18 @@ const unlessRefused = <A>(guard: Guard, effect: Effect.Effect<A>): Effect.Effect
 
 /**
  * Calls a receiver after the replay (a query, a validator, the live update), marked as `receiver`
- * in its call, its Effect (and the fibers that one forks) and (`promises`: a receiver of an async
- * workflow) its promise code: its outcome, or `None` when it asked for an op (`guard.fatal` is the
- * refusal). The receiver of a generator workflow (`style`), whose context makes ops as values,
- * asks for an op it returns as it is too (elsewhere an object of that shape is an answer).
+ * in its call, its Effect (and the fibers that one forks) and (an async workflow's, `style`) its
+ * promise code: its outcome (its value, or its failure), or, when it asked for an op (whatever it
+ * did with the op's failure), a {@link ReplayFailure} of the refusal. The receiver of a generator
+ * workflow, whose context makes ops as values, asks for an op it returns as it is too (elsewhere an
+ * object of that shape is an answer).
  */
 const callAfterReplay = (
   guard: Guard,
   receiver: InReceiver,
   style: Body<unknown>["style"],
   call: () => unknown
-): Effect.Effect<Option.Option<Either.Either<unknown, unknown>>> => {
+): Effect.Effect<Either.Either<unknown, unknown>, ReplayFailure> => {
   const calledMarked = () => {
     const out = callMarked(receiver, call, style === "async")
     if (style === "generator" && (isOp(out) || (Array.isArray(out) && out.length > 0 && out.every(isOp)))) {
@@ -498,7 +499,10 @@ const callAfterReplay = (
     }
     return out
   }
-  return unlessRefused(guard, Effect.either(asRunning(receiver, Effect.locally(callReceiver(calledMarked), asker, receiver))))
+  return Effect.flatMap(
+    unlessRefused(guard, Effect.either(asRunning(receiver, Effect.locally(callReceiver(calledMarked), asker, receiver)))),
+    (ran) => Option.isSome(ran) && guard.fatal === undefined ? Effect.succeed(ran.value) : Effect.fail(new ReplayFailure(guard.fatal))
+  )
 }
 
 type Ending =
@@ -935,9 +939,10 @@ export const query = <R>(
     }
     const fitted = fitArguments(`query '${name}'`, definition.specs?.queries[name], args)
     if (Either.isLeft(fitted)) return yield* new QueryFailed({ reason: "query_rejected", message: fitted.left.message })
-    const ran = yield* callAfterReplay(guard, queryHandler(name, turn), definition.body.style, () => handler(...fitted.right))
-    // a query that asked for an op is refused, whatever it did with the op's failure
-    const outcome = Option.isSome(ran) && guard.fatal === undefined ? ran.value : Either.left(guard.fatal)
+    // a query that asked for an op fails with the refusal, as with its own failure
+    const outcome = yield* callAfterReplay(guard, queryHandler(name, turn), definition.body.style, () => handler(...fitted.right)).pipe(
+      Effect.catchAll((refused) => Effect.succeed(Either.left(refused.error)))
+    )
     if (Either.isLeft(outcome)) return yield* new QueryFailed({ reason: "query_rejected", message: messageOf(outcome.left) })
     return outcome.right
   })
@@ -985,9 +990,7 @@ export const applyUpdate = <R>(
     if (Either.isLeft(fitted)) return failUpdate(updateId, "InvalidUpdate", fitted.left.message)
     // an op it asks for (the turn is over) fails the task, as in a replay
     const applying = updateHandler(update.name, "applied", turn)
-    const ran = yield* callAfterReplay(guard, applying, definition.body.style, () => handler(...fitted.right))
-    if (guard.fatal !== undefined || Option.isNone(ran)) return yield* Effect.fail(new ReplayFailure(guard.fatal))
-    const outcome = ran.value
+    const outcome = yield* callAfterReplay(guard, applying, definition.body.style, () => handler(...fitted.right))
     if (Either.isLeft(outcome)) {
       const error = outcome.left
       const retryable = typeof error === "object" && error !== null && (error as { retryable?: unknown }).retryable === true
@@ -1037,10 +1040,10 @@ export const validateUpdate = <R>(
     }
     const fitted = fitArguments(`update '${name}'`, specs.updates[name], args)
     if (Either.isLeft(fitted)) return yield* rejectedBy(fitted.left)
-    const ran = yield* callAfterReplay(guard, updateValidator(name, turn), definition.body.style, () => validator(...fitted.right))
-    // a validator that asked for an op is broken, whatever it did with the op's failure: no verdict
-    if (Option.isNone(ran) || guard.fatal !== undefined) return yield* new UpdateValidationFailed({ message: messageOf(guard.fatal) })
-    const verdict = ran.value
+    // a validator that asked for an op is broken: no verdict
+    const verdict = yield* callAfterReplay(guard, updateValidator(name, turn), definition.body.style, () => validator(...fitted.right)).pipe(
+      Effect.mapError((refused) => new UpdateValidationFailed({ message: messageOf(refused.error) }))
+    )
     if (Either.isLeft(verdict)) {
       const error = verdict.left
       if (error instanceof UpdateRejected) return yield* error
