@@ -489,15 +489,14 @@ export const layerConfig = (
 ): Layer.Layer<WorkerConfig, WorkerConfigError | ConfigError.ConfigError> =>
   Layer.effect(
     WorkerConfig,
-    Effect.flatMap(source, (read) => {
-      return Either.mapLeft(resolve(Options.overRead(read, options)), (error) => {
+    Effect.flatMap(source, (read) =>
+      Either.mapLeft(resolve(Options.overRead(read, options)), (error) => {
         // refused as read from the environment: the message names the variable the operator set
         const top = error.option.split(".")[0]!
         const variable = (VARIABLES as Readonly<Record<string, string>>)[error.option]
         return variable !== undefined && top in read && (options as Readonly<Record<string, unknown>>)[top] === undefined
           ? new WorkerConfigError({ option: error.option, message: `${variable}: ${error.message}` })
           : error
-      })
-    })
+      }))
   )
 

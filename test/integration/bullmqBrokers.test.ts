@@ -17,11 +17,16 @@ describe("BullMQ transport with several brokers", () => {
     second?.kill("SIGKILL")
   })
 
+  /** A fresh prefix on broker A (the local Redis) and B (the one started here), and a quiet worker. */
+  const twoBrokers = () => ({
+    prefix: `edw-${randomUUID().slice(0, 8)}`,
+    main: { host: "127.0.0.1", port: 6379 },
+    other: { host: "127.0.0.1", port },
+    worker: new Worker({ handleSignals: false, logLevel: "None" })
+  })
+
   it("consumes from every broker and answers on the broker the task's `transport` names", async () => {
-    const prefix = `edw-${randomUUID().slice(0, 8)}`
-    const main = { host: "127.0.0.1", port: 6379 }
-    const other = { host: "127.0.0.1", port }
-    const worker = new Worker({ handleSignals: false, logLevel: "None" })
+    const { prefix, main, other, worker } = twoBrokers()
     worker.step("echo", (input: unknown) => input)
     const running = worker.run(redis({ prefix, brokerId: "a", brokers: { b: { connection: other } } }))
     const task = (runId: string, transport: string) => ({
@@ -60,10 +65,7 @@ describe("BullMQ transport with several brokers", () => {
   })
 
   it("reports a task job failed at BullMQ's level on the broker the task's `transport` names, as its answer would go", async () => {
-    const prefix = `edw-${randomUUID().slice(0, 8)}`
-    const main = { host: "127.0.0.1", port: 6379 }
-    const other = { host: "127.0.0.1", port }
-    const worker = new Worker({ handleSignals: false, logLevel: "None" })
+    const { prefix, main, other, worker } = twoBrokers()
     worker.step("doomed", (input: unknown) => input)
     const tasksOnA = new Queue(`${prefix}-tasks-doomed`, { connection: main })
     const resultsOnA = new Queue(`${prefix}-results`, { connection: main })
