@@ -50,7 +50,7 @@ import { makeReachability } from "./internal/reachability.js"
 import { shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
 import { checkDuration } from "../core/internal/options.js"
-import { resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
+import { type DurationOption, resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
 import {
   RunUntilTimeoutError,
   type RunError,
@@ -102,7 +102,7 @@ export interface Worker<R = never> {
    */
   readonly runUntil: <A, E, R2>(
     until: Effect.Effect<A, E, R2>,
-    options?: { readonly timeout?: Duration.DurationInput }
+    options?: { readonly timeout?: DurationOption }
   ) => Effect.Effect<A, E | RunError | RunUntilTimeoutError | WorkerConfigError, Transport | R | R2>
   /** Single-flight graceful stop: every caller shares one shutdown and its outcome. */
   readonly stop: Effect.Effect<void, ShutdownError>

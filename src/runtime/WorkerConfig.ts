@@ -32,10 +32,31 @@ export class WorkerConfigError extends Schema.TaggedError<WorkerConfigError>()("
   message: Schema.String
 }) {}
 
+/** A unit of a duration's short form (`"500ms"`, `"30s"`, `"5m"`, `"1h"`, `"1d"`). */
+type ShortUnit = "ms" | "s" | "m" | "h" | "d"
+
 /**
- * Worker options as a user writes them. Durations take anything `Duration.decode` accepts
- * (`"30 seconds"`, millis, …) and, from JavaScript or the environment, the short forms `"30s"`,
- * `"500ms"`, `"1m30s"`.
+ * A duration as every option of the worker and its transports takes it: anything `Duration.decode`
+ * accepts (a `Duration`, a number of milliseconds, `"30 seconds"`, …), a short form of up to three
+ * parts (`"30s"`, `"500ms"`, `"1m30s"`, `"1h30m15s"`), or `"infinity"` where an option may be
+ * unbounded. The same forms as the `DURABLE_*` variables; a value below zero is refused when the
+ * option is checked.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type DurationOption =
+  | Duration.DurationInput
+  | `${number}${ShortUnit}`
+  | `${number}${ShortUnit}${number}${ShortUnit}`
+  | `${number}${ShortUnit}${number}${ShortUnit}${number}${ShortUnit}`
+  | "infinity"
+  | "Infinity"
+
+/**
+ * Worker options as a user writes them. Durations take any {@link DurationOption}: what
+ * `Duration.decode` accepts (`"30 seconds"`, millis, …) and the short forms `"30s"`, `"500ms"`,
+ * `"1m30s"`.
  *
  * @since 0.1.0
  * @category models
@@ -58,29 +79,29 @@ export interface WorkerOptions {
    * How long one poll waits for work. Default 35 seconds; must be positive (a poll that waits for
    * nothing would ask the broker again at once, for ever).
    */
-  readonly pollTimeout?: Duration.DurationInput | undefined
+  readonly pollTimeout?: DurationOption | undefined
   /**
    * One deadline for the whole drain at shutdown. Default 30 seconds; 0 interrupts the running tasks
    * at once, `Duration.infinity` waits for them however long they take.
    */
-  readonly shutdownTimeout?: Duration.DurationInput | undefined
+  readonly shutdownTimeout?: DurationOption | undefined
   /** Overrides the transport's heartbeat interval. Must be positive. */
-  readonly heartbeatInterval?: Duration.DurationInput | undefined
+  readonly heartbeatInterval?: DurationOption | undefined
   /**
    * How long an interrupted poller or task may take to stop before shutdown reports it as stuck
    * (and leaves the registration in place), and how long the deregistration may go unanswered
    * before the stop fails with a `DeregistrationError`. Default 5 seconds.
    */
-  readonly interruptTimeout?: Duration.DurationInput | undefined
+  readonly interruptTimeout?: DurationOption | undefined
   /** The pause after a failed poll before the next one. Default 1 second. */
-  readonly pollRetryDelay?: Duration.DurationInput | undefined
+  readonly pollRetryDelay?: DurationOption | undefined
   /**
    * How often the sampled metrics (saturation, backlog, tasks deferred) are taken. Default 5
    * seconds; must be positive.
    *
    * @since 0.3.0
    */
-  readonly metricsInterval?: Duration.DurationInput | undefined
+  readonly metricsInterval?: DurationOption | undefined
   /**
    * The probe server (`/livez`, `/readyz`, optionally `/metrics`). Off by default.
    *
@@ -122,7 +143,7 @@ export interface HealthOptions {
    * How late the event loop may wake up before `/livez` answers 503. Default 1 second; must be
    * positive.
    */
-  readonly loopDelayThreshold?: Duration.DurationInput | undefined
+  readonly loopDelayThreshold?: DurationOption | undefined
 }
 
 /**

@@ -25,6 +25,7 @@ import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
+import type { DurationOption } from "../runtime/WorkerConfig.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -94,12 +95,12 @@ export interface BullMQOptions {
    */
   readonly partition?: string | undefined
   /** BullMQ lock duration of a running job (positive); renewed at half of it. Default 30 seconds. */
-  readonly lockDuration?: Duration.DurationInput | undefined
+  readonly lockDuration?: DurationOption | undefined
   /**
    * When set (positive), running steps publish `{runId, seq, stepId, group}` beats on `<P>-heartbeat`
    * this often. Default off.
    */
-  readonly stepBeatInterval?: Duration.DurationInput | undefined
+  readonly stepBeatInterval?: DurationOption | undefined
   /**
    * Further brokers of the same engine pool, by the id the engine gave each pool transport (the id
    * it stamps on every task as `transport`). The worker consumes from the main broker and from each
@@ -113,7 +114,7 @@ export interface BullMQOptions {
    * How long one attempt at the first connection may take (positive); without `waitForBroker`, the
    * start fails after it. Default 5 seconds.
    */
-  readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: DurationOption | undefined
   /**
    * Wait for a Redis that does not answer at start (logged once, retried with a backoff of up to
    * 5 s) instead of failing the start, for fleets where the worker may start first. A refused
@@ -124,7 +125,7 @@ export interface BullMQOptions {
    * How often stalled jobs are looked for, and failed step jobs bridged to a retryable failure
    * (positive). Default 30 seconds (BullMQ's default).
    */
-  readonly stalledInterval?: Duration.DurationInput | undefined
+  readonly stalledInterval?: DurationOption | undefined
   /**
    * How many of the commands written in one turn of the event loop may share one socket write
    * (the first two of a turn always go out at once): a whole number of at least 1. Default 8; 1

@@ -45,7 +45,7 @@ import { checkDuration, optional, overRead } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
 import type { FailureBody, TaskKind, WorkerInterceptor } from "../protocol/DurableWorkflowProtocol.js"
-import { WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
+import { type DurationOption, WorkerConfigError, type WorkerOptions } from "../runtime/WorkerConfig.js"
 import * as Protocol from "../seam/Protocol.js"
 import * as Codec from "../wire/DurableWorkflowCodec.js"
 import * as Client from "./durableWorkflow/internal/client.js"
@@ -117,14 +117,14 @@ export interface DurableWorkflowOptions {
   /** Control-plane version sent in `X-Durable-Workflow-Control-Plane-Version`. Default `"2"`. */
   readonly controlPlaneVersion?: string | undefined
   /** Timeout of non-poll requests. Default 60 seconds. */
-  readonly requestTimeout?: Duration.DurationInput | undefined
+  readonly requestTimeout?: DurationOption | undefined
   /**
    * Worker heartbeat interval until the server advertises one. Default 60 seconds; must be positive.
    * A positive integer `heartbeat_interval_seconds` in the register ack replaces it; one in a
    * heartbeat reply sets the wait before the following heartbeats (over the worker's own
    * `heartbeatInterval` too), until a later reply announces another.
    */
-  readonly heartbeatInterval?: Duration.DurationInput | undefined
+  readonly heartbeatInterval?: DurationOption | undefined
   /** Hooks around workflow tasks, activities and queries, outermost first. */
   readonly interceptors?: ReadonlyArray<WorkerInterceptor> | undefined
   /**
@@ -895,7 +895,7 @@ export const isTerminal = (description: Record<string, unknown>): boolean =>
  */
 export const workflowTerminal = (
   workflowId: string,
-  options: { readonly pollInterval?: Duration.DurationInput } = {}
+  options: { readonly pollInterval?: DurationOption } = {}
 ): Effect.Effect<Record<string, unknown>, DurableWorkflowError, DurableWorkflowClient> =>
   Effect.gen(function*() {
     // Duration.decode would read -1 as no pause (the control plane asked without one) and throw on "1s"
@@ -949,8 +949,8 @@ export const workerOptions = (options: {
   readonly buildId?: string
   readonly maxConcurrentWorkflowTasks?: number
   readonly maxConcurrentActivityTasks?: number
-  readonly pollTimeout?: Duration.DurationInput
-  readonly shutdownTimeout?: Duration.DurationInput
+  readonly pollTimeout?: DurationOption
+  readonly shutdownTimeout?: DurationOption
 }): Either.Either<WorkerOptions, WorkerConfigError> => {
   if (options.buildId !== undefined && (typeof options.buildId !== "string" || options.buildId.trim() === "")) {
     return Either.left(new WorkerConfigError({ option: "buildId", message: "build_id must be a non-empty string when provided" }))

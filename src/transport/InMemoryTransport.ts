@@ -14,6 +14,7 @@ import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { checkDuration } from "../core/internal/options.js"
+import type { DurationOption } from "../runtime/WorkerConfig.js"
 import * as NestDurableProtocol from "../protocol/NestDurableProtocol.js"
 import type { NestReply } from "../protocol/NestDurableProtocol.js"
 import {
@@ -60,9 +61,9 @@ export type Fault = { readonly _tag: "Fail"; readonly message: string; readonly 
  */
 export interface InMemoryOptions {
   /** Worker heartbeat interval. Default 10 seconds. */
-  readonly heartbeatInterval?: Duration.DurationInput | undefined
+  readonly heartbeatInterval?: DurationOption | undefined
   /** How often a running task's lease is renewed. Default 15 seconds. */
-  readonly leaseRenewInterval?: Duration.DurationInput | undefined
+  readonly leaseRenewInterval?: DurationOption | undefined
 }
 
 /**
@@ -77,7 +78,7 @@ export class InMemoryConfigError extends Schema.TaggedError<InMemoryConfigError>
 }) {}
 
 /** An interval of the broker: a positive duration in any form the options take (a beat every 0 ms would never pause). */
-const interval = (option: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
+const interval = (option: string, value: DurationOption | undefined, fallback: Duration.Duration) =>
   value === undefined
     ? Either.right(fallback)
     : Either.mapLeft(checkDuration(option, value, { positive: true, example: "10 seconds" }), (message) => new InMemoryConfigError({ option, message }))

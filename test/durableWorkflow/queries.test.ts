@@ -152,7 +152,7 @@ describe("runUntil", () => {
       }
       assert.strictEqual(server.requestsTo("describeWorkflow").length, 0)
       server.putWorkflow({ workflowId: "wf-short", status: "completed" })
-      const description = yield* DW.workflowTerminal("wf-short", { pollInterval: "1s" as never }).pipe(Effect.provide(layerFor(server)))
+      const description = yield* DW.workflowTerminal("wf-short", { pollInterval: "1s" }).pipe(Effect.provide(layerFor(server)))
       assert.strictEqual(description["status"], "completed")
     }))
 

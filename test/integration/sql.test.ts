@@ -6,7 +6,6 @@
 import { afterAll, assert, describe, it } from "vitest"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type * as Duration from "effect/Duration"
 import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
@@ -227,11 +226,11 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
         ? [
           // the short form operators write, which every duration option takes at run time (a JavaScript
           // caller's, or one read from configuration; Effect's type has only its own forms)
-          PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" as Duration.DurationInput }),
+          PostgresSql.layerPostgres({ url: `postgres://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" }),
           PostgresSql.layerPostgres({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
         ]
         : [
-          MysqlSql.layerMysql({ url: `mysql://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" as Duration.DurationInput }),
+          MysqlSql.layerMysql({ url: `mysql://${user}@127.0.0.1:${silent.port}/test`, connectTimeout: "1s" }),
           MysqlSql.layerMysql({ host: "127.0.0.1", port: silent.port, username: user, connectTimeout: 1_000 })
         ]
       for (const layer of layers) {

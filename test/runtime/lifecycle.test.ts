@@ -285,7 +285,7 @@ describe("Worker lifecycle", () => {
       assert.strictEqual(refused._tag, "WorkerConfigError")
       assert.match(refused.message, /^runUntil's timeout must be a duration of zero or more \(.*\), got -5000$/)
       assert.deepStrictEqual(yield* ops, [], "nothing registered")
-      const running = yield* start(worker.runUntil(Effect.never, { timeout: "30s" as never }))
+      const running = yield* start(worker.runUntil(Effect.never, { timeout: "30s" }))
       yield* settle
       yield* TestClock.adjust("30 seconds")
       assert.strictEqual((yield* Effect.flip(Fiber.join(running)))._tag, "RunUntilTimeoutError")

@@ -80,10 +80,11 @@ describe("WorkerConfig", () => {
       )
       assert.include(String(neverBeats), "DURABLE_HEARTBEAT_INTERVAL")
       assert.include(String(neverBeats), "heartbeatInterval must be a positive, finite duration")
-      // and in code, from JavaScript, the same forms
-      const worker = yield* Worker.make({ shutdownTimeout: "45s" as Duration.DurationInput })
+      // and in code the same forms, which the option's type takes too (WorkerConfig.DurationOption)
+      const worker = yield* Worker.make({ shutdownTimeout: "45s", interruptTimeout: "infinity", pollRetryDelay: "1m30s" })
       assert.isString(worker.id, "built")
-      const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" as Duration.DurationInput }))
+      // @ts-expect-error: "sec" is no unit of either form, in the types as at run time
+      const refused = yield* Effect.flip(Worker.make({ shutdownTimeout: "45 sec" }))
       assert.include(refused.message, 'shutdownTimeout must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got "45 sec"')
     }))
 

@@ -78,7 +78,7 @@ const whereOf = (dialect: Dialect, options: ConnectionOptions): string => {
 export const connectTimeoutOf = ({ connectTimeout }: ConnectionOptions): Duration.Duration =>
   connectTimeout === undefined
     ? Duration.seconds(5)
-    : Option.getOrElse(decodeDuration(connectTimeout), () => Duration.decode(connectTimeout))
+    : Option.getOrElse(decodeDuration(connectTimeout), () => Duration.decode(connectTimeout as Duration.DurationInput))
 
 /**
  * The fields that say where a database is, beside `url` (which the pool takes over all of them).

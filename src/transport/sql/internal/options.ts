@@ -2,7 +2,7 @@
  * The SQL transport's options, declared apart from the transport so that declarations carrying only
  * options (the promise facade's) need no `@effect/sql` installed.
  */
-import type * as Duration from "effect/Duration"
+import type { DurationOption } from "../../../runtime/WorkerConfig.js"
 import type * as Redacted from "effect/Redacted"
 
 /**
@@ -21,14 +21,14 @@ export interface SqlTransportOptions {
   /** Isolation suffix of this worker pool: serves `<name>@<partition>` tokens (engine namespaces); no blank or quote around it. Default none. */
   readonly partition?: string | undefined
   /** How long a claimed row is owned before another worker may claim it: at least 1 second. Default 30 seconds (the engine's). */
-  readonly lease?: Duration.DurationInput | undefined
+  readonly lease?: DurationOption | undefined
   /** How often a running task's lease is renewed; shorter than `lease`. Default a third of `lease`. */
-  readonly renewInterval?: Duration.DurationInput | undefined
+  readonly renewInterval?: DurationOption | undefined
   /**
    * How long an idle subscription waits before it looks again (positive). Default 500 ms (the engine's);
    * 5 seconds on PostgreSQL with `notify`, where polling only catches expired leases and missed notifications.
    */
-  readonly pollInterval?: Duration.DurationInput | undefined
+  readonly pollInterval?: DurationOption | undefined
   /** At most this many rows per claim (a claim never exceeds the free permits); at least 1. Default 100. */
   readonly batchSize?: number | undefined
   /**
@@ -74,7 +74,7 @@ export interface ConnectionOptions {
   /** Pool size; at least 1. Default 10. */
   readonly maxConnections?: number | undefined
   /** How long the first connection may take before `run` fails (positive). Default 5 seconds. */
-  readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: DurationOption | undefined
 }
 
 /**

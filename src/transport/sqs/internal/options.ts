@@ -2,7 +2,7 @@
  * The SQS transport's options that need no driver type (the client's are in `SqsOptions`), so
  * declarations that only carry options (the promise facade's) need no `@aws-sdk/client-sqs` installed.
  */
-import type * as Duration from "effect/Duration"
+import type { DurationOption } from "../../../runtime/WorkerConfig.js"
 
 /**
  * Maps a routing token (the task's `group`) to the URL of an existing tasks queue: a function (sync or
@@ -52,19 +52,19 @@ export interface SqsTransportOptions {
    * Longest receive wait: 0 (short polls) or at least 1 second, capped at 20 s and by the worker's
    * poll timeout. Default 20 seconds.
    */
-  readonly waitTime?: Duration.DurationInput | undefined
+  readonly waitTime?: DurationOption | undefined
   /**
    * Visibility of a received task, renewed while it runs or waits: 1 second to 12 hours, in whole
    * seconds (rounded up). Default 60 seconds.
    */
-  readonly visibilityTimeout?: Duration.DurationInput | undefined
+  readonly visibilityTimeout?: DurationOption | undefined
   /** How often a held task's visibility is extended; shorter than `visibilityTimeout`. Default a third of it. */
-  readonly visibilityExtendInterval?: Duration.DurationInput | undefined
+  readonly visibilityExtendInterval?: DurationOption | undefined
   /**
    * How long one attempt at resolving a queue at start may take (positive); without
    * `waitForBroker`, an endpoint that does not answer within it fails the start. Default 10 seconds.
    */
-  readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly connectTimeout?: DurationOption | undefined
   /**
    * Wait for an SQS endpoint that does not answer at start (logged once, retried with a backoff of
    * up to 5 s) instead of failing the start. Refused credentials still fail at once. Default `false`.
