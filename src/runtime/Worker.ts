@@ -39,7 +39,7 @@ import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
 import { type HandlerKind, type Handlers, names, type Protocol } from "../seam/Protocol.js"
-import { type Registration, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
+import { type Registration, RegistrationWaits, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
@@ -204,6 +204,10 @@ export const make = <R = never>(
     /** Ready while running and the broker can be reached; the probe's body says which state, and why not. */
     const readiness = Effect.gen(function*() {
       const { state } = yield* Ref.get(lifecycleState)
+      if (state === "registering") {
+        const waiting = yield* reachability.waiting
+        return { ready: false, state: Option.isNone(waiting) ? state : `${state}; ${waiting.value}` }
+      }
       if (state !== "running") return { ready: false, state }
       const away = yield* reachability.unreachable
       return Option.isNone(away) ? { ready: true, state } : { ready: false, state: `${state}; broker unreachable: ${away.value}` }
@@ -342,7 +346,14 @@ export const make = <R = never>(
       // that a registration that ignores its interruption (a transport's uninterruptible call) does
       // not hold the stop: it is left to end on its own, its resources closed as they come.
       const registering = yield* Effect.raceFirst(
-        Effect.map(Effect.disconnect(Scope.extend(transport.register(description), resources)), Option.some),
+        Effect.map(
+          Effect.disconnect(
+            Scope.extend(transport.register(description), resources).pipe(
+              Effect.provideService(RegistrationWaits, reachability.registrationWaits)
+            )
+          ),
+          Option.some
+        ),
         Effect.as(Deferred.await(stopRequested), Option.none<Registration>())
       ).pipe(Effect.exit)
       if (Exit.isFailure(registering)) {

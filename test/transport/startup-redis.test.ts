@@ -25,7 +25,15 @@ describe("BullMQ transport: start in any order", () => {
     Effect.gen(function*() {
       const port = yield* Effect.promise(freePort)
       const log = captureLogs()
-      const worker = yield* Worker.make({ steps: [Step.make("late", (n: number) => Effect.succeed(n * 2))], pollTimeout: "1 second" })
+      const healthPort = yield* Effect.promise(freePort)
+      const worker = yield* Worker.make({
+        steps: [Step.make("late", (n: number) => Effect.succeed(n * 2))],
+        pollTimeout: "1 second",
+        health: { port: healthPort }
+      })
+      const readyz = Effect.promise(() =>
+        fetch(`http://127.0.0.1:${healthPort}/readyz`).then(async (r) => ({ status: r.status, body: await r.text() }))
+      )
       const running = yield* worker.run.pipe(
         Effect.provide(BullMQTransport.layer({ url: `redis://127.0.0.1:${port}`, connectTimeout: "300 millis", waitForBroker: true })),
         Effect.provide(log.layer),
@@ -36,10 +44,15 @@ describe("BullMQ transport: start in any order", () => {
       const waits = log.lines.filter((l) => l.includes("waiting for Redis"))
       assert.strictEqual(waits.length, 1, log.lines.join("\n"))
       assert.match(waits[0]!, new RegExp(`^WARN waiting for Redis at redis://127.0.0.1:${port} to answer \\(.*ECONNREFUSED`))
+      // the probe says what the start waits for, where it said only "registering"
+      const waiting = yield* readyz
+      assert.strictEqual(waiting.status, 503)
+      assert.match(waiting.body, new RegExp(`^registering; waiting for Redis at redis://127.0.0.1:${port} to answer \\(.*ECONNREFUSED.*\\)\n$`))
 
       const server = yield* Effect.acquireRelease(Effect.promise(() => startRedisServer(port)), stopServer)
       void server
       yield* worker.registered.pipe(Effect.timeout("15 seconds"))
+      assert.deepStrictEqual(yield* readyz, { status: 200, body: "running\n" })
       const connection = { host: "127.0.0.1", port }
       const tasks = new Queue("durable-tasks-late", { connection })
       const results = new Queue("durable-results", { connection })

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
+import { RegistrationWaits } from "../../src/seam/Transport.js"
 import { waitFor } from "../../src/transport/internal/startup.js"
 import { captureLogs } from "../support/local.js"
 
@@ -63,6 +64,46 @@ describe("waitFor: the backoff of a start that waits", () => {
       const exit = yield* Fiber.await(fiber)
       assert.deepStrictEqual(exit, Exit.fail("refused"))
       assert.deepStrictEqual(at, [0, 250, 750])
+    }))
+
+  it.effect("tells the registration what it waits for, with the latest reason, and takes it back however the wait ends", () =>
+    Effect.gen(function*() {
+      const told: Array<string> = []
+      const waits = {
+        waiting: (what: string, why: string | undefined) => Effect.sync(() => told.push(`waiting ${what}: ${why}`)),
+        done: (what: string) => Effect.sync(() => told.push(`done ${what}`))
+      }
+      const run = <A, E>(effect: Effect.Effect<A, E>) =>
+        effect.pipe(Effect.provideService(RegistrationWaits, waits), Effect.provide(captureLogs().layer), Effect.fork)
+
+      // ends in success: told at each failure with its reason, in the first wait's words, then done
+      const reasons = ["refused", "timed out", "refused"]
+      const { attempt } = attempts(4, (n) => reasons[n - 1]!)
+      const succeeded = yield* run(waitFor(attempt, (e) => `Redis to answer after ${e}`, { describe: (e) => e }))
+      yield* TestClock.adjust("250 millis")
+      assert.deepStrictEqual(told, ["waiting Redis to answer after refused: refused", "waiting Redis to answer after refused: timed out"])
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(yield* Fiber.join(succeeded), "ready")
+      assert.deepStrictEqual(told.slice(2), ["waiting Redis to answer after refused: refused", "done Redis to answer after refused"])
+
+      // ends in an error not waited out, or interrupted: done all the same
+      told.length = 0
+      const refused = attempts(10, (n) => (n < 2 ? "missing" : "refused"))
+      const failed = yield* run(waitFor(refused.attempt, (e) => (e === "missing" ? "it" : undefined)))
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* Fiber.await(failed), Exit.fail("refused"))
+      assert.deepStrictEqual(told, ["waiting it: undefined", "done it"])
+      told.length = 0
+      const interrupted = yield* run(waitFor(attempts(Number.POSITIVE_INFINITY, () => "missing").attempt, () => "it"))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(interrupted)
+      assert.deepStrictEqual(told.at(-1), "done it")
+      assert.isAbove(told.length, 1)
+
+      // a first attempt that works tells nothing
+      told.length = 0
+      assert.strictEqual(yield* Fiber.join(yield* run(waitFor(attempts(1, () => "missing").attempt, () => "it"))), "ready")
+      assert.deepStrictEqual(told, [])
     }))
 
   it.effect("logs nothing when the first attempt succeeds", () =>

@@ -1,5 +1,7 @@
 /**
- * Whether the worker can reach its broker, for readiness: what the transport knows between calls
+ * Whether the worker can reach its broker, for readiness: while it registers, what the
+ * registration waits for (a broker that does not answer yet, with `waitForBroker`); then what the
+ * transport knows between calls
  * (`Registration.unreachable`) and what the worker's own calls see (a poller whose last poll
  * failed, until one works again, or a heartbeat still unanswered when the next is due, until it is). The heartbeat counts
  * because a broker that accepts connections and does not answer (paused, a failover, a black hole)
@@ -10,7 +12,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import type { Registration } from "../../seam/Transport.js"
+import type { Registration, RegistrationWaits } from "../../seam/Transport.js"
 
 /** @internal */
 export interface Reachability {
@@ -26,6 +28,18 @@ export interface Reachability {
   readonly watch: (registration: Registration) => Effect.Effect<void>
   /** Why the broker cannot be reached, if it cannot: the transport's word first, then a failing call. */
   readonly unreachable: Effect.Effect<Option.Option<string>>
+  /** Where the registration tells what it waits for; provided to `register`. */
+  readonly registrationWaits: RegistrationWaits["Type"]
+  /** What the registration waits for now, and why (`waiting for Redis at … to answer (…)`), if anything. */
+  readonly waiting: Effect.Effect<Option.Option<string>>
+}
+
+/** `map` without `key` (itself when it has none, so that nothing changes). */
+const without = <V>(map: ReadonlyMap<string, V>, key: string): ReadonlyMap<string, V> => {
+  if (!map.has(key)) return map
+  const next = new Map(map)
+  next.delete(key)
+  return next
 }
 
 /** @internal */
@@ -37,14 +51,10 @@ export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function
     const [first] = calls
     return first === undefined ? Option.none() : Option.some(`the last ${first[0]} failed: ${first[1]}`)
   })
+  // what the registration waits for, in the order its waits began, each with its latest reason
+  const waits = yield* Ref.make<ReadonlyMap<string, string | undefined>>(new Map())
   const failed = (call: string, reason: string) => Ref.update(failing, (calls) => new Map(calls).set(call, reason))
-  const worked = (call: string) =>
-    Ref.update(failing, (calls) => {
-      if (!calls.has(call)) return calls
-      const next = new Map(calls)
-      next.delete(call)
-      return next
-    })
+  const worked = (call: string) => Ref.update(failing, (calls) => without(calls, call))
   return {
     pollFailed: (poller, reason) => failed(`poll of ${poller}`, reason),
     pollWorked: (poller) => worked(`poll of ${poller}`),
@@ -54,6 +64,14 @@ export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function
     unreachable: Effect.gen(function*() {
       const own = yield* Effect.flatten(Ref.get(transport))
       return Option.isSome(own) ? own : yield* firstFailing
-    })
+    }),
+    registrationWaits: {
+      waiting: (what, why) => Ref.update(waits, (now) => new Map(now).set(what, why)),
+      done: (what) => Ref.update(waits, (now) => without(now, what))
+    },
+    waiting: Effect.map(Ref.get(waits), (now) =>
+      now.size === 0
+        ? Option.none()
+        : Option.some([...now].map(([what, why]) => `waiting for ${what}${why === undefined ? "" : ` (${why})`}`).join("; ")))
   }
 })

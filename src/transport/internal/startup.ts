@@ -8,6 +8,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
+import { RegistrationWaits } from "../../seam/Transport.js"
 
 /** The first retry's delay. */
 export const FIRST_RETRY = Duration.millis(250)
@@ -27,7 +28,8 @@ export const waitSchedule: Schedule.Schedule<unknown> = Schedule.exponential(FIR
  * Runs `attempt` until it succeeds, retrying with {@link waitSchedule} while its error is one to
  * wait out (`waitingFor` gives what is waited for, e.g. `queue "durable-results" to be created`)
  * and failing at once with any other error. The first wait is logged once, at warning level, with
- * the reason; the end of the wait is logged at info level.
+ * the reason; the end of the wait is logged at info level. While it waits, the wait and its latest
+ * reason are told to {@link RegistrationWaits} (for readiness), and taken back however it ends.
  */
 export const waitFor = <A, E, R>(
   attempt: Effect.Effect<A, E, R>,
@@ -35,21 +37,27 @@ export const waitFor = <A, E, R>(
   options: { readonly describe?: (error: E) => string | undefined; readonly schedule?: Schedule.Schedule<unknown> } = {}
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
+    const waits = yield* RegistrationWaits
     const waited = yield* Ref.make<string | undefined>(undefined)
-    const logOnce = (error: E) =>
+    const told = (error: E) =>
       Effect.flatMap(Ref.getAndUpdate(waited, (was) => was ?? waitingFor(error)), (was) => {
         const what = waitingFor(error)
+        if (what === undefined) return Effect.void
         const why = options.describe?.(error)
-        return was !== undefined || what === undefined
-          ? Effect.void
-          : Effect.logWarning(
+        // what is waited for is named by the first wait; a later error may name it otherwise
+        const tell = waits.waiting(was ?? what, why)
+        return was !== undefined ? tell : Effect.zipRight(
+          Effect.logWarning(
             `waiting for ${what}${why === undefined ? "" : ` (${why})`}; ` +
               `retrying with backoff up to every ${Duration.format(MAX_RETRY)} until it is there`
-          )
+          ),
+          tell
+        )
       })
     const result = yield* attempt.pipe(
-      Effect.tapError(logOnce),
-      Effect.retry({ schedule: options.schedule ?? waitSchedule, while: (error) => waitingFor(error) !== undefined })
+      Effect.tapError(told),
+      Effect.retry({ schedule: options.schedule ?? waitSchedule, while: (error) => waitingFor(error) !== undefined }),
+      Effect.ensuring(Effect.flatMap(Ref.get(waited), (what) => what === undefined ? Effect.void : waits.done(what)))
     )
     const what = yield* Ref.get(waited)
     if (what !== undefined) yield* Effect.logInfo(`done waiting for ${what}`)
