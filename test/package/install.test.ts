@@ -240,16 +240,27 @@ const servesNest = async (label: string, node: NodeRuntime) => {
 }
 
 describe("the packed package, installed into user projects", () => {
-  it("every relative link of its README and CHANGELOG points at a file the package ships", async () => {
+  it("every relative link of its documents points at a file the package ships, and at a heading that file has", async () => {
     const installed = path.join(projects.noDriver, "node_modules", "effect-durable-worker")
+    const documents = ["README.md", "CHANGELOG.md", "bench/HISTORY.md", "docs/ARCHITECTURE.md", "docs/PRODUCTION.md", "docs/BENCHMARKS.md"]
+    /** GitHub's anchors of a Markdown file's headings. */
+    const anchors = async (file: string) =>
+      [...(await readFile(file, "utf8")).matchAll(/^#+ (.+)$/gm)].map(([, heading]) =>
+        heading!.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replaceAll(" ", "-")
+      )
     const broken: Array<string> = []
-    for (const document of ["README.md", "CHANGELOG.md"]) {
-      const text = await readFile(path.join(installed, document), "utf8")
+    for (const document of documents) {
+      const at = path.join(installed, document)
+      const text = await readFile(at, "utf8")
       for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
-        if (/^[a-z]+:|^#/i.test(target!)) continue
-        const file = target!.split("#")[0]!
-        const exists = await stat(path.join(installed, file)).then(() => true, () => false)
+        if (/^[a-z]+:/i.test(target!)) continue
+        const [file, anchor] = target!.split("#")
+        const linked = file === "" ? at : path.join(path.dirname(at), file!)
+        const exists = await stat(linked).then(() => true, () => false)
         if (!exists) broken.push(`${document}: ${target}`)
+        else if (anchor !== undefined && linked.endsWith(".md") && !(await anchors(linked)).includes(anchor)) {
+          broken.push(`${document}: ${target} (no such heading)`)
+        }
       }
     }
     assert.deepStrictEqual(broken, [])

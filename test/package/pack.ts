@@ -59,7 +59,7 @@ const STAGED = [
   "LICENSE",
   "CHANGELOG.md",
   "examples",
-  "docs/ARCHITECTURE.md",
+  "docs",
   "bench/HISTORY.md",
   "scripts",
   "src",
