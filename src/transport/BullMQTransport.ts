@@ -310,6 +310,11 @@ interface Broker {
     fetchNext: boolean
   ) => Promise<Jobs.Answered>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
+  /**
+   * Publishes a step result only while `key` (on this broker's Redis) holds `token`, in one script
+   * call: whether it went out.
+   */
+  readonly publishIfHeld: (result: StepResult, key: string, token: string) => Effect.Effect<boolean, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
 }
@@ -725,10 +730,9 @@ const build = (config: Resolved): Transport["Type"] => {
         home: Broker,
         { bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
       ) => Effect.gen(function*() {
-        const { client } = home
         const subscription = token
         // a failure goes where the task's answer would have gone: the broker its `transport` names
-        yield* bridgeFailures(client, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data).publish)
+        yield* bridgeFailures(home, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data))
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
 
@@ -776,7 +780,7 @@ const build = (config: Resolved): Transport["Type"] => {
         const poller = Poller.make({
           name: config.brokers.length > 0 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
           pool: protocol.pools.step,
-          backlog: waitingJobs(client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
+          backlog: waitingJobs(home.client, { wait: bull.keys.wait!, prioritized: bull.keys.prioritized! }, NAME),
           ready: Effect.suspend(() =>
             batch > 0 ? Effect.void : Effect.tryPromise(async () => {
               // the worker's blocking connection, once it is ready
@@ -851,6 +855,11 @@ const build = (config: Resolved): Transport["Type"] => {
             publish: (result: StepResult) =>
               Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
                 Effect.asVoid,
+                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
+              ),
+            publishIfHeld: (result, key, token) =>
+              Effect.tryPromise(() => results.writeIfHeld(result, key, token)).pipe(
+                Effect.map((id) => id !== undefined),
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
             publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message)
@@ -931,16 +940,18 @@ const build = (config: Resolved): Transport["Type"] => {
  * costs one range read rather than following every job event; which jobs each read bridges is
  * {@link FailedJobs.watchFailed}'s rule, and which worker bridges each {@link FailedJobs.bridgeOnce}'s:
  * every worker on the queue reads the same set, and a failure reported twice could fail the step's
- * next attempt.
+ * next attempt. A failure is reported on the broker the task's answer would go to (`replyTo`); on
+ * `home`, the queue's own, only while this worker's claim on it holds, in the same script call.
  */
 const bridgeFailures = (
-  client: Redis,
+  home: Broker,
   tasks: Jobs.TaskWorker,
   interval: Duration.Duration,
   workerId: string,
-  publisherFor: (data: unknown) => (result: StepResult) => Effect.Effect<void, TransportError>
+  replyTo: (data: unknown) => Broker
 ) =>
   Effect.gen(function*() {
+    const { client } = home
     const queueName = tasks.name
     // beside the queue's failed set, one key per failure (its stamp: a job failed again is claimed anew)
     const claimKey = ({ failedAt, id }: FailedJobs.Failed) => `${tasks.keys.failed}:bridged:${id}:${failedAt}`
@@ -957,19 +968,28 @@ const bridgeFailures = (
       keep: (failed, duration) => Effect.tryPromise(() => client.eval(KEEP_CLAIM, 1, claimKey(failed), token, ttl(duration))),
       release: (failed) => Effect.tryPromise(() => client.eval(RELEASE_CLAIM, 1, claimKey(failed), token))
     }
-    const publishFailure = ({ id }: FailedJobs.Failed) =>
+    const publishFailure = (failed: FailedJobs.Failed) =>
       Effect.gen(function*() {
+        const { id } = failed
         const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, id))
         const identity = stepIdentity(job?.data)
-        if (job === undefined || identity === undefined) return
-        yield* publisherFor(job.data)({
+        // nothing to report: the claim is kept, so no worker reads it again
+        if (job === undefined || identity === undefined) return true
+        const result: StepResult = {
           runId: identity.runId,
           seq: identity.seq,
           stepId: identity.stepId,
           status: "failed",
           error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
-        })
-        yield* Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
+        }
+        const to = replyTo(job.data)
+        // on the claim's own Redis the claim is checked where the report is written: one held up past
+        // its claim (a lost connection, the command sent again once it is back) is not written then
+        const published = to === home ? yield* to.publishIfHeld(result, claimKey(failed), token) : yield* Effect.as(to.publish(result), true)
+        yield* published
+          ? Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
+          : Effect.logDebug(`job ${id} on ${queueName} failed; its report was held up past this worker's claim, so not sent`)
+        return published
       })
     const bridgeOnce = FailedJobs.bridgeOnce(interval, claims, publishFailure)
     const bridge = (failed: FailedJobs.Failed) =>

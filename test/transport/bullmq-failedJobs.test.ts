@@ -163,8 +163,16 @@ describe("BullMQ failed-job bridge among workers", () => {
           if (live(failed, now)?.by === worker) held.delete(key(failed))
         })
     })
-    const publish = (worker: string) => (failed: Failed) =>
-      publishFails ? Effect.fail(new Error("Redis away")) : Effect.sync(() => void published.push(`${worker} ${failed.id}`))
+    /** Publishes as the transport does on the claim's own Redis: only while `worker` holds the claim, after `delay`. */
+    const publish = (worker: string, delay: Duration.DurationInput = 0) => (failed: Failed) =>
+      publishFails ? Effect.fail(new Error("Redis away")) : Effect.delay(
+        Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (now) => {
+          if (live(failed, now)?.by !== worker) return false
+          published.push(`${worker} ${failed.id}`)
+          return true
+        }),
+        delay
+      )
     return { as, publish, calls, published }
   }
 
@@ -245,6 +253,30 @@ describe("BullMQ failed-job bridge among workers", () => {
       assert.isNull(yield* Fiber.poll(stop).pipe(Effect.map((exit) => exit._tag === "Some" ? "stopped" : null)))
       yield* TestClock.adjust("1 millis")
       yield* Fiber.join(stop)
+    }))
+
+  it.effect("a publish held up past its claim is not sent when it arrives, and keeps and gives up nothing", () =>
+    Effect.gen(function*() {
+      const claims = redisClaims()
+      // A's report is on its way for longer than its claim (a lost connection, the command sent again once it is back)
+      const late = yield* Effect.fork(bridgeOnce(interval, claims.as("A"), claims.publish("A", Duration.sum(CLAIM_WHILE_PUBLISHING, "1 second")))(job))
+      yield* TestClock.adjust(CLAIM_WHILE_PUBLISHING)
+      // the claim has lapsed: B's scan claims the failure and publishes it
+      assert.strictEqual(yield* bridgeOnce(interval, claims.as("B"), claims.publish("B"))(job), "published")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(late), "claimed-elsewhere")
+      assert.deepStrictEqual(claims.published, ["B 7"], "reported once")
+      assert.deepStrictEqual(claims.calls.filter((call) => call.startsWith("A")), [`A claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`])
+      assert.strictEqual(yield* claims.as("C").claim(job, CLAIM_WHILE_PUBLISHING), false, "B's claim still kept")
+
+      // lapsed with no one else claiming it: not sent either, and the next scan of any worker bridges it
+      const alone = redisClaims()
+      const held = yield* Effect.fork(bridgeOnce(interval, alone.as("A"), alone.publish("A", Duration.sum(CLAIM_WHILE_PUBLISHING, "1 second")))(job))
+      yield* TestClock.adjust(Duration.sum(CLAIM_WHILE_PUBLISHING, "1 second"))
+      assert.strictEqual(yield* Fiber.join(held), "claimed-elsewhere")
+      assert.deepStrictEqual(alone.published, [])
+      assert.strictEqual(yield* bridgeOnce(interval, alone.as("A"), alone.publish("A"))(job), "published")
+      assert.deepStrictEqual(alone.published, ["A 7"])
     }))
 
   it.effect("a publish that failed gives the claim up, for the next scan of any worker", () =>

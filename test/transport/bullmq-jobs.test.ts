@@ -160,6 +160,33 @@ describe("BullMQ task-path calls", () => {
     )
   })
 
+  it("writeIfHeld adds the job as write does while the key holds the token, and nothing otherwise", async () => {
+    const redis = redisClient()
+    const viaWrite = open(new Queue(freshName(), { connection: redis }))
+    const viaHeld = open(new Queue(freshName(), { connection: redis }))
+    const plain = await jobWriter(viaWrite, JobName.result, resultJobOptions)
+    const held = await jobWriter(viaHeld, JobName.result, resultJobOptions)
+    const claim = `${viaHeld.keys.failed}:bridged:7:1000`
+    const data = { runId: "r-1", seq: 3, stepId: "r-1:3", status: "failed", error: { message: "lost", retryable: true } }
+
+    // no claim, another worker's, then this worker's
+    assert.isUndefined(await held.writeIfHeld(data, claim, "mine"))
+    await redis.set(claim, "theirs", "PX", 60_000)
+    assert.isUndefined(await held.writeIfHeld(data, claim, "mine"))
+    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [], "nothing added while the claim is not held")
+    assert.deepStrictEqual(await redis.xrange(viaHeld.keys.events!, "-", "+"), [])
+    await redis.set(claim, "mine", "PX", 60_000)
+    const written = await held.writeIfHeld(data, claim, "mine")
+    const added = await plain.write(data)
+    assert.strictEqual(written, added, "the queue's first job, as the other queue's")
+    assert.deepStrictEqual(await storedJob(redis, viaHeld, written!), await storedJob(redis, viaWrite, added))
+    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [written])
+    assert.deepStrictEqual(await events(redis, viaHeld), await events(redis, viaWrite))
+    assert.deepStrictEqual((await Job.fromId(viaHeld, written!))?.data, data)
+    assert.strictEqual(await redis.get(claim), "mine", "the claim is left as it was")
+    await redis.del(claim)
+  })
+
   it("a writer refuses options that take another of BullMQ's add scripts", async () => {
     const queue = open(new Queue(freshName(), { connection: connection() }))
     for (const options of [{ delay: 10 }, { priority: 2 }, { jobId: "fixed" }, { deduplication: { id: "d" } }]) {

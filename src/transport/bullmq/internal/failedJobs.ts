@@ -137,15 +137,19 @@ export interface Claims<R> {
  * the claim is kept even when the worker is stopping meanwhile (within {@link SETTLE_CLAIM}). A
  * claim that could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
  *
- * Not covered: a publish held up for longer than the claim (this worker cut off from Redis while
- * another reaches it) may still go out after another worker published the same failure.
+ * `publish` says whether the failure went out (`true`), or was held back because the claim no longer
+ * held when the publish reached Redis (`false`: it was held up past the claim, by a lost connection
+ * or a slow network, and another worker may have published it since): then nothing is kept or given
+ * up, and a later scan of any worker bridges the failure if no one has. A publish that cannot be
+ * made so (its reply goes to another Redis than the claim's) held up past the claim may still go
+ * out after another worker published the same failure.
  *
  * @internal
  */
 export const bridgeOnce = <R, R2>(
   interval: Duration.Duration,
   claims: Claims<R>,
-  publish: (failed: Failed) => Effect.Effect<void, unknown, R2>
+  publish: (failed: Failed) => Effect.Effect<boolean, unknown, R2>
 ) =>
 (failed: Failed): Effect.Effect<Bridged, unknown, R | R2> =>
   Effect.flatMap(claims.claim(failed, CLAIM_WHILE_PUBLISHING), (held) =>
@@ -154,14 +158,16 @@ export const bridgeOnce = <R, R2>(
       : publish(failed).pipe(
         Effect.onExit((exit) =>
           Exit.isSuccess(exit)
-            ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              settled(claims.keep(failed, keptFor(interval, failed, now)), `could not keep the claim on failed job ${failed.id}`))
+            ? exit.value
+              ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
+                settled(claims.keep(failed, keptFor(interval, failed, now)), `could not keep the claim on failed job ${failed.id}`))
+              : Effect.void
             : Exit.isInterrupted(exit)
             // whether it went out is not known: the claim lapses, and a scan after it bridges the failure
             ? Effect.void
             : settled(claims.release(failed), `could not give up the claim on failed job ${failed.id}`)
         ),
-        Effect.as<Bridged>("published")
+        Effect.map((published): Bridged => published ? "published" : "claimed-elsewhere")
       ))
 
 /**

@@ -67,6 +67,12 @@ export interface JobWriter {
   /** Adds one job with `data`; resolves to its id. */
   readonly write: (data: unknown) => Promise<string>
   /**
+   * Adds one job with `data` only while `key` (on the same Redis) holds `token`, in one script call:
+   * resolves to its id, or to undefined, having added nothing, when `key` holds anything else. A call
+   * the client sends again after a lost connection checks again when it runs.
+   */
+  readonly writeIfHeld: (data: unknown, key: string, token: string) => Promise<string | undefined>
+  /**
    * The jobs' options as BullMQ's add script stores them (its `opts` field), for the answer's fast
    * path; undefined when these jobs cannot take it (options that change where a job is added).
    */
@@ -104,14 +110,60 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
   const storedOptions = merged.lifo === true
     ? undefined
     : String(await (client as unknown as Redis).eval("return cjson.encode(cmsgpack.unpack(ARGV[1]))", 0, encoded as Buffer))
+  let addIfHeld: AddIfHeld | undefined
   return {
     queue,
     name,
     job,
     options: template.opts,
     write: (data) => queue.scripts.addJob(client, job(data), template.opts, ""),
+    writeIfHeld: (data, key, token) => {
+      // defined at the first use: most workers never need it, and a worker's start is short
+      addIfHeld ??= addIfHeldCommand(client as unknown as Redis)
+      const { command, keys, send } = addIfHeld
+      // BullMQ's addJob builds the add script's keys and arguments, and reads its result: an error
+      // code becomes BullMQ's error, and the nil of a key that does not hold the token is returned
+      const collector = {
+        runCommand: (name: string, args: ReadonlyArray<unknown>) => {
+          if (name !== command) throw new Error(`a reply job would need BullMQ's ${name} script, not ${command}`)
+          return send([...args.slice(0, keys), key, token, ...args.slice(keys)])
+        }
+      }
+      return queue.scripts.addJob(collector as never, job(data), template.opts, "").then((id) =>
+        id === null || id === undefined ? undefined : String(id)
+      )
+    },
     storedOptions
   }
+}
+
+/** The add-while-held command defined on a client: BullMQ's name of the add script it wraps, its key count, and the call. */
+interface AddIfHeld {
+  readonly command: string
+  readonly keys: number
+  readonly send: (args: ReadonlyArray<unknown>) => Promise<unknown>
+}
+
+/**
+ * BullMQ's add script, run only while the key after its own (`KEYS[n + 1]`) holds `ARGV[1]`, on its
+ * keys and the arguments after the token; nil, having written nothing, otherwise.
+ */
+const addIfHeldLua = (add: LuaScript) =>
+  `local function addStandardJob(KEYS, ARGV)
+${add.content}
+end
+if redis.call("GET", KEYS[${add.keys + 1}]) ~= ARGV[1] then return false end
+return addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 2, #ARGV)})
+`
+
+/** Defines the add-while-held command on `client` (once per client). Throws when the installed BullMQ's scripts cannot be read. */
+const addIfHeldCommand = (client: Redis): AddIfHeld => {
+  const { add, version } = bullmqScripts()
+  const name = `durableWorkerAddIfHeld:${version}`
+  const commands = client as unknown as Record<string, ((args: ReadonlyArray<unknown>) => Promise<unknown>) | undefined>
+  if (commands[name] === undefined) client.defineCommand(name, { numberOfKeys: add.keys + 1, lua: addIfHeldLua(add) })
+  const send = commands[name]!
+  return { command: `addStandardJob:${version}`, keys: add.keys, send: (args) => send.call(client, args) }
 }
 
 /** A job's `data` field as `Queue.add` stores `data`. */
