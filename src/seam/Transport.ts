@@ -304,21 +304,22 @@ export const Registration = {
 
 /**
  * Where a transport's `register` tells what it is waiting for: its broker to answer, a queue or a
- * table to be created. It calls `waiting` when a wait begins and again each time the reason
- * changes, and `done` when the wait ends, however it ends. The runtime provides one to `register`
- * and shows the waits in readiness: `/readyz` answers `registering; waiting for Redis at … to answer
- * (connect ECONNREFUSED …)` while a worker started with `waitForBroker` waits for its broker. Outside
- * a worker's registration it goes nowhere.
+ * table to be created. Each wait has a key of its own (a `Symbol()`), so waits that run at once are
+ * told apart: `waiting` when it begins and again each time what it waits for or why changes, `done`
+ * when it ends, however it ends. The runtime provides one to `register` and shows the waits in
+ * readiness: `/readyz` answers `registering; waiting for Redis at … to answer (connect ECONNREFUSED
+ * …)` while a worker started with `waitForBroker` waits for its broker. Outside a worker's
+ * registration it goes nowhere.
  *
  * @since 0.3.0
  * @category services
  */
 export class RegistrationWaits extends Context.Reference<RegistrationWaits>()("effect-durable-worker/Transport/RegistrationWaits", {
   defaultValue: (): {
-    /** The registration waits for `what` (`Redis at redis://127.0.0.1:6379 to answer`) because of `why` (the last error). */
-    readonly waiting: (what: string, why: string | undefined) => Effect.Effect<void>
-    /** It no longer waits for `what`. */
-    readonly done: (what: string) => Effect.Effect<void>
+    /** The wait `wait` is for `what` (`Redis at redis://127.0.0.1:6379 to answer`), because of `why` (the last error). */
+    readonly waiting: (wait: symbol, what: string, why: string | undefined) => Effect.Effect<void>
+    /** The wait `wait` is over. */
+    readonly done: (wait: symbol) => Effect.Effect<void>
   } => ({ waiting: () => Effect.void, done: () => Effect.void })
 }) {}
 

@@ -311,10 +311,12 @@ interface Broker {
   ) => Promise<Jobs.Answered>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /**
-   * Publishes a step result only while `key` (on this broker's Redis) holds `token`, in one script
-   * call: whether it went out.
+   * Publishes a step result under the claim `key` (on this broker's Redis), in one script call: while
+   * `key` holds `token`, or nothing (taken again for `claimMillis`), recording the report in it.
+   * Whether it went out: false when another holds `key`; true, publishing nothing, for the same call
+   * sent again once its report went out.
    */
-  readonly publishIfHeld: (result: StepResult, key: string, token: string) => Effect.Effect<boolean, TransportError>
+  readonly publishIfHeld: (result: StepResult, key: string, token: string, claimMillis: number) => Effect.Effect<boolean, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
 }
@@ -857,8 +859,8 @@ const build = (config: Resolved): Transport["Type"] => {
                 Effect.asVoid,
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
-            publishIfHeld: (result, key, token) =>
-              Effect.tryPromise(() => results.writeIfHeld(result, key, token)).pipe(
+            publishIfHeld: (result, key, token, claimMillis) =>
+              Effect.tryPromise(() => results.writeIfHeld(result, key, token, claimMillis)).pipe(
                 Effect.map((id) => id !== undefined),
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
@@ -984,8 +986,11 @@ const bridgeFailures = (
         }
         const to = replyTo(job.data)
         // on the claim's own Redis the claim is checked where the report is written: one held up past
-        // its claim (a lost connection, the command sent again once it is back) is not written then
-        const published = to === home ? yield* to.publishIfHeld(result, claimKey(failed), token) : yield* Effect.as(to.publish(result), true)
+        // its claim (a lost connection, the command sent again once it is back) is not written when
+        // another worker took the claim meanwhile, and is written once however often it is sent
+        const published = to === home
+          ? yield* to.publishIfHeld(result, claimKey(failed), token, ttl(FailedJobs.CLAIM_WHILE_PUBLISHING))
+          : yield* Effect.as(to.publish(result), true)
         yield* published
           ? Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
           : Effect.logDebug(`job ${id} on ${queueName} failed; its report was held up past this worker's claim, so not sent`)
@@ -1015,10 +1020,14 @@ const bridgeFailures = (
     yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge))
   })
 
-/** Holds a claim for ARGV[2] ms more, if ARGV[1] (this worker) holds it. */
-const KEEP_CLAIM = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`
+/** Holds a claim for ARGV[2] ms more, if ARGV[1] (this worker) holds it, with the report it sent recorded or not. */
+const KEEP_CLAIM = `local holder = redis.call("GET", KEYS[1])
+if holder == ARGV[1] or (holder and string.sub(holder, 1, #ARGV[1] + 6) == ARGV[1] .. ":sent:") then
+  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0`
 
-/** Gives up a claim, if ARGV[1] (this worker) holds it. */
+/** Gives up a claim, if ARGV[1] (this worker) holds it and sent nothing under it (a sent report is never given up). */
 const RELEASE_CLAIM = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
 
 /**

@@ -402,6 +402,7 @@ describe("BullMQ failed-job bridge among several workers", () => {
     const claims = await client.keys(`bull:${engine.prefix}-tasks-doomed-twice:failed:bridged:*`)
     assert.strictEqual(claims.length, 1, JSON.stringify(claims))
     assert.isAbove(await client.pttl(claims[0]!), 60_000)
+    assert.match((await client.get(claims[0]!))!, /:sent:\d+$/, "the claim records the report it sent")
     await peer.close()
     await client.quit()
     await Promise.all(workers.map((worker) => worker.stop()))

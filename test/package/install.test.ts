@@ -243,11 +243,17 @@ describe("the packed package, installed into user projects", () => {
   it("every relative link of its documents points at a file the package ships, and at a heading that file has", async () => {
     const installed = path.join(projects.noDriver, "node_modules", "effect-durable-worker")
     const documents = ["README.md", "CHANGELOG.md", "bench/HISTORY.md", "docs/ARCHITECTURE.md", "docs/PRODUCTION.md", "docs/BENCHMARKS.md"]
-    /** GitHub's anchors of a Markdown file's headings. */
-    const anchors = async (file: string) =>
-      [...(await readFile(file, "utf8")).matchAll(/^#+ (.+)$/gm)].map(([, heading]) =>
-        heading!.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replaceAll(" ", "-")
-      )
+    /** GitHub's anchors of a Markdown file's headings: outside code blocks, a link's text only, a repeat numbered. */
+    const anchors = async (file: string) => {
+      const prose = (await readFile(file, "utf8")).replace(/^```[^\n]*\n[\s\S]*?^```$/gm, "")
+      const seen = new Map<string, number>()
+      return [...prose.matchAll(/^#{1,6} (.+)$/gm)].map(([, heading]) => {
+        const slug = heading!.replace(/\[([^\]]*)\]\([^)]*\)/g, "$1").toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replaceAll(" ", "-")
+        const times = seen.get(slug) ?? 0
+        seen.set(slug, times + 1)
+        return times === 0 ? slug : `${slug}-${times}`
+      })
+    }
     const broken: Array<string> = []
     for (const document of documents) {
       const at = path.join(installed, document)

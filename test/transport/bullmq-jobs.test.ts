@@ -160,31 +160,46 @@ describe("BullMQ task-path calls", () => {
     )
   })
 
-  it("writeIfHeld adds the job as write does while the key holds the token, and nothing otherwise", async () => {
+  it("writeIfHeld adds the job as write does under its claim, records it there, and adds it once however often it is sent", async () => {
     const redis = redisClient()
     const viaWrite = open(new Queue(freshName(), { connection: redis }))
     const viaHeld = open(new Queue(freshName(), { connection: redis }))
     const plain = await jobWriter(viaWrite, JobName.result, resultJobOptions)
     const held = await jobWriter(viaHeld, JobName.result, resultJobOptions)
-    const claim = `${viaHeld.keys.failed}:bridged:7:1000`
+    const claim = (n: number) => `${viaHeld.keys.failed}:bridged:${n}:1000`
     const data = { runId: "r-1", seq: 3, stepId: "r-1:3", status: "failed", error: { message: "lost", retryable: true } }
 
-    // no claim, another worker's, then this worker's
-    assert.isUndefined(await held.writeIfHeld(data, claim, "mine"))
-    await redis.set(claim, "theirs", "PX", 60_000)
-    assert.isUndefined(await held.writeIfHeld(data, claim, "mine"))
-    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [], "nothing added while the claim is not held")
+    // another worker's claim: nothing written, the claim left as it was
+    await redis.set(claim(1), "theirs", "PX", 60_000)
+    assert.isUndefined(await held.writeIfHeld(data, claim(1), "mine", 30_000))
+    await redis.set(claim(1), "theirs:sent:4", "PX", 60_000)
+    assert.isUndefined(await held.writeIfHeld(data, claim(1), "mine", 30_000), "another's sent report")
+    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [], "nothing added under another's claim")
     assert.deepStrictEqual(await redis.xrange(viaHeld.keys.events!, "-", "+"), [])
-    await redis.set(claim, "mine", "PX", 60_000)
-    const written = await held.writeIfHeld(data, claim, "mine")
+    assert.strictEqual(await redis.get(claim(1)), "theirs:sent:4")
+
+    // this worker's claim: written as write writes it, and recorded in the claim, whose expiry stays
+    await redis.set(claim(2), "mine", "PX", 60_000)
+    const written = await held.writeIfHeld(data, claim(2), "mine", 30_000)
     const added = await plain.write(data)
     assert.strictEqual(written, added, "the queue's first job, as the other queue's")
     assert.deepStrictEqual(await storedJob(redis, viaHeld, written!), await storedJob(redis, viaWrite, added))
-    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [written])
     assert.deepStrictEqual(await events(redis, viaHeld), await events(redis, viaWrite))
     assert.deepStrictEqual((await Job.fromId(viaHeld, written!))?.data, data)
-    assert.strictEqual(await redis.get(claim), "mine", "the claim is left as it was")
-    await redis.del(claim)
+    assert.strictEqual(await redis.get(claim(2)), `mine:sent:${written}`)
+    assert.isAbove(await redis.pttl(claim(2)), 30_000, "the claim's expiry kept")
+    // the same call again (the client sending it again after a lost connection): its id, nothing added
+    assert.strictEqual(await held.writeIfHeld(data, claim(2), "mine", 30_000), written)
+    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [written], "added once")
+
+    // a claim that lapsed with no one taking it: taken again for the claim's time, and written
+    const retaken = await held.writeIfHeld(data, claim(3), "mine", 30_000)
+    assert.isString(retaken)
+    assert.strictEqual(await redis.get(claim(3)), `mine:sent:${retaken}`)
+    const ttl = await redis.pttl(claim(3))
+    assert.isTrue(ttl > 25_000 && ttl <= 30_000, String(ttl))
+    assert.deepStrictEqual(await redis.lrange(viaHeld.keys.wait!, 0, -1), [retaken, written])
+    await redis.del(claim(1), claim(2), claim(3))
   })
 
   it("a writer refuses options that take another of BullMQ's add scripts", async () => {

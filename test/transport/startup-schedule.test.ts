@@ -66,25 +66,44 @@ describe("waitFor: the backoff of a start that waits", () => {
       assert.deepStrictEqual(at, [0, 250, 750])
     }))
 
-  it.effect("tells the registration what it waits for, with the latest reason, and takes it back however the wait ends", () =>
+  it.effect("tells the registration what each wait is for now and why, under a key of its own, and takes it back however it ends", () =>
     Effect.gen(function*() {
       const told: Array<string> = []
+      // each wait's key, numbered as first seen
+      const keys: Array<symbol> = []
+      const key = (wait: symbol) => {
+        if (!keys.includes(wait)) keys.push(wait)
+        return keys.indexOf(wait)
+      }
       const waits = {
-        waiting: (what: string, why: string | undefined) => Effect.sync(() => told.push(`waiting ${what}: ${why}`)),
-        done: (what: string) => Effect.sync(() => told.push(`done ${what}`))
+        waiting: (wait: symbol, what: string, why: string | undefined) => Effect.sync(() => told.push(`${key(wait)} waiting ${what}: ${why}`)),
+        done: (wait: symbol) => Effect.sync(() => told.push(`${key(wait)} done`))
       }
       const run = <A, E>(effect: Effect.Effect<A, E>) =>
         effect.pipe(Effect.provideService(RegistrationWaits, waits), Effect.provide(captureLogs().layer), Effect.fork)
 
-      // ends in success: told at each failure with its reason, in the first wait's words, then done
-      const reasons = ["refused", "timed out", "refused"]
+      // ends in success: told at each failure what it waits for then and why, then done
+      const reasons = ["refused", "missing", "refused"]
       const { attempt } = attempts(4, (n) => reasons[n - 1]!)
-      const succeeded = yield* run(waitFor(attempt, (e) => `Redis to answer after ${e}`, { describe: (e) => e }))
+      const what = (e: string) => e === "missing" ? `queue "q" to be created` : "SQS to answer"
+      const succeeded = yield* run(waitFor(attempt, what, { describe: (e) => e }))
       yield* TestClock.adjust("250 millis")
-      assert.deepStrictEqual(told, ["waiting Redis to answer after refused: refused", "waiting Redis to answer after refused: timed out"])
+      assert.deepStrictEqual(told, ["0 waiting SQS to answer: refused", `0 waiting queue "q" to be created: missing`])
       yield* TestClock.adjust("2 seconds")
       assert.strictEqual(yield* Fiber.join(succeeded), "ready")
-      assert.deepStrictEqual(told.slice(2), ["waiting Redis to answer after refused: refused", "done Redis to answer after refused"])
+      assert.deepStrictEqual(told.slice(2), ["0 waiting SQS to answer: refused", "0 done"])
+
+      // two waits at once for the same thing: each its own key, one done leaves the other
+      told.length = 0
+      const first = yield* run(waitFor(attempts(2, () => "refused").attempt, what))
+      const second = yield* run(waitFor(attempts(3, () => "refused").attempt, what))
+      yield* TestClock.adjust("250 millis")
+      yield* Fiber.join(first)
+      // the two retries at 250 ms run in either order
+      assert.deepStrictEqual([...told].sort(), ["1 done", "1 waiting SQS to answer: undefined", "2 waiting SQS to answer: undefined", "2 waiting SQS to answer: undefined"])
+      yield* TestClock.adjust("500 millis")
+      yield* Fiber.join(second)
+      assert.strictEqual(told.at(-1), "2 done")
 
       // ends in an error not waited out, or interrupted: done all the same
       told.length = 0
@@ -92,12 +111,12 @@ describe("waitFor: the backoff of a start that waits", () => {
       const failed = yield* run(waitFor(refused.attempt, (e) => (e === "missing" ? "it" : undefined)))
       yield* TestClock.adjust("1 second")
       assert.deepStrictEqual(yield* Fiber.await(failed), Exit.fail("refused"))
-      assert.deepStrictEqual(told, ["waiting it: undefined", "done it"])
+      assert.deepStrictEqual(told, ["3 waiting it: undefined", "3 done"])
       told.length = 0
       const interrupted = yield* run(waitFor(attempts(Number.POSITIVE_INFINITY, () => "missing").attempt, () => "it"))
       yield* TestClock.adjust("1 second")
       yield* Fiber.interrupt(interrupted)
-      assert.deepStrictEqual(told.at(-1), "done it")
+      assert.strictEqual(told.at(-1), "4 done")
       assert.isAbove(told.length, 1)
 
       // a first attempt that works tells nothing

@@ -35,7 +35,7 @@ export interface Reachability {
 }
 
 /** `map` without `key` (itself when it has none, so that nothing changes). */
-const without = <V>(map: ReadonlyMap<string, V>, key: string): ReadonlyMap<string, V> => {
+const without = <K, V>(map: ReadonlyMap<K, V>, key: K): ReadonlyMap<K, V> => {
   if (!map.has(key)) return map
   const next = new Map(map)
   next.delete(key)
@@ -52,7 +52,7 @@ export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function
     return first === undefined ? Option.none() : Option.some(`the last ${first[0]} failed: ${first[1]}`)
   })
   // what the registration waits for, in the order its waits began, each with its latest reason
-  const waits = yield* Ref.make<ReadonlyMap<string, string | undefined>>(new Map())
+  const waits = yield* Ref.make<ReadonlyMap<symbol, { readonly what: string; readonly why: string | undefined }>>(new Map())
   const failed = (call: string, reason: string) => Ref.update(failing, (calls) => new Map(calls).set(call, reason))
   const worked = (call: string) => Ref.update(failing, (calls) => without(calls, call))
   return {
@@ -66,12 +66,16 @@ export const makeReachability: Effect.Effect<Reachability> = Effect.gen(function
       return Option.isSome(own) ? own : yield* firstFailing
     }),
     registrationWaits: {
-      waiting: (what, why) => Ref.update(waits, (now) => new Map(now).set(what, why)),
-      done: (what) => Ref.update(waits, (now) => without(now, what))
+      waiting: (wait, what, why) => Ref.update(waits, (now) => new Map(now).set(wait, { what, why })),
+      done: (wait) => Ref.update(waits, (now) => without(now, wait))
     },
     waiting: Effect.map(Ref.get(waits), (now) =>
       now.size === 0
         ? Option.none()
-        : Option.some([...now].map(([what, why]) => `waiting for ${what}${why === undefined ? "" : ` (${why})`}`).join("; ")))
+        : Option.some(
+          // waits for the same thing at once (the queues of one endpoint) are shown once
+          [...new Set([...now.values()].map(({ what, why }) => `waiting for ${what}${why === undefined ? "" : ` (${why})`}`))]
+            .join("; ")
+        ))
   }
 })

@@ -38,26 +38,28 @@ export const waitFor = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
     const waits = yield* RegistrationWaits
+    const wait = Symbol()
+    // what the wait was for when it began: the log's two lines name it
     const waited = yield* Ref.make<string | undefined>(undefined)
     const told = (error: E) =>
       Effect.flatMap(Ref.getAndUpdate(waited, (was) => was ?? waitingFor(error)), (was) => {
         const what = waitingFor(error)
         if (what === undefined) return Effect.void
         const why = options.describe?.(error)
-        // what is waited for is named by the first wait; a later error may name it otherwise
-        const tell = waits.waiting(was ?? what, why)
+        // readiness shows what this attempt waits for now (a queue may be missing once the endpoint answers)
+        const tell = waits.waiting(wait, what, why)
         return was !== undefined ? tell : Effect.zipRight(
+          tell,
           Effect.logWarning(
             `waiting for ${what}${why === undefined ? "" : ` (${why})`}; ` +
               `retrying with backoff up to every ${Duration.format(MAX_RETRY)} until it is there`
-          ),
-          tell
+          )
         )
       })
     const result = yield* attempt.pipe(
       Effect.tapError(told),
       Effect.retry({ schedule: options.schedule ?? waitSchedule, while: (error) => waitingFor(error) !== undefined }),
-      Effect.ensuring(Effect.flatMap(Ref.get(waited), (what) => what === undefined ? Effect.void : waits.done(what)))
+      Effect.ensuring(Effect.flatMap(Ref.get(waited), (what) => what === undefined ? Effect.void : waits.done(wait)))
     )
     const what = yield* Ref.get(waited)
     if (what !== undefined) yield* Effect.logInfo(`done waiting for ${what}`)

@@ -137,12 +137,14 @@ export interface Claims<R> {
  * the claim is kept even when the worker is stopping meanwhile (within {@link SETTLE_CLAIM}). A
  * claim that could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
  *
- * `publish` says whether the failure went out (`true`), or was held back because the claim no longer
- * held when the publish reached Redis (`false`: it was held up past the claim, by a lost connection
- * or a slow network, and another worker may have published it since): then nothing is kept or given
- * up, and a later scan of any worker bridges the failure if no one has. A publish that cannot be
- * made so (its reply goes to another Redis than the claim's) held up past the claim may still go
- * out after another worker published the same failure.
+ * `publish` says whether the failure went out (`true`), or was held back because another worker held
+ * the claim when the publish reached Redis (`false`: it was held up past the claim, by a lost
+ * connection or a slow network, and the claim lapsed and was taken): then nothing is kept or given
+ * up, the other worker bridging it. On the claim's own Redis, the transport's publish checks the
+ * claim in the same script call, takes it again when it lapsed with no one taking it, and records
+ * the report in it, so that the same call sent again does not publish twice. A publish to another
+ * Redis than the claim's (a task whose answer goes to another broker) held up past the claim may
+ * still go out after another worker published the same failure.
  *
  * @internal
  */
