@@ -24,6 +24,7 @@
 import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type Worker as BullWorker } from "bullmq"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import type { DurationOption } from "../runtime/WorkerConfig.js"
 import * as Effect from "effect/Effect"
@@ -312,11 +313,11 @@ interface Broker {
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /**
    * Publishes a step result under the claim `key` (on this broker's Redis), in one script call: while
-   * `key` holds `token`, or nothing (taken again for `claimMillis`), recording the report in it.
-   * Whether it went out: false when another holds `key`; true, publishing nothing, for the same call
-   * sent again once its report went out.
+   * `key` holds `token`, or nothing, recording the report in it for `keptMillis`. Whether it went
+   * out: false when another holds `key`; true, publishing nothing, for the same call sent again once
+   * its report went out.
    */
-  readonly publishIfHeld: (result: StepResult, key: string, token: string, claimMillis: number) => Effect.Effect<boolean, TransportError>
+  readonly publishIfHeld: (result: StepResult, key: string, token: string, keptMillis: number) => Effect.Effect<boolean, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
 }
@@ -859,8 +860,8 @@ const build = (config: Resolved): Transport["Type"] => {
                 Effect.asVoid,
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
-            publishIfHeld: (result, key, token, claimMillis) =>
-              Effect.tryPromise(() => results.writeIfHeld(result, key, token, claimMillis)).pipe(
+            publishIfHeld: (result, key, token, keptMillis) =>
+              Effect.tryPromise(() => results.writeIfHeld(result, key, token, keptMillis)).pipe(
                 Effect.map((id) => id !== undefined),
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
@@ -943,7 +944,8 @@ const build = (config: Resolved): Transport["Type"] => {
  * {@link FailedJobs.watchFailed}'s rule, and which worker bridges each {@link FailedJobs.bridgeOnce}'s:
  * every worker on the queue reads the same set, and a failure reported twice could fail the step's
  * next attempt. A failure is reported on the broker the task's answer would go to (`replyTo`); on
- * `home`, the queue's own, only while this worker's claim on it holds, in the same script call.
+ * `home`, the queue's own, under this worker's claim, in the same script call: while it holds, or
+ * lapsed with no one taking it.
  */
 const bridgeFailures = (
   home: Broker,
@@ -985,11 +987,13 @@ const bridgeFailures = (
           error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
         }
         const to = replyTo(job.data)
-        // on the claim's own Redis the claim is checked where the report is written: one held up past
-        // its claim (a lost connection, the command sent again once it is back) is not written when
-        // another worker took the claim meanwhile, and is written once however often it is sent
+        // on the claim's own Redis the claim is checked where the report is written, and the report
+        // recorded in it for as long as a kept claim lasts: one held up past its claim (a lost
+        // connection, the command sent again once it is back) is not written when another worker
+        // took the claim meanwhile, and is written once however often and however late it is sent
+        const now = yield* Clock.currentTimeMillis
         const published = to === home
-          ? yield* to.publishIfHeld(result, claimKey(failed), token, ttl(FailedJobs.CLAIM_WHILE_PUBLISHING))
+          ? yield* to.publishIfHeld(result, claimKey(failed), token, ttl(FailedJobs.keptFor(interval, failed, now)))
           : yield* Effect.as(to.publish(result), true)
         yield* published
           ? Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)

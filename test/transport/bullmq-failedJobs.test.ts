@@ -274,8 +274,9 @@ describe("BullMQ failed-job bridge among workers", () => {
       assert.deepStrictEqual(claims.calls.filter((call) => call.startsWith("A")), [`A claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`])
       assert.strictEqual(yield* claims.as("C").claim(job, CLAIM_WHILE_PUBLISHING), false, "B's claim still kept")
 
-      // lapsed with no one else claiming it (every worker cut off, longer than a scan's window): sent
-      // when it arrives, under the claim taken again and kept, so no later scan sends it again
+      // lapsed with no one else claiming it (every worker cut off, longer than a scan's window): the
+      // transport's publish writes it then (its script, against Redis, in bullmq-jobs.test.ts), and
+      // the claim is kept as after any publish that went out, so no later scan sends it again
       const alone = redisClaims()
       const late2 = Duration.sum(reachOf(interval), "1 second")
       const held = yield* Effect.fork(bridgeOnce(interval, alone.as("A"), alone.publish("A", late2))(job))

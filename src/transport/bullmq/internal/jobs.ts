@@ -68,13 +68,13 @@ export interface JobWriter {
   readonly write: (data: unknown) => Promise<string>
   /**
    * Adds one job with `data` under a claim, `key` on the same Redis, in one script call: while `key`
-   * holds `token`, or holds nothing (the claim lapsed and no one took it: it is taken again for
-   * `claimMillis`). The claim then records the job's id (`<token>:sent:<id>`). Resolves to the id;
-   * to the recorded id, adding nothing, when this claim's job was added already (the same call sent
-   * again by the client after a lost connection); to undefined, adding nothing, when another holds
-   * `key`.
+   * holds `token`, or holds nothing (the claim lapsed and no one took it). The claim then records the
+   * job's id (`<token>:sent:<id>`) for `keptMillis`, however long it had left: a call the client
+   * sends again, however late, finds it. Resolves to the id; to the recorded id, adding nothing, when
+   * this claim's job was added already (the same call sent again after a lost connection); to
+   * undefined, adding nothing, when another holds `key`.
    */
-  readonly writeIfHeld: (data: unknown, key: string, token: string, claimMillis: number) => Promise<string | undefined>
+  readonly writeIfHeld: (data: unknown, key: string, token: string, keptMillis: number) => Promise<string | undefined>
   /**
    * The jobs' options as BullMQ's add script stores them (its `opts` field), for the answer's fast
    * path; undefined when these jobs cannot take it (options that change where a job is added).
@@ -120,7 +120,7 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     job,
     options: template.opts,
     write: (data) => queue.scripts.addJob(client, job(data), template.opts, ""),
-    writeIfHeld: (data, key, token, claimMillis) => {
+    writeIfHeld: (data, key, token, keptMillis) => {
       // defined at the first use: most workers never need it, and a worker's start is short
       addIfHeld ??= addIfHeldCommand(client as unknown as Redis)
       const { command, keys, send } = addIfHeld
@@ -129,7 +129,7 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
       const collector = {
         runCommand: (name: string, args: ReadonlyArray<unknown>) => {
           if (name !== command) throw new Error(`a reply job would need BullMQ's ${name} script, not ${command}`)
-          return send([...args.slice(0, keys), key, token, claimMillis, ...args.slice(keys)])
+          return send([...args.slice(0, keys), key, token, keptMillis, ...args.slice(keys)])
         }
       }
       return queue.scripts.addJob(collector as never, job(data), template.opts, "").then((id) =>
@@ -149,10 +149,10 @@ interface AddIfHeld {
 
 /**
  * BullMQ's add script under a claim, the key after its own (`KEYS[n + 1]`), on its keys and the
- * arguments after the token (`ARGV[1]`) and the claim's time (`ARGV[2]`, ms): run while the claim
- * holds the token, or holds nothing (then taken); the claim then records the added job's id, keeping
- * its expiry. When the claim records a job of this token already, that id is returned, nothing
- * written (the same call sent again); when another token holds it, nil.
+ * arguments after the token (`ARGV[1]`) and how long the record is kept (`ARGV[2]`, ms): run while
+ * the claim holds the token, or holds nothing; the claim then records the added job's id for that
+ * long. When the claim records a job of this token already, that id is returned, nothing written
+ * (the same call sent again); when another token holds it, nil.
  */
 const addIfHeldLua = (add: LuaScript) =>
   `local function addStandardJob(KEYS, ARGV)
@@ -162,16 +162,13 @@ local claimKey = KEYS[${add.keys + 1}]
 local token = ARGV[1]
 local sent = token .. ":sent:"
 local holder = redis.call("GET", claimKey)
-if holder == false then
-  redis.call("SET", claimKey, token, "PX", ARGV[2])
-elseif holder ~= token then
+if holder ~= false and holder ~= token then
   if string.sub(holder, 1, #sent) == sent then return string.sub(holder, #sent + 1) end
   return false
 end
 local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 3, #ARGV)})
 if type(added) ~= "number" or added >= 0 then
-  local ttl = redis.call("PTTL", claimKey)
-  if ttl > 0 then redis.call("SET", claimKey, sent .. added, "PX", ttl) end
+  redis.call("SET", claimKey, sent .. added, "PX", ARGV[2])
 end
 return added
 `
