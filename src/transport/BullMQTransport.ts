@@ -26,7 +26,6 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
-import type { DurationOption } from "../runtime/WorkerConfig.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -36,6 +35,7 @@ import { Redis, type RedisOptions } from "ioredis"
 import { randomUUID } from "node:crypto"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { optional, overRead } from "../core/internal/options.js"
+import type { DurationOption } from "../runtime/WorkerConfig.js"
 import * as Refusals from "./internal/connectErrors.js"
 import { namingVariables } from "./internal/options.js"
 import { passwordOf, redact, redactUrl, safeCause, type Secret } from "./internal/redact.js"
@@ -978,7 +978,7 @@ const bridgeFailures = (
         const job = yield* Effect.tryPromise(() => Jobs.TaskJob.fromId(tasks, id))
         const identity = stepIdentity(job?.data)
         // nothing to report: the claim is kept, so no worker reads it again
-        if (job === undefined || identity === undefined) return true
+        if (job === undefined || identity === undefined) return "sent" as const
         const result: StepResult = {
           runId: identity.runId,
           seq: identity.seq,
@@ -986,19 +986,20 @@ const bridgeFailures = (
           status: "failed",
           error: { message: `remote step worker failed: ${job.failedReason}`, retryable: true }
         }
+        const reported = Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
         const to = replyTo(job.data)
+        if (to !== home) return yield* Effect.as(Effect.zipRight(to.publish(result), reported), "sent" as const)
         // on the claim's own Redis the claim is checked where the report is written, and the report
-        // recorded in it for as long as a kept claim lasts: one held up past its claim (a lost
-        // connection, the command sent again once it is back) is not written when another worker
-        // took the claim meanwhile, and is written once however often and however late it is sent
-        const now = yield* Clock.currentTimeMillis
-        const published = to === home
-          ? yield* to.publishIfHeld(result, claimKey(failed), token, ttl(FailedJobs.keptFor(interval, failed, now)))
-          : yield* Effect.as(to.publish(result), true)
-        yield* published
-          ? Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
-          : Effect.logDebug(`job ${id} on ${queueName} failed; its report was held up past this worker's claim, so not sent`)
-        return published
+        // recorded in it for as long as a kept claim lasts (the keep itself): one held up past its
+        // claim (a lost connection, the command sent again once it is back) is not written when
+        // another worker took the claim meanwhile, and is written once however often and however
+        // late it is sent
+        const kept = ttl(FailedJobs.keptFor(interval, failed, yield* Clock.currentTimeMillis))
+        if (!(yield* to.publishIfHeld(result, claimKey(failed), token, kept))) {
+          yield* Effect.logDebug(`job ${id} on ${queueName} failed; its report was held up past this worker's claim, so not sent`)
+          return "held-back" as const
+        }
+        return yield* Effect.as(reported, "sent-and-kept" as const)
       })
     const bridgeOnce = FailedJobs.bridgeOnce(interval, claims, publishFailure)
     const bridge = (failed: FailedJobs.Failed) =>

@@ -18,6 +18,7 @@ import {
   type Failed,
   FAILED_MARGIN,
   keptFor,
+  type Published,
   reachOf,
   watchFailed
 } from "../../src/transport/bullmq/internal/failedJobs.js"
@@ -164,17 +165,18 @@ describe("BullMQ failed-job bridge among workers", () => {
         })
     })
     /**
-     * Publishes as the transport does on the claim's own Redis, after `delay`: while `worker` holds
-     * the claim, or no one does (then it takes it again for the publishing claim's time).
+     * Publishes after `delay` while `worker` holds the claim, or no one does (then it takes it again
+     * for the publishing claim's time), as the transport does on the claim's own Redis, but leaving
+     * the keep to the bridge, as a publish to another broker does.
      */
     const publish = (worker: string, delay: Duration.DurationInput = 0) => (failed: Failed) =>
       publishFails ? Effect.fail(new Error("Redis away")) : Effect.delay(
-        Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (now) => {
+        Effect.map(Effect.clockWith((clock) => clock.currentTimeMillis), (now): Published => {
           const holder = live(failed, now)
-          if (holder !== undefined && holder.by !== worker) return false
+          if (holder !== undefined && holder.by !== worker) return "held-back"
           if (holder === undefined) held.set(key(failed), { by: worker, until: now + Duration.toMillis(CLAIM_WHILE_PUBLISHING) })
           published.push(`${worker} ${failed.id}`)
-          return true
+          return "sent"
         }),
         delay
       )
@@ -286,6 +288,15 @@ describe("BullMQ failed-job bridge among workers", () => {
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       assert.deepStrictEqual(alone.calls.slice(-1), [`A keep ${Duration.format(keptFor(interval, job, now))}`])
       assert.strictEqual(yield* bridgeOnce(interval, alone.as("B"), alone.publish("B"))(job), "claimed-elsewhere")
+    }))
+
+  it.effect("a publish that kept the claim itself (the same script call) is not followed by a keep", () =>
+    Effect.gen(function*() {
+      const claims = redisClaims()
+      const keptByPublish = (failed: Failed) => Effect.map(claims.publish("A")(failed), (out): Published => out === "sent" ? "sent-and-kept" : out)
+      assert.strictEqual(yield* bridgeOnce(interval, claims.as("A"), keptByPublish)(job), "published")
+      assert.deepStrictEqual(claims.published, ["A 7"])
+      assert.deepStrictEqual(claims.calls, [`A claim ${Duration.format(CLAIM_WHILE_PUBLISHING)}`])
     }))
 
   it.effect("a publish that failed gives the claim up, for the next scan of any worker", () =>

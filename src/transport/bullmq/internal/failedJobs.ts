@@ -84,6 +84,12 @@ export interface Failed {
 export type Bridged = "published" | "claimed-elsewhere" | "failed"
 
 /**
+ * What came of a publish under a claim: sent, the claim left to keep; sent with the claim kept by the
+ * same call; or held back, another worker holding the claim when the publish reached Redis.
+ */
+export type Published = "sent" | "sent-and-kept" | "held-back"
+
+/**
  * Every `interval` (the first one interval in), reads the jobs failed within {@link reachOf}
  * (`read(from)`, `from` exclusive, no upper bound: a host whose clock is ahead stamps the future),
  * but nothing stamped before the watch began, and bridges each failure not bridged yet. A job failed
@@ -137,21 +143,21 @@ export interface Claims<R> {
  * the claim is kept even when the worker is stopping meanwhile (within {@link SETTLE_CLAIM}). A
  * claim that could not be kept or given up lapses on its own within {@link CLAIM_WHILE_PUBLISHING}.
  *
- * `publish` says whether the failure went out (`true`), or was held back because another worker held
- * the claim when the publish reached Redis (`false`: it was held up past the claim, by a lost
- * connection or a slow network, and the claim lapsed and was taken): then nothing is kept or given
- * up, the other worker bridging it. On the claim's own Redis, the transport's publish checks the
- * claim in the same script call, takes it again when it lapsed with no one taking it, and records
- * the report in it, so that the same call sent again does not publish twice. A publish to another
- * Redis than the claim's (a task whose answer goes to another broker) held up past the claim may
- * still go out after another worker published the same failure.
+ * `publish` says whether the failure went out, and whether it kept the claim itself ({@link Published}).
+ * Held back (it was held up past the claim, by a lost connection or a slow network, and the claim
+ * lapsed and was taken), nothing is kept or given up: the other worker bridges it. On the claim's own
+ * Redis, the transport's publish checks the claim in the same script call, takes it again when it
+ * lapsed with no one taking it, and records the report in it for as long as it is kept, so that the
+ * same call sent again, however late, does not publish twice. A publish to another Redis than the
+ * claim's (a task whose answer goes to another broker) held up past the claim may still go out after
+ * another worker published the same failure.
  *
  * @internal
  */
 export const bridgeOnce = <R, R2>(
   interval: Duration.Duration,
   claims: Claims<R>,
-  publish: (failed: Failed) => Effect.Effect<boolean, unknown, R2>
+  publish: (failed: Failed) => Effect.Effect<Published, unknown, R2>
 ) =>
 (failed: Failed): Effect.Effect<Bridged, unknown, R | R2> =>
   Effect.flatMap(claims.claim(failed, CLAIM_WHILE_PUBLISHING), (held) =>
@@ -160,7 +166,7 @@ export const bridgeOnce = <R, R2>(
       : publish(failed).pipe(
         Effect.onExit((exit) =>
           Exit.isSuccess(exit)
-            ? exit.value
+            ? exit.value === "sent"
               ? Effect.flatMap(Clock.currentTimeMillis, (now) =>
                 settled(claims.keep(failed, keptFor(interval, failed, now)), `could not keep the claim on failed job ${failed.id}`))
               : Effect.void
@@ -169,7 +175,7 @@ export const bridgeOnce = <R, R2>(
             ? Effect.void
             : settled(claims.release(failed), `could not give up the claim on failed job ${failed.id}`)
         ),
-        Effect.map((published): Bridged => published ? "published" : "claimed-elsewhere")
+        Effect.map((published): Bridged => published === "held-back" ? "claimed-elsewhere" : "published")
       ))
 
 /**

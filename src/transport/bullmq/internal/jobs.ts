@@ -155,9 +155,7 @@ interface AddIfHeld {
  * (the same call sent again); when another token holds it, nil.
  */
 const addIfHeldLua = (add: LuaScript) =>
-  `local function addStandardJob(KEYS, ARGV)
-${add.content}
-end
+  `${luaFunction("addStandardJob", add)}
 local claimKey = KEYS[${add.keys + 1}]
 local token = ARGV[1]
 local sent = token .. ":sent:"
@@ -240,6 +238,11 @@ interface LuaScript {
   readonly keys: number
 }
 
+/** One of BullMQ's scripts as a local function of another script, called on keys and arguments of its own. */
+const luaFunction = (name: string, script: LuaScript) => `local function ${name}(KEYS, ARGV)
+${script.content}
+end`
+
 /** The installed BullMQ's version and its add and acknowledge scripts; throws when they are not where expected. */
 const bullmqScripts = () => {
   const require = createRequire(import.meta.url)
@@ -271,12 +274,8 @@ const bullmqScripts = () => {
  * only while its lock still holds the token. `ARGV[4]` is the task queue's key prefix.
  */
 const answerLua = (add: LuaScript, finish: LuaScript) =>
-  `local function addStandardJob(KEYS, ARGV)
-${add.content}
-end
-local function moveToFinished(KEYS, ARGV)
-${finish.content}
-end
+  `${luaFunction("addStandardJob", add)}
+${luaFunction("moveToFinished", finish)}
 local addArgs = tonumber(ARGV[1])
 local token = ARGV[2]
 local recordKey = KEYS[${add.keys + finish.keys + 2}]
