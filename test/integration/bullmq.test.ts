@@ -354,6 +354,33 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     await worker.stop()
     await running
   })
+  it("a step job failed while no worker served its queue is reported by the worker started after it", async () => {
+    const { engine, worker } = track(await setup())
+    let calls = 0
+    worker.step("orphaned", () => ++calls)
+    engine.register("wf", async (ctx) => ctx.step("orphaned", {}))
+    const runId = await engine.start("wf", {})
+    // the last worker of the queue fails the job (its stalled check, say) and stops before its next
+    // scan: nobody is left to report it
+    const { Worker: BullWorker } = await import("bullmq")
+    const peer = new BullWorker(`${engine.prefix}-tasks-orphaned`, undefined, {
+      connection: { ...engine.connection, maxRetriesPerRequest: null },
+      autorun: false
+    })
+    let job = await peer.getNextJob("peer-token", { block: true })
+    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
+    assert.isDefined(job)
+    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    await peer.close()
+    const running = worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 200 }))
+    const result = await engine.waitForRun(runId, { timeoutMs: 15_000 })
+    assert.strictEqual(result.status, "failed")
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.error.message, "remote step worker failed: worker process crashed")
+    assert.strictEqual(calls, 0)
+    await worker.stop()
+    await running
+  })
 })
 
 describe("BullMQ failed-job bridge among several workers", () => {
@@ -407,6 +434,60 @@ describe("BullMQ failed-job bridge among several workers", () => {
     await client.quit()
     await Promise.all(workers.map((worker) => worker.stop()))
     await Promise.all(running)
+  })
+  it("a failure another worker reported before this one started is not reported again by it", async () => {
+    const { engine } = track(await setup())
+    const attempts: Array<number> = []
+    const [first, second] = [0, 1].map(() => {
+      const worker = new Worker({ ...quiet, concurrency: 4, shutdownTimeoutMs: 10_000 })
+      worker.step("reported-once", (_input: unknown, ctx) => {
+        attempts.push(ctx.attempt)
+        return { attempt: ctx.attempt }
+      })
+      return worker
+    })
+    // the retry waits long enough for the second worker's scans to meet the failure first
+    engine.register("wf", async (ctx) => ctx.step("reported-once", {}, { retries: 2, backoffMs: 3_000 }))
+    const runId = await engine.start("wf", {})
+    const { Worker: BullWorker } = await import("bullmq")
+    const peer = new BullWorker(`${engine.prefix}-tasks-reported-once`, undefined, {
+      connection: { ...engine.connection, maxRetriesPerRequest: null },
+      autorun: false
+    })
+    let job = await peer.getNextJob("peer-token", { block: true })
+    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
+    assert.isDefined(job)
+    const client = new Redis(engine.connection)
+    const transport = () => redis({ prefix: engine.prefix, stalledIntervalMs: 300 })
+    const firstRun = first!.run(transport())
+    const descriptorKey = `${engine.prefix}-worker-descriptor:reported-once:${first!.id}`
+    for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
+    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    await peer.close()
+    // the first worker reports it, then stops before the retry is dispatched
+    const claimed = `bull:${engine.prefix}-tasks-reported-once:failed:bridged:*`
+    const sent = async () => {
+      const keys = await client.keys(claimed)
+      return keys.length === 1 && /:sent:\d+$/.test((await client.get(keys[0]!)) ?? "")
+    }
+    for (let i = 0; i < 300 && !(await sent()); i++) await new Promise((r) => setTimeout(r, 10))
+    assert.isTrue(await sent(), "the first worker reported the failure")
+    await first!.stop()
+    await firstRun
+    assert.deepStrictEqual(attempts, [])
+    // the second worker's scans read the failure (in their window), find it reported, and leave it
+    const secondRun = second!.run(transport())
+    const result = await engine.waitForRun(runId, { timeoutMs: 20_000 })
+    assert.strictEqual(result.status, "completed", JSON.stringify(result))
+    assert.deepStrictEqual(result.output, { attempt: 2 })
+    assert.deepStrictEqual(attempts, [2])
+    // on the results queue: the one report of the failure and attempt 2's result
+    const events = await client.xrange(`bull:${engine.prefix}-results:events`, "-", "+")
+    const added = events.filter(([, fields]) => fields[0] === "event" && fields[1] === "added")
+    assert.strictEqual(added.length, 2, JSON.stringify(events))
+    await client.quit()
+    await second!.stop()
+    await secondRun
   })
 })
 

@@ -92,14 +92,16 @@ export type Published = "sent" | "sent-and-kept" | "held-back"
 /**
  * Every `interval` (the first one interval in), reads the jobs failed within {@link reachOf}
  * (`read(from)`, `from` exclusive, no upper bound: a host whose clock is ahead stamps the future),
- * but nothing stamped before the watch began, and bridges each failure not bridged yet. A job failed
- * again (its stamp moved) is bridged again; one whose bridge failed, or that another worker holds a
- * claim on (it may yet give it up), is tried again at the next scan while it is in the window. Runs
- * until interrupted; a failed read is left to `read` to report.
+ * and bridges each failure not bridged yet. A job failed again (its stamp moved) is bridged again;
+ * one whose bridge failed, or that another worker holds a claim on (it may yet give it up), is tried
+ * again at the next scan while it is in the window. Runs until interrupted; a failed read is left to
+ * `read` to report.
  *
- * What failed before the watch began was failed by a worker running then (a stalled check runs in
- * the workers), whose own bridge reports it: a restarted worker reporting it again could fail the
- * step's next attempt, which the engine would take the stale failure for.
+ * The window reaches back before the watch began, too: a failure is stamped by a running worker's
+ * stalled check, and that worker may stop or die before its next scan (a deploy that replaces every
+ * worker, the last worker of a queue), leaving the failure to a worker started after it. One that
+ * was reported before holds a kept claim ({@link bridgeOnce}), so a restarted worker does not report
+ * it again.
  *
  * @internal
  */
@@ -109,12 +111,11 @@ export const watchFailed = <R>(
   bridge: (failed: Failed) => Effect.Effect<Bridged, never, R>
 ): Effect.Effect<never, never, R> =>
   Effect.gen(function*() {
-    const began = yield* Clock.currentTimeMillis
     const reach = reachOf(interval)
     // job id → the stamp it was bridged for, while that stamp is in the window
     const bridged = new Map<string, number>()
     const scan = Effect.gen(function*() {
-      const from = Math.max((yield* Clock.currentTimeMillis) - reach, began)
+      const from = (yield* Clock.currentTimeMillis) - reach
       for (const [id, failedAt] of bridged) if (failedAt <= from) bridged.delete(id)
       const failed = yield* read(from)
       yield* Effect.forEach(failed, (job) =>
