@@ -43,6 +43,30 @@ afterAll(async () => {
   await Promise.all(harnesses.map((h) => h.close()))
 })
 
+/** A peer worker holding the step's task job, about to die with it: BullMQ then fails the job. */
+const peerHolding = async (engine: EngineHarness, step: string) => {
+  const { Worker: BullWorker } = await import("bullmq")
+  const peer = new BullWorker(`${engine.prefix}-tasks-${step}`, undefined, {
+    connection: { ...engine.connection, maxRetriesPerRequest: null },
+    autorun: false
+  })
+  let job = await peer.getNextJob("peer-token", { block: true })
+  for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
+  assert.isDefined(job)
+  return {
+    crash: async () => {
+      await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    },
+    close: () => peer.close()
+  }
+}
+
+/** Waits until the worker has registered for the step (its descriptor is written). */
+const registered = async (client: Redis, engine: EngineHarness, step: string, worker: Worker) => {
+  const descriptorKey = `${engine.prefix}-worker-descriptor:${step}:${worker.id}`
+  for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
+}
+
 describe("BullMQ transport against the real nestjs-durable engine", () => {
   it("a step completes with the handler's output", async () => {
     const { engine, worker, transport } = track(await setup())
@@ -330,19 +354,11 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     engine.register("wf", async (ctx) => ctx.step("doomed", {}, { retries: 1 }))
     const runId = await engine.start("wf", {})
     // a peer worker takes the job before ours starts, then dies: BullMQ fails the job
-    const { Worker: BullWorker } = await import("bullmq")
-    const peer = new BullWorker(`${engine.prefix}-tasks-doomed`, undefined, {
-      connection: { ...engine.connection, maxRetriesPerRequest: null },
-      autorun: false
-    })
-    let job = await peer.getNextJob("peer-token", { block: true })
-    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
-    assert.isDefined(job)
+    const peer = await peerHolding(engine, "doomed")
     const running = worker.run(transport)
     const client = new Redis(engine.connection)
-    const descriptorKey = `${engine.prefix}-worker-descriptor:doomed:${worker.id}`
-    for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
-    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    await registered(client, engine, "doomed", worker)
+    await peer.crash()
     const result = await engine.waitForRun(runId, { timeoutMs: 15_000 })
     assert.strictEqual(result.status, "failed")
     const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
@@ -362,15 +378,8 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     const runId = await engine.start("wf", {})
     // the last worker of the queue fails the job (its stalled check, say) and stops before its next
     // scan: nobody is left to report it
-    const { Worker: BullWorker } = await import("bullmq")
-    const peer = new BullWorker(`${engine.prefix}-tasks-orphaned`, undefined, {
-      connection: { ...engine.connection, maxRetriesPerRequest: null },
-      autorun: false
-    })
-    let job = await peer.getNextJob("peer-token", { block: true })
-    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
-    assert.isDefined(job)
-    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    const peer = await peerHolding(engine, "orphaned")
+    await peer.crash()
     await peer.close()
     const running = worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 200 }))
     const result = await engine.waitForRun(runId, { timeoutMs: 15_000 })
@@ -401,14 +410,7 @@ describe("BullMQ failed-job bridge among several workers", () => {
     engine.register("wf", async (ctx) => ctx.step("doomed-twice", {}, { retries: 2 }))
     const runId = await engine.start("wf", {})
     // a peer worker takes the job before ours start, then dies: BullMQ fails the job
-    const { Worker: BullWorker } = await import("bullmq")
-    const peer = new BullWorker(`${engine.prefix}-tasks-doomed-twice`, undefined, {
-      connection: { ...engine.connection, maxRetriesPerRequest: null },
-      autorun: false
-    })
-    let job = await peer.getNextJob("peer-token", { block: true })
-    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
-    assert.isDefined(job)
+    const peer = await peerHolding(engine, "doomed-twice")
     // the workers' scans every 2 s, a second apart: the second meets the failure about a second after
     // the first reported it and the engine dispatched attempt 2
     const client = new Redis(engine.connection)
@@ -416,11 +418,10 @@ describe("BullMQ failed-job bridge among several workers", () => {
     for (const worker of workers) {
       // not a whole number of milliseconds: Redis takes whole ones for the claims' lifetimes
       running.push(worker.run(redis({ prefix: engine.prefix, stalledIntervalMs: 2_000.3 })))
-      const descriptorKey = `${engine.prefix}-worker-descriptor:doomed-twice:${worker.id}`
-      for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
+      await registered(client, engine, "doomed-twice", worker)
       if (worker === workers[0]) await new Promise((r) => setTimeout(r, 1_000))
     }
-    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    await peer.crash()
     const result = await engine.waitForRun(runId, { timeoutMs: 20_000 })
     assert.strictEqual(result.status, "completed", JSON.stringify(result))
     assert.deepStrictEqual(result.output, { attempt: 2 })
@@ -449,20 +450,12 @@ describe("BullMQ failed-job bridge among several workers", () => {
     // the retry waits long enough for the second worker's scans to meet the failure first
     engine.register("wf", async (ctx) => ctx.step("reported-once", {}, { retries: 2, backoffMs: 3_000 }))
     const runId = await engine.start("wf", {})
-    const { Worker: BullWorker } = await import("bullmq")
-    const peer = new BullWorker(`${engine.prefix}-tasks-reported-once`, undefined, {
-      connection: { ...engine.connection, maxRetriesPerRequest: null },
-      autorun: false
-    })
-    let job = await peer.getNextJob("peer-token", { block: true })
-    for (let i = 0; i < 50 && job === undefined; i++) job = await peer.getNextJob("peer-token", { block: true })
-    assert.isDefined(job)
+    const peer = await peerHolding(engine, "reported-once")
     const client = new Redis(engine.connection)
     const transport = () => redis({ prefix: engine.prefix, stalledIntervalMs: 300 })
     const firstRun = first!.run(transport())
-    const descriptorKey = `${engine.prefix}-worker-descriptor:reported-once:${first!.id}`
-    for (let i = 0; i < 200 && (await client.exists(descriptorKey)) === 0; i++) await new Promise((r) => setTimeout(r, 10))
-    await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+    await registered(client, engine, "reported-once", first!)
+    await peer.crash()
     await peer.close()
     // the first worker reports it, then stops before the retry is dispatched
     const claimed = `bull:${engine.prefix}-tasks-reported-once:failed:bridged:*`
