@@ -377,6 +377,8 @@ export class Worker {
   /** Why a run failed before it claimed the worker (its transport could not be built): the worker
    * then reports `failed` with it, as a failure after the claim would, and runs no more. */
   #startFailure: string | undefined
+  /** Why a later run is refused at once, without building its transport: a worker runs once. */
+  #refusal: WorkerStateError["reason"] | undefined
 
   /** Throws a `WorkerConfigError` naming the option when one is unknown or invalid. */
   constructor(options: WorkerOptions = {}) {
@@ -611,7 +613,10 @@ export class Worker {
   }
 
   #provide<A, E>(effect: Effect.Effect<A, E, Transport>, transport: TransportHandle): Effect.Effect<A, unknown> {
-    if (this.#startFailure !== undefined) return Effect.fail(new WorkerStateError({ reason: "already-running" }))
+    // refused before its transport is built: a failure of that build must not pass for the run's own
+    // (its stop and status would then take the live run for a failed start)
+    if (this.#refusal !== undefined) return Effect.fail(new WorkerStateError({ reason: this.#refusal }))
+    this.#refusal = "already-running"
     let claimed!: () => void
     let reached = false
     this.#runClaimed = new Promise((resolve) => (claimed = resolve))
@@ -624,6 +629,9 @@ export class Worker {
       Effect.tapErrorCause((cause) =>
         Effect.sync(() => {
           if (!reached && !Cause.isInterruptedOnly(cause)) this.#startFailure = messageOf(Cause.squash(cause))
+          // a stop before the run refused it: so it refuses every later run
+          const refused = Cause.squash(cause)
+          if (refused instanceof WorkerStateError && refused.reason === "stopped") this.#refusal = "stopped"
         })
       ),
       Effect.ensuring(Effect.sync(() => claimed()))

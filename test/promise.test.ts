@@ -1,4 +1,4 @@
-import { Cause } from "effect"
+import { Cause, Effect, Option } from "effect"
 import type { RedisOptions as IORedisOptions } from "ioredis"
 import { assert, describe, it } from "vitest"
 import {
@@ -410,6 +410,32 @@ describe("promise facade", () => {
     )
     assert.strictEqual(second._tag, "WorkerStateError")
     assert.match(second.message, /a worker instance runs once, create a new one/)
+  })
+
+  it("a second run whose transport cannot be built is refused, and leaves the running one to its stop", async () => {
+    const worker = new Worker(quiet)
+    worker.step("s", async () => 1)
+    const handle = inMemory()
+    const running = worker.run(handle)
+    await handle.enqueue(task("r1", "s"))
+    while ((await handle.replies()).length === 0) await new Promise((r) => setTimeout(r, 5))
+    const second = await worker.run(redis({ commandsPerWrite: 0 })).then(
+      () => assert.fail("a second run should be refused"),
+      (e: { _tag?: string; reason?: string }) => e
+    )
+    assert.strictEqual(second._tag, "WorkerStateError")
+    assert.strictEqual(second.reason, "already-running")
+    assert.strictEqual((await worker.status()).state, "running")
+    await worker.stop()
+    await running
+    assert.strictEqual((await worker.status()).state, "stopped")
+    assert.isTrue(Option.isNone(Effect.runSync(handle.broker.registered)), "the running one was deregistered")
+    // and a second stop() or run() after a stop before any run says so, however often
+    const idle = new Worker(quiet)
+    await idle.stop()
+    for (let i = 0; i < 2; i++) {
+      await idle.run(inMemory()).then(() => assert.fail("should reject"), (e: Error) => assert.match(e.message, /cannot run after stop\(\)/))
+    }
   })
 
   it("connection options read from the environment may be undefined (exactOptionalPropertyTypes): undefined is the default", async () => {

@@ -42,7 +42,7 @@ import { type HandlerKind, type Handlers, names, type Protocol } from "../seam/P
 import { type Registration, RegistrationWaits, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
-import { makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
+import { asLoop, makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
 import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
@@ -229,7 +229,7 @@ export const make = <R = never>(
      * has failed ("no answer"), and the worker is unready until it is answered. A broker that accepts
      * and does not answer fails no call otherwise, so readiness and the log would not know it is away.
      */
-    const heartbeatLoop = (registration: Registration): Effect.Effect<never> =>
+    const heartbeatLoop = (registration: Registration): Effect.Effect<never, never> =>
       Option.match(registration.heartbeat, {
         onNone: () => Effect.never,
         onSome: (heartbeat) =>
@@ -270,6 +270,8 @@ export const make = <R = never>(
               // its answer, and the interval it may carry, comes before the next wait; up to an interval
               const answered = yield* Fiber.await(fiber).pipe(Effect.timeout(bound), Effect.option)
               if (Option.isNone(answered)) yield* unanswered(bound)
+              // a failed beat was told above; a defect (a bug in the transport's beat) ends the loop
+              else if (Exit.isFailure(answered.value) && Cause.isDie(answered.value.cause)) yield* Effect.failCause(answered.value.cause)
             })
             // `Effect.schedule` waits before each run, the first one included
             yield* Effect.schedule(due, Schedule.forever.pipe(Schedule.addDelayEffect(() => Ref.get(interval))))
@@ -341,6 +343,8 @@ export const make = <R = never>(
       yield* enter("registering")
       yield* pools.declare(Object.values(transport.protocol.pools))
       const resources = yield* Scope.make()
+      // closed by each way the run ends below; this one covers a way none of them foresaw
+      yield* Effect.addFinalizer(() => Scope.close(resources, Exit.void))
       // a stop while the worker is still registering (waiting for its broker, its tables or its
       // queues) ends the wait: nothing was registered, so nothing is deregistered. Disconnected, so
       // that a registration that ignores its interruption (a transport's uninterruptible call) does
@@ -403,6 +407,9 @@ export const make = <R = never>(
       const leaseScope = yield* Scope.make()
       const leases = yield* makeLeases.pipe(Scope.extend(leaseScope))
       const loops = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
+      // the heartbeat and the metrics run on through the drain, so that the broker hears the worker
+      // draining (its registration could otherwise expire while tasks still run)
+      const beats = yield* FiberSet.make<never, WorkerLoopError>().pipe(Scope.extend(fibers))
       const work = yield* FiberSet.make().pipe(Scope.extend(fibers))
       const loopNames = new Map<Fiber.RuntimeFiber<unknown, unknown>, string>()
       const serving = new Map<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>()
@@ -423,12 +430,24 @@ export const make = <R = never>(
         const shared = (pollersOf.get(poller.pool.name) ?? 0) > 1
         loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work, shared)), poller.name)
       }
-      loopNames.set(yield* FiberSet.run(loops, heartbeatLoop(registration)), "heartbeat")
-      loopNames.set(yield* FiberSet.run(loops, sampleMetrics(registration, controller)), "metrics")
+      loopNames.set(yield* FiberSet.run(beats, asLoop("heartbeat", heartbeatLoop(registration))), "heartbeat")
+      loopNames.set(yield* FiberSet.run(beats, asLoop("metrics", sampleMetrics(registration, controller))), "metrics")
 
+      // any loop that ends ends the run through the shutdown: a failure, and a defect too (a bug in a
+      // transport's call), which would otherwise end the run with nothing drained or deregistered
       const loopError = yield* Effect.raceFirst(
         Effect.as(Deferred.await(stopRequested), Option.none<WorkerLoopError>()),
-        FiberSet.join(loops).pipe(Effect.zipRight(Effect.never), Effect.catchAll((e) => Effect.succeed(Option.some(e))))
+        Effect.raceFirst(FiberSet.join(loops), FiberSet.join(beats)).pipe(
+          Effect.zipRight(Effect.never),
+          Effect.catchAllCause((cause) =>
+            Effect.succeed(Option.some(
+              Option.getOrElse(
+                Cause.failureOption(cause),
+                () => new WorkerLoopError({ poller: "worker", reason: Cause.squash(cause) })
+              )
+            ))
+          )
+        )
       )
       yield* enter("draining")
       const shutdownExit = yield* Effect.exit(
@@ -438,6 +457,7 @@ export const make = <R = never>(
           transport: transport.name,
           controller,
           loops,
+          beats,
           loopNames,
           work,
           serving,
@@ -464,7 +484,11 @@ export const make = <R = never>(
           : Effect.provide(effect, Layer.orDie(ReplayCapture.layerOption(config.captureHistories))),
       Effect.scoped,
       Effect.onExit((exit) =>
-        Exit.isSuccess(exit) || Exit.isInterrupted(exit) ? enter("stopped") : enter("failed", messageOf(Cause.squash(exit.cause)))
+        Effect.zipRight(
+          Exit.isSuccess(exit) || Exit.isInterrupted(exit) ? enter("stopped") : enter("failed", messageOf(Cause.squash(exit.cause))),
+          // a run that ended in a way its shutdown did not (a defect of its own) still ends a stop's wait
+          Deferred.succeed(shutdownOutcome, undefined)
+        )
       ),
       (effect) => Effect.suspend(() => Effect.annotateLogs(withEventLogger(effect), { workerId }))
     )

@@ -148,4 +148,38 @@ describe("a defect on the task path", () => {
       assert.include(errors[0]!.cause, "SyntaxError")
       assert.include(errors[0]!.cause, "defects.test.ts", "the stack points at the bug")
     }))
+  for (const loop of ["metrics", "heartbeat"] as const) {
+    it.effect(`in the ${loop === "metrics" ? "metrics sampler (a transport's backlog read)" : "heartbeat (a transport's beat)"}: the run fails with WorkerLoopError naming it, after a shutdown that deregistered once`, () =>
+      Effect.gen(function*() {
+        const calls = yield* Ref.make<ReadonlyArray<string>>([])
+        const record = (call: string) => Ref.update(calls, (all) => [...all, call])
+        let reads = 0
+        const buggy = scriptedTransport("buggy", {
+          poll: () => () => Effect.zipRight(record("poll"), Effect.interruptible(Effect.never)),
+          // the first read works, the next one meets the bug
+          ...(loop === "metrics"
+            ? { backlog: Effect.suspend(() => ++reads > 1 ? Effect.dieMessage("backlog exploded") : Effect.succeed(Option.some(0))) }
+            : {
+              heartbeat: Option.some({
+                interval: Duration.seconds(1),
+                beat: () => Effect.suspend(() => ++reads > 1 ? Effect.dieMessage("beat exploded") : Effect.succeedNone)
+              })
+            }),
+          deregister: record("deregister")
+        })
+        const worker = yield* Worker.make({ metricsInterval: "1 second" })
+        const run = yield* Effect.fork(Effect.provide(worker.run, Layer.mergeAll(buggy, memory, Logger.remove(Logger.defaultLogger))))
+        yield* worker.registered
+        yield* TestClock.adjust("2 seconds")
+        const exit = yield* Fiber.await(run)
+        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        assert.instanceOf(error, Worker.WorkerLoopError)
+        assert.strictEqual((error as Worker.WorkerLoopError).poller, loop)
+        assert.include((error as Worker.WorkerLoopError).message, `${loop === "metrics" ? "backlog" : "beat"} exploded`)
+        assert.deepStrictEqual(yield* Ref.get(calls), ["poll", "deregister"], "the poller stopped, then one deregistration")
+        assert.strictEqual((yield* worker.status).state, "failed")
+        // a stop after the run ended does not wait for ever
+        yield* worker.stop
+      }))
+  }
 })

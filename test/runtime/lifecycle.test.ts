@@ -673,6 +673,29 @@ describe("Worker dispatch", () => {
       assert.isTrue((beats[0]!.rssBytes ?? 0) > 0)
     }))
 
+  it.effect("heartbeats on through the drain, saying so, and stops before the deregistration", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops, ended } = yield* setup({ heartbeatInterval: "1 second", shutdownTimeout: "10 seconds" })
+      yield* start(worker.run)
+      yield* broker.enqueue(task("r1", "sleep", { ms: 4_500, id: "a" }))
+      yield* settle
+      yield* TestClock.adjust(1_500)
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(3_000)
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(yield* ended, ["done a"])
+      const journal = yield* broker.journal
+      const states = journal.flatMap((e) => e.op === "heartbeat" ? [e.status.state] : [])
+      // one beat while running, then one a second while the task drains
+      assert.deepStrictEqual(states, ["running", "draining", "draining", "draining"])
+      const after = journal.map((e) => e.op).slice(journal.findIndex((e) => e.op === "complete"))
+      assert.deepStrictEqual(after.filter((op) => op !== "heartbeat"), ["complete", "deregister"])
+      assert.strictEqual(after.at(-1), "deregister", "no beat after the deregistration")
+      yield* TestClock.adjust(5_000)
+      assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
   it.effect("keeps a running task's lease alive at the transport's interval", () =>
     Effect.gen(function*() {
       const { broker, worker, start, ops } = yield* setup()

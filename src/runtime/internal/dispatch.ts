@@ -382,19 +382,28 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         ),
         Effect.flatMap((state) => loop(state.next, state.failures))
       )
-    return loop(idle, 0).pipe(
+    return asLoop(
+      poller.name,
       // every span a task makes (the step's, a turn's) names the subscription it came from: set once
       // here, the serving fibers forked by the loop inherit it
-      Effect.annotateSpans("durable.queue", poller.name),
-      Effect.catchAllCause((cause) => {
-        const failed = Effect.fail(new WorkerLoopError({ poller: poller.name, reason: Cause.squash(cause) }))
-        // a defect is a bug: its stack is logged here, as the error that ends the run carries only its message
-        return Cause.isDie(cause)
-          ? Effect.zipRight(Effect.logError(`worker loop ${poller.name} died of a defect`, cause), failed)
-          : failed
-      })
+      Effect.annotateSpans(loop(idle, 0), "durable.queue", poller.name)
     )
   }
 
   return { pollLoop, countersAtZero: series.atZero(handlers) }
 }
+
+/**
+ * A worker loop (a poller, the heartbeat, the metrics sampler) whose end, by a failure or a defect,
+ * is a {@link WorkerLoopError} naming it, which ends the run through its shutdown.
+ *
+ * @internal
+ */
+export const asLoop = <R>(name: string, loop: Effect.Effect<never, unknown, R>): Effect.Effect<never, WorkerLoopError, R> =>
+  Effect.catchAllCause(loop, (cause) => {
+    const failed = Effect.fail(new WorkerLoopError({ poller: name, reason: Cause.squash(cause) }))
+    // a defect is a bug: its stack is logged here, as the error that ends the run carries only its message
+    return Cause.isDie(cause)
+      ? Effect.zipRight(Effect.logError(`worker loop ${name} died of a defect`, cause), failed)
+      : failed
+  })

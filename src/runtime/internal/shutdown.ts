@@ -22,8 +22,11 @@ export interface ShutdownEnv {
   /** The transport's name, for a deregistration that gets no answer. */
   readonly transport: string
   readonly controller: ConcurrencyController.ConcurrencyController["Type"]
-  /** The poll loops and the heartbeat, with the name each is reported by. */
+  /** The poll loops, stopped first. */
   readonly loops: FiberSet.FiberSet<never, unknown>
+  /** The heartbeat and the metrics sampler: they run on through the drain, and stop before the deregistration. */
+  readonly beats: FiberSet.FiberSet<never, unknown>
+  /** The name each loop is reported by. */
   readonly loopNames: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, string>
   /** The serving fibers, with the task each is on. */
   readonly work: FiberSet.FiberSet
@@ -51,8 +54,9 @@ const stopFibers = (
 
 /**
  * The shutdown (L3, L6): stop every poller, then wait for accepted work within the one
- * `shutdownTimeout` deadline, interrupt what still runs at it, then deregister — unless something
- * could not be stopped, which fails the shutdown by name and leaves the registration in place.
+ * `shutdownTimeout` deadline, interrupt what still runs at it, stop the heartbeat (which told the
+ * broker the worker was draining meanwhile), then deregister — unless something could not be
+ * stopped, which fails the shutdown by name and leaves the registration in place.
  *
  * @internal
  */
@@ -91,22 +95,31 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       )
     }
     const by = forced ? Interruption.byForcedStop : Interruption.byDeadline
-    const stuckTasks = yield* stopFibers(leftover, config.interruptTimeout, (fiber) => {
-      const label = serving.get(fiber)
-      if (label === undefined) return "a task"
-      const task = `task ${label.delivery.id} from ${label.poller}`
-      // a task whose handler is done and which a broker away holds is no handler to look into
-      switch (label.stage) {
-        case "running":
-          return task
-        case "answering":
-          return `${task}, its handler ended, its answer waiting for the broker`
-        case "givingBack":
-          return `${task}, its handler stopped, its give-back waiting for the broker`
-      }
-    }, by)
-    if (stuckPollers.length > 0 || stuckTasks.length > 0) {
-      const stuck = new ShutdownTimeoutError({ stuckPollers, stuckTasks })
+    // the tasks still running and the heartbeat stop under one bound: the worst case stays the
+    // deadline, one interruptTimeout for them and one for the deregistration
+    const [stuckTasks, stuckBeats] = yield* Effect.all([
+      stopFibers(leftover, config.interruptTimeout, (fiber) => {
+        const label = serving.get(fiber)
+        if (label === undefined) return "a task"
+        const task = `task ${label.delivery.id} from ${label.poller}`
+        // a task whose handler is done and which a broker away holds is no handler to look into
+        switch (label.stage) {
+          case "running":
+            return task
+          case "answering":
+            return `${task}, its handler ended, its answer waiting for the broker`
+          case "givingBack":
+            return `${task}, its handler stopped, its give-back waiting for the broker`
+        }
+      }, by),
+      stopFibers(
+        Array.from(env.beats),
+        config.interruptTimeout,
+        (fiber) => env.loopNames.get(fiber) ?? "a worker loop"
+      )
+    ], { concurrency: "unbounded" })
+    if (stuckPollers.length > 0 || stuckTasks.length > 0 || stuckBeats.length > 0) {
+      const stuck = new ShutdownTimeoutError({ stuckPollers: [...stuckPollers, ...stuckBeats], stuckTasks })
       // the log's account of the stop ends with why it did not end clean, as a clean one ends with its line
       yield* Effect.logError(`worker stop incomplete: ${stuck.message}`)
       return yield* stuck
