@@ -555,21 +555,34 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           }))
       })
 
-      /** Extends every held copy; copies that are no longer in flight are dropped, and losing all of them fails. */
+      /**
+       * Extends every held copy; copies that are no longer in flight are dropped, and losing all of
+       * them fails. A refusal drops a copy only while it still has the receipt handle the refused call
+       * was sent with: the same message received here again meanwhile (see `Inflight.admit`) holds a
+       * new handle, live and not yet extended by anyone, and dropping it would leave it out of the
+       * final delete, so it would come back and run a second time.
+       */
       const extend = (held: Inflight.Held) =>
         Effect.gen(function*() {
-          const lost: Array<Inflight.Copy> = []
-          yield* Effect.forEach(held.copies, (copy) =>
-            setVisibility(copy, visibility.timeoutSeconds).pipe(
-              Effect.catchIf((error) => isNotInflight(error.cause), () => Effect.sync(() => lost.push(copy)))
-            ), { concurrency: "unbounded", discard: true })
-          if (lost.length === 0) return
-          held.copies = held.copies.filter((copy) => !lost.includes(copy))
+          const lost: Array<{ readonly copy: Inflight.Copy; readonly receiptHandle: string }> = []
+          yield* Effect.forEach(held.copies, (copy) => {
+            const sent: Inflight.Copy = { ...copy }
+            return setVisibility(sent, visibility.timeoutSeconds).pipe(
+              Effect.catchIf(
+                (error) => isNotInflight(error.cause),
+                () => Effect.sync(() => lost.push({ copy, receiptHandle: sent.receiptHandle }))
+              )
+            )
+          }, { concurrency: "unbounded", discard: true })
+          // read now, not when the call failed: a redelivery may have come in while other calls ran
+          const gone = lost.filter(({ copy, receiptHandle }) => copy.receiptHandle === receiptHandle)
+          if (gone.length === 0) return
+          held.copies = held.copies.filter((copy) => !gone.some((g) => g.copy === copy))
           if (held.copies.length === 0) {
             return yield* new TransportError({
               transport: NAME,
               operation: "extend visibility",
-              message: `message ${lost[0]!.messageId} is no longer in flight (its visibility lapsed); ` +
+              message: `message ${gone[0]!.copy.messageId} is no longer in flight (its visibility lapsed); ` +
                 "another worker may run it too, the engine keeps the first result",
               fatal: true
             })

@@ -321,6 +321,71 @@ describe("SQS transport on fauxqs", () => {
       assert.strictEqual(yield* Queue.size(hold.started), 0)
     }))
 
+  it.scopedLive("an extension refused for the receipt handle a redelivery replaced keeps the new copy: the answer deletes it, the step runs once", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ visibilityTimeout: "3 seconds", visibilityExtendInterval: "1 second" })
+      const hold = yield* holdStep
+      // one extension held back (a slow network, a paused process) until the test lets it go
+      let armed = false
+      const heldBack = yield* Deferred.make<string>()
+      const letGo = yield* Deferred.make<void>()
+      const answered = yield* Deferred.make<string>()
+      f.recorder.client.middlewareStack.add(
+        (next, context) => async (args) => {
+          const input = args.input as { ReceiptHandle?: string; VisibilityTimeout?: number }
+          if (!armed || context.commandName !== "ChangeMessageVisibilityCommand" || !(input.VisibilityTimeout! > 0)) {
+            return next(args)
+          }
+          armed = false
+          Effect.runSync(Deferred.succeed(heldBack, input.ReceiptHandle!))
+          await Effect.runPromise(Deferred.await(letGo))
+          try {
+            const out = await next(args)
+            Effect.runSync(Deferred.succeed(answered, "accepted"))
+            return out
+          } catch (error) {
+            Effect.runSync(Deferred.succeed(answered, String((error as { name?: unknown }).name)))
+            throw error
+          }
+        },
+        { step: "initialize", name: "holdOneExtension" }
+      )
+      const worker = yield* Worker.make({ steps: [hold.step], concurrency: 4, pollTimeout: "1 second" })
+      yield* f.send("hold", task("r-race", "hold"))
+      const running = yield* f.start(worker.run)
+      yield* Queue.take(hold.started)
+      armed = true
+      const h1 = yield* Deferred.await(heldBack)
+      // meanwhile its visibility lapses (forced here): SQS hands the same message out again, to this worker
+      const queue = f.tasksQueue("hold")
+      const url = yield* Effect.promise(() => server().queueUrl(queue))
+      yield* Effect.promise(() =>
+        server().client.send(new ChangeMessageVisibilityCommand({ QueueUrl: url, ReceiptHandle: h1, VisibilityTimeout: 0 }))
+      )
+      const h2 = (yield* eventually("the message received a second time", async () => {
+        const [entry] = (await server().inspect(queue))!.inflight
+        return entry !== undefined && entry.message.approximateReceiveCount === 2 ? entry : undefined
+      })).receiptHandle
+      assert.notStrictEqual(h2, h1)
+      // the late extension, sent with h1, is refused: h1 no longer designates an in-flight copy
+      yield* Deferred.succeed(letGo, undefined)
+      assert.oneOf(yield* Deferred.await(answered), ["MessageNotInflight", "ReceiptHandleIsInvalid", "InvalidParameterValue"])
+      yield* Deferred.succeed(hold.release, undefined)
+      const results = yield* f.results(1)
+      assert.deepStrictEqual(results.map((r) => [r.stepId, r.status]), [["r-race:0", "completed"]])
+      yield* eventually("the message deleted", async () => {
+        const counts = await server().counts(queue)
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      // deleted through h2 by the one run's answer, not left to lapse and run again
+      const deleted = (yield* f.callsOf("DeleteMessageBatchCommand"))
+        .flatMap((c) => (c.input.Entries as Array<{ ReceiptHandle: string }>).map((e) => e.ReceiptHandle))
+      assert.include(deleted, h2)
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(hold.runs(), 1)
+    }), 20_000)
+
   it.scopedLive("another message for a step that runs here is held, then deleted once the one result is sent", () =>
     Effect.gen(function*() {
       const f = yield* fixture()
