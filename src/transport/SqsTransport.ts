@@ -17,6 +17,9 @@
  *   poll) and gives back whatever it brings, for up to a second before the client is closed;
  * - a message redelivered while its step still runs here is held, not run again (see `stepId`
  *   handling in `sqs/internal/inflight.ts`);
+ * - with `marker`, a message without it is given back at once (visibility 0) to whoever shares the
+ *   queue; after a receive that brought only such messages the poller waits (200 ms, doubling, at
+ *   most 2 s: `sqs/internal/foreignBackoff.ts`), as such a message would otherwise come straight back;
  * - SQS has no worker registry: registration resolves (and with `autoCreate`, creates) the queues. A
  *   queue that does not exist yet is waited for (logged once, retried with a backoff of up to 5 s),
  *   so workers and engine start in any order; an endpoint that does not answer fails the start
@@ -61,6 +64,7 @@ import { isWorkflowTaskShape, type StepResult } from "../wire/StepProtocol.js"
 import * as Batcher from "./internal/batcher.js"
 import * as AnswerRetry from "./sqs/internal/answerRetry.js"
 import * as DetachedReceives from "./sqs/internal/detachedReceives.js"
+import * as ForeignBackoff from "./sqs/internal/foreignBackoff.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as SqsConfig from "./sqs/internal/config.js"
 import type { SqsConfigError } from "./sqs/internal/config.js"
@@ -708,6 +712,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           )
         })
 
+      /** A message without the marker (when one is set): someone else's, on a queue shared with them. */
+      const isForeign = (message: Message) => marker !== undefined && message.MessageAttributes?.[marker] === undefined
+
       /** Turns a received message into a delivery, or holds / releases it. */
       const accept = (queueUrl: string, queueName: string, message: Message) =>
         Effect.gen(function*() {
@@ -717,7 +724,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
             messageId: message.MessageId,
             receiptHandle: message.ReceiptHandle
           }
-          if (marker !== undefined && message.MessageAttributes?.[marker] === undefined) {
+          if (isForeign(message)) {
             // not a durable message: leave it to whoever shares the queue
             yield* release(queueUrl, [message])
             return undefined
@@ -736,8 +743,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
           return toDelivery(queueName, copy, payload, admission.held)
         })
 
-      const pollers: Array<Poller> = taskQueues.map(({ group, url }) => {
+      const pollers: Array<Poller> = yield* Effect.forEach(taskQueues, ({ group, url }) => Effect.gen(function*() {
         const queueName = byName ? Naming.tasksQueueName(prefix, group) : url
+        const foreignBackoff = yield* ForeignBackoff.make
         return Poller.make({
           name: `queue ${queueName}`,
           pool: protocol.pools.step,
@@ -748,6 +756,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               const retrying = after?.failure === true
               const messages = yield* receiveDetached(url, queueName, Math.min(max, Naming.MAX_RECEIVE), retrying ? 0 : waitSeconds)
               if (messages.length === 0) {
+                yield* foreignBackoff.reset
                 // a short poll (poll timeout under a second) waits out the poll timeout, not the broker
                 if (waitSeconds === 0 && !retrying) yield* Effect.interruptible(Effect.sleep(worker.pollTimeout))
                 return []
@@ -757,10 +766,17 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
                 const delivery = yield* accept(url, queueName, message)
                 if (delivery !== undefined) deliveries.push(delivery)
               }
+              if (deliveries.length > 0) {
+                yield* foreignBackoff.reset
+              } else if (messages.some(isForeign)) {
+                // what was given back is visible again at once, so the next receive would bring it
+                // straight back: wait first (see sqs/internal/foreignBackoff.ts)
+                yield* Effect.interruptible(foreignBackoff.wait)
+              }
               return deliveries
             })
         })
-      })
+      }))
 
       return Registration.make({ pollers })
     })

@@ -487,6 +487,73 @@ describe("SQS transport on fauxqs", () => {
       }))
   }
 
+  it.scoped("with a marker, a receive that brought only foreign messages is followed by a wait: 200 ms, then doubling (TestClock)", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ marker: "durable" })
+      const worker = yield* Worker.make({ steps: [Step.make("shared", () => Effect.void)], pollTimeout: "5 seconds" })
+      yield* f.send("shared", "someone else's message")
+      const queue = f.tasksQueue("shared")
+      const receives = Effect.map(f.callsOf("ReceiveMessageCommand"), (calls) => calls.length)
+      /** Lets the worker reach its wait: the release answered, its fibers run until they block. */
+      const released = Effect.gen(function*() {
+        yield* f.nextCall("ChangeMessageVisibilityCommand")
+        yield* eventually("the message given back", async () => (await server().counts(queue)).visible === 1 || undefined)
+        yield* roundTrip(queue)
+        yield* settle
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        yield* settle
+      })
+      const running = yield* f.start(worker.run)
+      yield* f.nextCall("ReceiveMessageCommand")
+      for (const millis of [200, 400]) {
+        yield* released
+        const before = yield* receives
+        yield* TestClock.adjust(millis - 1)
+        yield* settle
+        yield* roundTrip(queue)
+        assert.strictEqual(yield* receives, before, `no receive before ${millis} ms`)
+        yield* TestClock.adjust(1)
+        yield* f.nextCall("ReceiveMessageCommand")
+      }
+      yield* released
+      yield* stopOnTestClock(worker, running)
+      // given back each time with visibility 0: whoever the message is for can take it at once
+      const releases = yield* f.callsOf("ChangeMessageVisibilityCommand")
+      assert.isTrue(releases.every((c) => c.input.VisibilityTimeout === 0))
+    }))
+
+  it.scopedLive("with a marker, one foreign message on the queue costs a few requests in 3 s, and the worker still serves its own", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ marker: "durable" })
+      const worker = yield* Worker.make({ steps: [Step.make("shared", () => Effect.succeed("mine"))], pollTimeout: "5 seconds" })
+      yield* f.send("shared", "someone else's message")
+      const running = yield* f.start(worker.run)
+      yield* Effect.sleep("3 seconds")
+      const receives = (yield* f.callsOf("ReceiveMessageCommand")).length
+      const releases = (yield* f.callsOf("ChangeMessageVisibilityCommand")).length
+      // 0, 0.2, 0.6, 1.4 and 3.0 s: about five of each (without the wait, hundreds)
+      assert.isAtMost(receives, 8, `${receives} receives in 3 s`)
+      assert.isAtMost(releases, 8, `${releases} releases in 3 s`)
+      assert.isAtLeast(releases, 1)
+      // a durable task sent meanwhile is still served
+      const url = yield* Effect.promise(() => server().queueUrl(f.tasksQueue("shared")))
+      yield* Effect.promise(() =>
+        server().client.send(
+          new SendMessageCommand({
+            QueueUrl: url,
+            MessageBody: JSON.stringify(task("r-mine", "shared")),
+            MessageAttributes: { durable: { DataType: "String", StringValue: "1" } }
+          })
+        )
+      )
+      const [result] = yield* f.results(1)
+      assert.deepStrictEqual([result!.stepId, result!.output], ["r-mine:0", "mine"])
+      yield* worker.stop
+      yield* Fiber.join(running)
+      // the foreign message is left on the queue, visible to whoever it is for
+      assert.deepStrictEqual(yield* Effect.promise(() => server().counts(f.tasksQueue("shared"))), { visible: 1, inFlight: 0 })
+    }), 20_000)
+
   it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
     Effect.gen(function*() {
       const f = yield* fixture()
