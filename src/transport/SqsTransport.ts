@@ -13,6 +13,10 @@
  * - the result is sent to `<prefix>-results` (the optional marker attribute on it), **then** the task
  *   message is deleted — results and deletes ready at the same time share SQS batch calls; a task's
  *   visibility is extended while it runs or waits, and set to 0 when it is given back at shutdown;
+ * - a result SQS refuses for its size (over the results queue's `MaximumMessageSize`, or the 1 MiB
+ *   of a call) is replaced by a failed result saying so (`result_too_large`, not retryable), logged
+ *   as an error, and the task deleted: sent again it would be refused again, and left undeleted the
+ *   task would run again at every visibility timeout (`sqs/internal/resultSize.ts`);
  * - a poll stopped at shutdown leaves its receive running (SQS would keep serving an aborted long
  *   poll) and gives back whatever it brings, for up to a second before the client is closed;
  * - a message redelivered while its step still runs here is held, not run again (see `stepId`
@@ -65,6 +69,7 @@ import * as Batcher from "./internal/batcher.js"
 import * as AnswerRetry from "./sqs/internal/answerRetry.js"
 import * as DetachedReceives from "./sqs/internal/detachedReceives.js"
 import * as ForeignBackoff from "./sqs/internal/foreignBackoff.js"
+import * as ResultSize from "./sqs/internal/resultSize.js"
 import * as Inflight from "./sqs/internal/inflight.js"
 import * as SqsConfig from "./sqs/internal/config.js"
 import type { SqsConfigError } from "./sqs/internal/config.js"
@@ -523,8 +528,12 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       // the results queue is made again only where it was resolved by name (not given by URL)
       const remakeResults = remakeIfDeleted(resultsOption === undefined ? Naming.resultsQueueName(prefix) : undefined)
 
-      /** Sends a result to the results queue (with the marker, if any). */
-      const sendResult = yield* Batcher.make<string, void, TransportError>({
+      /**
+       * Sends a result to the results queue (with the marker, if any). A result SQS refuses for its
+       * size ends as `TooLarge` rather than as an error: sending it again cannot help (see
+       * sqs/internal/resultSize.ts).
+       */
+      const sendResult = yield* Batcher.make<string, ResultSize.Sent, TransportError>({
         maxItems: Naming.MAX_RECEIVE,
         parallelism: BATCH_CALLS,
         size: (body) => Buffer.byteLength(body) + (marker === undefined ? 0 : marker.length + 7),
@@ -544,20 +553,69 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
                 }),
                 { abortSignal: signal }
               )
-          ).pipe(Effect.catchAll(remakeResults), Effect.map((out) => {
-            const outcomes: Array<Exit.Exit<void, TransportError>> = bodies.map(() => Exit.void)
-            for (const failed of out.Failed ?? []) {
-              outcomes[Number(failed.Id)] = Exit.fail(
-                new TransportError({
-                  transport: NAME,
-                  operation: "sending a result",
-                  message: `sending a result failed: ${failed.Code}: ${failed.Message ?? ""}`
-                })
-              )
-            }
-            return outcomes
-          }))
+          ).pipe(
+            Effect.catchAll(remakeResults),
+            Effect.map((out) => {
+              const outcomes: Array<Exit.Exit<ResultSize.Sent, TransportError>> = bodies.map(() => Exit.succeed(ResultSize.SENT))
+              for (const failed of out.Failed ?? []) {
+                const reason = `${failed.Code}: ${failed.Message ?? ""}`
+                outcomes[Number(failed.Id)] = failed.SenderFault !== false && ResultSize.isSizeRefusal(failed.Code, failed.Message)
+                  ? Exit.succeed(ResultSize.tooLarge(reason))
+                  : Exit.fail(
+                    new TransportError({
+                      transport: NAME,
+                      operation: "sending a result",
+                      message: `sending a result failed: ${reason}`
+                    })
+                  )
+              }
+              return outcomes
+            }),
+            // a call refused as a whole for its size: sent alone, the result itself is too large (the
+            // batcher sends the items of a larger batch refused as a whole one by one)
+            Effect.catchIf(
+              (error) =>
+                bodies.length === 1 && AnswerRetry.isServiceError(error.cause) &&
+                ResultSize.isSizeRefusal(errorName(error.cause), messageOf(error.cause)),
+              (error) => Effect.succeed([Exit.succeed(ResultSize.tooLarge(`${errorName(error.cause)}: ${messageOf(error.cause)}`))])
+            )
+          )
       })
+
+      /** The results queue's `MaximumMessageSize`, for the message of a refused result; undefined when unreadable. */
+      const resultsLimit = call(
+        "reading the results queue's MaximumMessageSize",
+        (signal) =>
+          client.send(new GetQueueAttributesCommand({ QueueUrl: resultsUrl, AttributeNames: ["MaximumMessageSize"] }), {
+            abortSignal: signal
+          })
+      ).pipe(
+        Effect.map((out) => Number(out.Attributes?.MaximumMessageSize)),
+        Effect.map((limit) => Number.isFinite(limit) && limit > 0 ? limit : undefined),
+        Effect.orElseSucceed(() => undefined)
+      )
+
+      /**
+       * Answers a step whose result SQS refused for its size with a failed result saying so (not
+       * retryable), so that its task can be deleted rather than run again at every visibility lapse.
+       */
+      const answerTooLarge = (deliveryId: string, result: StepResult, body: string, reason: string) =>
+        Effect.gen(function*() {
+          const failed = ResultSize.tooLargeResult(result, { bytes: Buffer.byteLength(body), limit: yield* resultsLimit, reason })
+          yield* Effect.logError(
+            `${failed.error!.message}. The step is answered with that failure (code ${ResultSize.RESULT_TOO_LARGE}, ` +
+              "not retryable) and its task deleted: sent again, the result would be refused again, and the task " +
+              "would come back and run again at every visibility timeout"
+          ).pipe(Effect.annotateLogs("delivery", deliveryId))
+          const sent = yield* untilAnswered(sendResult(JSON.stringify(failed)))
+          if (sent._tag === "TooLarge") {
+            return yield* new TransportError({
+              transport: NAME,
+              operation: "sending a result",
+              message: `SQS refused for its size even the failure that replaces step ${result.stepId}'s result: ${sent.reason}`
+            })
+          }
+        })
 
       /**
        * Extends every held copy; copies that are no longer in flight are dropped, and losing all of
@@ -618,7 +676,9 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
                 held.answering = true
                 // a retried complete (the delete failed) does not send the result twice
                 if (resultSent) return yield* untilAnswered(deleteAll)
-                yield* untilAnswered(sendResult(JSON.stringify(result)))
+                const body = JSON.stringify(result)
+                const sent = yield* untilAnswered(sendResult(body))
+                if (sent._tag === "TooLarge") yield* answerTooLarge(`${queueName}#${copy.messageId}`, result, body, sent.reason)
                 resultSent = true
                 // the result is sent: now the task and any duplicate held with it can go
                 yield* untilAnswered(deleteAll)

@@ -128,6 +128,38 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
     }
   })
 
+  it("a result over the results queue's MaximumMessageSize fails the step once, not retryable, saying why; the task is deleted", async () => {
+    const prefix = sqsPrefix()
+    // a results queue that takes at most 1 KiB (SQS's lowest MaximumMessageSize), made before engine and worker
+    await server().client.send(
+      new CreateQueueCommand({ QueueName: `${prefix}-results`, Attributes: { MaximumMessageSize: "1024" } })
+    )
+    // a short visibility, so that a task left undeleted would come back (and run again) within the test
+    const { engine, worker, transport } = setup({ engine: { prefix }, sqs: { visibilityTimeout: "2 seconds" } })
+    let calls = 0
+    worker.step("big-output", async () => {
+      calls++
+      return "x".repeat(2_000)
+    })
+    engine.register("wf", async (ctx) => ctx.step("big-output", {}, { retries: 3 }))
+    const { runId, result } = await whileServing(worker, transport, async () => {
+      const runId = await engine.start("wf", {})
+      const result = await engine.waitForRun(runId, 15_000)
+      // longer than the visibility timeout: an undeleted task would have come back by now
+      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      return { runId, result }
+    })
+    assert.strictEqual(result.status, "failed")
+    assert.strictEqual(calls, 1)
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.status, "failed")
+    assert.strictEqual(checkpoint.error.code, "result_too_large")
+    assert.strictEqual(checkpoint.error.retryable, false)
+    assert.match(checkpoint.error.message, /is 2\d{3} bytes of JSON, more than the SQS results queue takes \(1024 bytes, its MaximumMessageSize\)/)
+    assert.match(checkpoint.error.message, /external storage/)
+    assert.deepStrictEqual(await server().counts(`${prefix}-tasks-big-output`), { visible: 0, inFlight: 0 })
+  }, 30_000)
+
   it("a step name with '.' is refused at start, naming the step and the SQS rule", async () => {
     const { worker, transport } = setup()
     worker.step("payments.charge-card", async () => 1)

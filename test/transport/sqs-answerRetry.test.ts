@@ -27,7 +27,7 @@ const serviceError = () => Object.assign(new Error("Access to the resource is de
 const stubCall = (fail: (n: number) => TransportError | undefined) => {
   const at: Array<number> = []
   const errors: Array<TransportError> = []
-  const call = Effect.gen(function*() {
+  const call: Effect.Effect<void, TransportError> = Effect.gen(function*() {
     at.push(yield* Clock.currentTimeMillis)
     const error = fail(at.length)
     if (error === undefined) return

@@ -554,6 +554,40 @@ describe("SQS transport on fauxqs", () => {
       assert.deepStrictEqual(yield* Effect.promise(() => server().counts(f.tasksQueue("shared"))), { visible: 1, inFlight: 0 })
     }), 20_000)
 
+  it.scopedLive("a result over 1 MiB, which SQS refuses as a whole call, is answered by a failure saying so; the task is deleted and runs once", () =>
+    Effect.gen(function*() {
+      // a short visibility, so that a task left undeleted would come back (and run again) within the test
+      const f = yield* fixture({ visibilityTimeout: "2 seconds" })
+      let runs = 0
+      const worker = yield* Worker.make({
+        steps: [Step.make("huge", () => Effect.sync(() => (runs++, "x".repeat(1_100_000))))],
+        pollTimeout: "1 second"
+      })
+      yield* f.send("huge", task("r-huge", "huge"))
+      const logs = captureLogs()
+      const running = yield* f.start(Effect.provide(worker.run, logs.layer))
+      const [result] = yield* f.results(1)
+      assert.deepStrictEqual([result!.runId, result!.seq, result!.stepId, result!.status], ["r-huge", 0, "r-huge:0", "failed"])
+      const error = result!.error as { message: string; code: string; retryable: boolean }
+      assert.deepStrictEqual([error.code, error.retryable], ["result_too_large", false])
+      assert.match(error.message, /^the completed result of step r-huge:0 is 1100\d{3} bytes of JSON, more than the SQS results queue takes \(1048576 bytes, its MaximumMessageSize\); SQS refused it \(BatchRequestTooLong: /)
+      assert.match(error.message, /external storage .* return a reference/)
+      assert.isUndefined(result!.output)
+      yield* eventually("the task deleted", async () => {
+        const counts = await server().counts(f.tasksQueue("huge"))
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      // past the visibility timeout: nothing came back, nothing ran again, no other result
+      yield* Effect.sleep("2500 millis")
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(runs, 1)
+      assert.deepStrictEqual(yield* Effect.promise(() => server().counts(f.resultsQueue)), { visible: 0, inFlight: 0 })
+      const errors = logs.lines.filter((l) => l.startsWith("ERROR"))
+      assert.strictEqual(errors.length, 1, errors.join("\n"))
+      assert.match(errors[0]!, /step r-huge:0 .*result_too_large, not retryable\) and its task deleted/)
+    }), 20_000)
+
   it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
     Effect.gen(function*() {
       const f = yield* fixture()

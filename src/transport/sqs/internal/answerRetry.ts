@@ -53,7 +53,7 @@ export const answerRetryFor = (visibilityTimeoutSeconds: number): Duration.Durat
  */
 export const untilAnswered = (visibilityTimeoutSeconds: number) => {
   const schedule = Schedule.spaced(ANSWER_RETRY).pipe(Schedule.upTo(answerRetryFor(visibilityTimeoutSeconds)))
-  return (effect: Effect.Effect<void, TransportError>): Effect.Effect<void, TransportError> =>
+  return <A>(effect: Effect.Effect<A, TransportError>): Effect.Effect<A, TransportError> =>
     Effect.retry(effect, {
       schedule,
       // a call that reached no endpoint fails with the client's error as its cause; SQS's own
