@@ -244,11 +244,15 @@ const build = (
   const register = (worker: WorkerDescription): Effect.Effect<Registration, RegistrationError, Scope.Scope> =>
     Effect.gen(function*() {
       yield* WorkerMetrics.connectionsLostFrom(NAME)
-      const { dialect, listen, sql } = yield* (config.waitForBroker
+      const connection = yield* (config.waitForBroker
         ? waitFor(connect, (error) => isRefusal(error) ? undefined : `the database at ${target} to answer`, {
           describe: (error) => error.message
         })
         : connect)
+      const { dialect, listen } = connection
+      // the application's client may rename result columns (`transformResultNames: String.snakeToCamel`)
+      // or query names: every statement here reads and writes the engine's own column names
+      const sql = connection.sql.withoutTransforms()
       const names = Statements.names(prefix)
       const run = <A extends object = Record<string, unknown>>(statement: Statements.Sql) =>
         sql.unsafe<A>(statement.text, statement.params as Array<unknown>)
@@ -523,8 +527,14 @@ const build = (
                 : Option.some(toDelivery(completed.next.row, completed.next.claim))),
           reject: () =>
             Effect.suspend(() => run(Statements.deleteClaimed(dialect, names, owned)).raw).pipe(
-              Effect.asVoid,
-              Effect.mapError(transportError(`deleting task ${stepId}`))
+              Effect.mapError(transportError(`deleting task ${stepId}`)),
+              // a delete that found nothing left the row where it was: said, not passed over
+              Effect.flatMap((raw) =>
+                affected(raw) > 0 ? Effect.void : Effect.logWarning(
+                  `task ${stepId} could not be deleted: the claim ${claim} no longer holds it (its lease ran out and ` +
+                    "another worker took it over, or it is gone); whoever holds it answers it"
+                )
+              )
             ),
           // built when used: most deliveries are never given back
           abandon: Effect.suspend(() => release(stepId, claim, row.grp))

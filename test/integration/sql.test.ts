@@ -4,6 +4,10 @@
  * its own table prefix and drops its tables at the end.
  */
 import { afterAll, assert, describe, it } from "vitest"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Str from "effect/String"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { type TransportHandle, Worker } from "../../src/promise.js"
@@ -246,6 +250,32 @@ describe.each(["postgres", "mysql"] as const)("SQL transport on %s against the r
     } finally {
       silent.close()
     }
+  })
+})
+
+describe("SQL transport on postgres: SqlTransport.layer over an application PgClient that renames columns", () => {
+  // MySQL's claims and completions read their rows on a reserved connection, untransformed: there
+  // a renaming client only touched a log line (test/transport/sql.test.ts covers it)
+  it("a step runs once and its result reaches the engine with snakeToCamel / camelToSnake transforms", async () => {
+    const engine = await startEngine("postgres")
+    const worker = new Worker({ ...quiet, concurrency: 2 })
+    let runs = 0
+    worker.step("payments.charge-card", async (input: { amount: number }) => {
+      runs++
+      return { chargeId: `ch_${input.amount}` }
+    })
+    engine.register("checkout", async (ctx, input) => ctx.step("payments.charge-card", input))
+    const client = PgClient.layer({
+      url: Redacted.make(engine.url),
+      transformResultNames: Str.snakeToCamel,
+      transformQueryNames: Str.camelToSnake
+    })
+    const layer = SqlTransport.layer({ prefix: engine.prefix, pollInterval: 50, lease: "2 seconds" }).pipe(Layer.provide(client))
+    const result = await whileServing(worker, { layer }, () => engine.run("checkout", { amount: 99 }, 10_000))
+    assert.strictEqual(result.status, "completed")
+    assert.deepStrictEqual(result.output, { chargeId: "ch_99" })
+    assert.strictEqual(runs, 1)
+    assert.deepStrictEqual(await taskRows(engine), [])
   })
 })
 

@@ -23,6 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
+import * as Str from "effect/String"
 import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
 import { replyRetry } from "../../src/runtime/internal/replyRetry.js"
@@ -32,6 +33,7 @@ import * as Statements from "../../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/seam/Transport.js"
 import { servingSteps } from "../support/handlers.js"
+import { captureLogs } from "../support/local.js"
 import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
@@ -146,8 +148,10 @@ const spiedConnect = (dialect: DialectName, statements: Array<{ readonly text: s
   Effect.map(connect(dialect), (connection): SqlTransport.Connection => ({
     ...connection,
     sql: new Proxy(connection.sql, {
-      get(target, key) {
+      get(target, key, receiver) {
         const value = Reflect.get(target, key, target)
+        // the transport drops the client's transforms first: the spy must stay in the way
+        if (key === "withoutTransforms") return () => receiver
         if (key === "unsafe") {
           return (text: string, params?: ReadonlyArray<unknown>) => {
             statements.push({ text, params: params ?? [] })
@@ -252,6 +256,26 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       const [result] = yield* Effect.promise(f.results)
       assert.strictEqual(result?.status, "completed")
       assert.strictEqual(result?.output, "\"on time\"")
+    }))
+
+  it.scoped("rejecting a task whose claim was lost deletes nothing and says so", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const logs = captureLogs()
+      const stepId = yield* Effect.promise(() => f.dispatch("work"))
+      const a = yield* registerPoller(dialect, f.prefix, "worker-a")
+      const [taken] = yield* poll(a, 5)
+      const claim = (yield* Effect.promise(f.rows))[0]!.claimed_by
+      // another worker took it over after the lease
+      yield* Effect.promise(() =>
+        f.db.query(`UPDATE ${f.db.id(`${f.prefix}_transport_tasks`)} SET claimed_by = 'worker-b#1' WHERE step_id = ${f.db.ph(1)}`, [stepId])
+      )
+      yield* taken!.reject("refused").pipe(Effect.provide(logs.layer))
+      assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((row) => row.claimed_by), ["worker-b#1"])
+      assert.deepStrictEqual(logs.lines.filter((line) => line.includes(stepId)), [
+        `WARN task ${stepId} could not be deleted: the claim ${claim} no longer ` +
+        "holds it (its lease ran out and another worker took it over, or it is gone); whoever holds it answers it"
+      ])
     }))
 
   it.scoped("a running task's lease is renewed every lease / 3 by the worker (and every renewInterval when set)", () =>
@@ -598,6 +622,46 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport.layer over the appli
       yield* delivery!.complete(stepReply(delivery!, 14))
       assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
       assert.deepStrictEqual(yield* Effect.promise(f.results), [{ step_id: stepId, status: "completed", output: "14" }])
+    }))
+})
+
+describe.each(["postgres", "mysql"] as const)("SqlTransport.layer over a client that renames columns on %s", (dialect) => {
+  it.scoped("snake_case to camelCase transforms (results and queries) change nothing it reads or writes: it claims, completes, says what became of a lost claim, and deletes a rejected task", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const logs = captureLogs()
+      const transforms = { transformResultNames: Str.snakeToCamel, transformQueryNames: Str.camelToSnake }
+      const client = dialect === "postgres"
+        ? PgClient.layer({ url: Redacted.make(databaseUrl("postgres")), ...transforms })
+        : MysqlClient.layer({ url: Redacted.make(databaseUrl("mysql")), ...transforms })
+      const context = yield* Layer.build(SqlTransport.layer({ prefix: f.prefix, notify: false }).pipe(Layer.provide(client)))
+      const registration = yield* Context.get(context, Transport).register(description("worker-a", ["work"]))
+      const poller = registration.pollers[0]!
+      // claimed and completed: the task is read by its own column names, the result reaches the engine
+      const stepId = yield* Effect.promise(() => f.dispatch("work", { n: 7 }))
+      const [delivery] = yield* poll(poller, 2)
+      assert.deepStrictEqual(
+        delivery!.payload,
+        { runId: `run-${f.prefix}`, seq: 0, stepId, name: "work", group: "work", input: { n: 7 }, attempt: 1 }
+      )
+      yield* delivery!.complete(stepReply(delivery!, 14))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual(yield* Effect.promise(f.results), [{ step_id: stepId, status: "completed", output: "14" }])
+      // a claim lost to a lease that ran out, the row unclaimed since: said as such (claimed_by read by its name)
+      const second = yield* Effect.promise(() => f.dispatch("work"))
+      const [lost] = yield* poll(poller, 2)
+      yield* Effect.promise(() =>
+        f.db.query(`UPDATE ${f.db.id(`${f.prefix}_transport_tasks`)} SET claimed_by = NULL, claimed_at = NULL WHERE step_id = ${f.db.ph(1)}`, [second])
+      )
+      yield* lost!.complete(stepReply(lost!, "late")).pipe(Effect.provide(logs.layer))
+      assert.isTrue(
+        logs.lines.some((line) => line.includes(`on task ${second} was lost`) && line.includes("it waits to be claimed again")),
+        logs.lines.join("\n")
+      )
+      // a rejected task is deleted by its own step id
+      const [again] = yield* poll(poller, 2)
+      yield* again!.reject("refused")
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
     }))
 })
 
