@@ -68,7 +68,16 @@ import * as Protocol from "../seam/Protocol.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as Batcher from "./internal/batcher.js"
 import { dialectOfUrl, type Resolved, resolve, resolvePool, SqlConfigError, urlShape } from "./sql/internal/config.js"
-import { byCreatedAt, type RowPayload, type TaskRow, toPayload, toResultRow } from "./sql/internal/rows.js"
+import {
+  byCreatedAt,
+  mysqlWrittenSize,
+  type RowPayload,
+  type TaskRow,
+  tooLargeResultRow,
+  toPayload,
+  toResultRow
+} from "./sql/internal/rows.js"
+import type { ResultRow } from "./sql/internal/statements.js"
 import {
   dialectLabel,
   describeTarget,
@@ -267,6 +276,10 @@ const build = (
         )
       }
       const pollInterval = config.pollInterval ?? (notifying ? DEFAULT_POLL_NOTIFIED : DEFAULT_POLL)
+      // MySQL refuses a statement over max_allowed_packet and drops the connection: a result that big
+      // could never be written, and its task would run again every lease
+      const packetLimit = dialect === "mysql" ? yield* readPacketLimit(sql) : undefined
+      const rowLimit = packetLimit === undefined ? undefined : packetLimit - STATEMENT_HEADROOM
 
       const workflows = Protocol.names(worker.handlers.workflows)
       if (workflows.length > 0) {
@@ -444,6 +457,9 @@ const build = (
           yield* Batcher.make({
             run: writeBatch(token),
             maxItems: batchSize,
+            // a MySQL batch is one statement round trip: together its rows stay under the packet limit
+            size: rowLimit === undefined ? undefined : (item: Completing) => mysqlWrittenSize(item.row),
+            maxSize: rowLimit,
             // a row claimed for a completion whose caller stopped waiting goes back at once
             unclaimed: (completed: Completed) =>
               completed.next === undefined
@@ -473,6 +489,29 @@ const build = (
           Effect.catchAll((error) => Effect.logWarning(withReason(`the claim on task ${stepId} was lost; its state could not be read`, error)))
         )
 
+      /**
+       * The result row of a step whose result is too large for the database: a non-retryable failure
+       * saying so (logged as an error), so the step is answered once rather than run again every
+       * lease. `size` is the row's measured size, when it was measured.
+       */
+      const tooLarge = (row: ResultRow, size: number | undefined) => {
+        const limit = `the database's max_allowed_packet (${packetLimit} bytes${
+          size === undefined ? "" : `, ${STATEMENT_HEADROOM} of them kept for the statement`
+        })`
+        const message = `the result of task ${row.stepId} is too large for ${names.results}: ${
+          size === undefined ? "MySQL refused it as bigger than" : `${size} bytes as written, over`
+        } ${limit}; keep large outputs elsewhere (object storage, a table of your own) and return a reference to ` +
+          "them, or raise max_allowed_packet on the server"
+        return Effect.as(Effect.logError(message), tooLargeResultRow(row, message))
+      }
+
+      /** The row as it can be written: one over the packet limit becomes {@link tooLarge}'s answer. */
+      const fitted = (row: ResultRow): Effect.Effect<ResultRow> => {
+        if (rowLimit === undefined) return Effect.succeed(row)
+        const size = mysqlWrittenSize(row)
+        return size <= rowLimit ? Effect.succeed(row) : tooLarge(row, size)
+      }
+
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
         const parsed = toPayload(row)
         const stepId = row.step_id
@@ -488,11 +527,15 @@ const build = (
                 fatal: true
               })
             }
-            const completed = yield* completer({
-              row: toResultRow(reply.result, yield* Clock.currentTimeMillis),
-              claim,
-              takeNext
-            })
+            const result = yield* fitted(toResultRow(reply.result, yield* Clock.currentTimeMillis))
+            const completed = yield* completer({ row: result, claim, takeNext }).pipe(
+              // refused all the same (the limit was lowered since the registration read it): answered
+              // as too large, once, rather than failed again at every redelivery
+              Effect.catchIf(
+                (error) => packetLimit !== undefined && isPacketTooLarge(error),
+                () => Effect.flatMap(tooLarge(result, undefined), (small) => completer({ row: small, claim, takeNext }))
+              )
+            )
             if (completed.lost) yield* lostClaim(stepId, claim)
             return completed
           })
@@ -696,6 +739,26 @@ const waitForTables = (sql: SqlClient.SqlClient, dialect: Dialect, names: Statem
         })
       )
     ), { discard: true })
+
+/** Room kept in a MySQL packet for a completion's statement text and the claim sent with it. */
+const STATEMENT_HEADROOM = 16 * 1024
+
+/** MySQL: the server's `max_allowed_packet`, the largest statement it accepts (bytes). */
+const readPacketLimit = (sql: SqlClient.SqlClient) =>
+  sql.unsafe<{ limit: unknown }>("SELECT @@max_allowed_packet AS `limit`").pipe(
+    Effect.map((rows) => Number(rows[0]?.limit)),
+    Effect.retry(retryLostConnection),
+    Effect.mapError((cause) =>
+      new RegistrationError({
+        transport: NAME,
+        message: `could not read the server's max_allowed_packet (${sqlMessageOf(cause)}); check the worker's access to the database`,
+        cause
+      })
+    )
+  )
+
+/** MySQL refused a statement bigger than its max_allowed_packet: 1153 ER_NET_PACKET_TOO_LARGE. */
+const isPacketTooLarge = (error: unknown) => hasErrorCode(error, ["ER_NET_PACKET_TOO_LARGE", 1153])
 
 /** PostgreSQL: whether the insert trigger is on the tasks table (false when the table is missing too). */
 const triggerExists = (sql: SqlClient.SqlClient, names: Statements.Names) => {

@@ -279,6 +279,32 @@ describe("SQL transport on postgres: SqlTransport.layer over an application PgCl
   })
 })
 
+describe("SQL transport on mysql: a result over max_allowed_packet", () => {
+  it("fails its step once, not retryable, with a message naming the limit; the handler is not run again", async () => {
+    const engine = await startEngine("mysql")
+    const [{ limit }] = await engine.db.query<{ limit: number }>("SELECT @@max_allowed_packet AS `limit`")
+    const worker = new Worker({ ...quiet, concurrency: 2 })
+    let runs = 0
+    worker.step("report.render", async () => {
+      runs++
+      return { pdf: "x".repeat(Number(limit)) }
+    })
+    engine.register("reporting", async (ctx) => ctx.step("report.render", {}, { retries: 3 }))
+    const { runId, result } = await whileServing(worker, handle(engine, { lease: "2 seconds" }), async () => {
+      const runId = await engine.start("reporting", {})
+      return { runId, result: await engine.waitForRun(runId, 15_000) }
+    })
+    assert.strictEqual(result.status, "failed")
+    assert.strictEqual(runs, 1)
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.status, "failed")
+    assert.strictEqual(checkpoint.error.code, "result_too_large")
+    assert.strictEqual(checkpoint.error.retryable, false)
+    assert.include(checkpoint.error.message, `over the database's max_allowed_packet (${limit} bytes`)
+    assert.deepStrictEqual(await taskRows(engine), [])
+  })
+})
+
 describe("SQL transport on postgres: LISTEN/NOTIFY", () => {
   it("an idle worker is woken by the insert trigger long before its poll interval", async () => {
     const engine = await startEngine("postgres")

@@ -28,7 +28,8 @@ import * as TestClock from "effect/TestClock"
 import * as Step from "../../src/core/Step.js"
 import { replyRetry } from "../../src/runtime/internal/replyRetry.js"
 import * as Worker from "../../src/runtime/Worker.js"
-import { byCreatedAt, toPayload, toResultRow } from "../../src/transport/sql/internal/rows.js"
+import { byCreatedAt, mysqlWrittenSize, toPayload, toResultRow } from "../../src/transport/sql/internal/rows.js"
+import { format as formatMysql } from "mysql2"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/seam/Transport.js"
@@ -503,6 +504,41 @@ const wokenByDispatch = (f: { readonly dispatch: (name: string) => Promise<strin
     assert.strictEqual((yield* poll(poller, 4)).length, 1)
   })
 
+describe("SqlTransport on mysql: a result over max_allowed_packet", () => {
+  it.scoped("is answered as a non-retryable failure naming its size, the limit and what to do, logged as an error; the task is done", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("mysql")
+      const logs = captureLogs()
+      const [{ limit }] = (yield* Effect.promise(() => f.db.query<{ limit: number }>("SELECT @@max_allowed_packet AS `limit`"))) as [
+        { limit: number }
+      ]
+      const stepId = yield* Effect.promise(() => f.dispatch("work"))
+      const poller = yield* registerPoller("mysql", f.prefix, "worker-a")
+      const [delivery] = yield* poll(poller, 1)
+      // just over the server's own limit, as written
+      yield* delivery!.complete(stepReply(delivery!, "x".repeat(Number(limit)))).pipe(Effect.provide(logs.layer))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      const [result] = yield* Effect.promise(() =>
+        f.db.query<{ step_id: string; status: string; output: string | null; error: string }>(
+          `SELECT step_id, status, output, error FROM \`${f.prefix}_transport_results\``
+        )
+      )
+      assert.deepStrictEqual({ ...result!, error: undefined }, { step_id: stepId, status: "failed", output: null, error: undefined })
+      const error = JSON.parse(result!.error) as { message: string; code: string; retryable: boolean }
+      assert.strictEqual(error.code, "result_too_large")
+      assert.strictEqual(error.retryable, false)
+      assert.match(
+        error.message,
+        new RegExp(
+          `^the result of task ${stepId} is too large for ${f.prefix}_transport_results: \\d+ bytes as written, over the ` +
+            `database's max_allowed_packet \\(${limit} bytes, 16384 of them kept for the statement\\); keep large outputs ` +
+            "elsewhere \\(object storage, a table of your own\\) and return a reference to them, or raise max_allowed_packet on the server$"
+        )
+      )
+      assert.deepStrictEqual(logs.lines, [`ERROR ${error.message}`])
+    }))
+})
+
 describe("SqlTransport on postgres: LISTEN/NOTIFY (TestClock)", () => {
   it.scoped("an insert wakes an idle subscription at once; without one it waits the 5 s fallback", () =>
     Effect.gen(function*() {
@@ -818,6 +854,17 @@ describe("SQL text and row mapping", () => {
     const inserted = Statements.insertResultsMysql(names, batch.map((c) => c.row))
     assert.match(inserted.text, /^INSERT IGNORE INTO `durable_transport_results` \(.*\) VALUES \((\?, ){7}\?\), \((\?, ){7}\?\)$/)
     assert.strictEqual(inserted.params.length, 16)
+  })
+
+  it("measures a MySQL result row at least as large as the driver writes it (UTF-8 bytes, escaped characters twice), and not much larger", () => {
+    const output = { text: "é\"'\\\n\u0000\u001ax\t".repeat(10_000) }
+    const row = toResultRow({ runId: "run-1", seq: 1, stepId: "run-1:1", status: "completed", output }, 5)
+    const values = [row.stepId, row.runId, row.seq, row.status, row.output, row.error, row.startedAt, row.createdAt]
+    // the batch writes the step id twice more, in its guarded delete
+    const written = Buffer.byteLength(formatMysql(`(${values.map(() => "?").join(", ")}), ?, ?`, [...values, row.stepId, row.stepId]))
+    const size = mysqlWrittenSize(row)
+    assert.isAtLeast(size, written)
+    assert.isAtMost(size, written + 300)
   })
 
   it("maps rows like the engine's worker: numbers from bigint strings, input parsed, NULL input absent", () => {
