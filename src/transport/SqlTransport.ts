@@ -306,7 +306,7 @@ const build = (
       const releaseUnknownClaim = yield* UnknownClaims.make({
         lease,
         tasks: names.tasks,
-        release: (lost) => Effect.map(run(Statements.releaseClaims(dialect, names, lost)).raw, affected),
+        release: (lost, rows) => Effect.map(run(Statements.releaseClaims(dialect, names, lost, rows)).raw, affected),
         isRefusal: (error) => refusalOf(error) !== undefined
       })
 
@@ -316,6 +316,14 @@ const build = (
           Effect.asVoid,
           Effect.mapError(transportError(`giving task ${stepId} back`))
         )
+
+      /**
+       * Gives back a row claimed alongside a completion that no completion took. If that fails, the
+       * row goes to the releaser of unknown claims (by itself: the rest of its claim is served), which
+       * tries again and says what it released, rather than the row sitting out a lease unsaid.
+       */
+      const giveBackUntaken = (stepId: string, claim: string, grp: string) =>
+        Effect.catchAll(release(stepId, claim, grp), () => releaseUnknownClaim(claim, stepId))
 
       /**
        * Writes a batch of completions of one token, and with them claims one more row for each that
@@ -346,7 +354,7 @@ const build = (
             const row = item.takeNext && handed < rows.length ? rows[handed++] : undefined
             return Exit.succeed({ lost: outcome === "lost", next: row === undefined ? undefined : { row, claim: next!.claim } })
           })
-          for (const row of rows.slice(handed)) yield* Effect.ignore(release(row.step_id, next!.claim, row.grp))
+          for (const row of rows.slice(handed)) yield* giveBackUntaken(row.step_id, next!.claim, row.grp)
           return exits
         }).pipe(Effect.mapError((error) => transportError("writing a batch of results")(error)))
 
@@ -464,7 +472,7 @@ const build = (
             unclaimed: (completed: Completed) =>
               completed.next === undefined
                 ? Effect.void
-                : Effect.ignore(release(completed.next.row.step_id, completed.next.claim, completed.next.row.grp))
+                : giveBackUntaken(completed.next.row.step_id, completed.next.claim, completed.next.row.grp)
           })
         )
       }

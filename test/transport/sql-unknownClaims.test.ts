@@ -30,18 +30,21 @@ const releaser = (lease: Duration.DurationInput) =>
     const logs = captureLogs()
     const database: { failure: Failure | undefined; held: number } = { failure: "away", held: 0 }
     const calls: Array<{ readonly at: number; readonly claims: ReadonlyArray<string> }> = []
+    /** The single rows of a claim each call got, by call. */
+    const rowCalls: Array<ReadonlyArray<UnknownClaims.HeldRow>> = []
     const lost = yield* UnknownClaims.make<Failure>({
       lease: Duration.decode(lease),
       tasks: TASKS,
-      release: (claims) =>
+      release: (claims, rows) =>
         Effect.gen(function*() {
           calls.push({ at: yield* Clock.currentTimeMillis, claims: [...claims] })
+          rowCalls.push([...rows])
           return database.failure === undefined ? database.held : yield* Effect.fail(database.failure)
         }),
       isRefusal: (error) => error === "refused"
     }).pipe(Effect.provide(Layer.merge(logs.layer, Logger.minimumLogLevel(LogLevel.Debug))))
     const about = () => logs.lines.filter((line) => line.includes("unknown outcome") || line.includes("lost with the connection"))
-    return { database, calls, lost, about, logs }
+    return { database, calls, rowCalls, lost, about, logs }
   })
 
 describe("SQL release of claims of unknown outcome (TestClock)", () => {
@@ -110,6 +113,30 @@ describe("SQL release of claims of unknown outcome (TestClock)", () => {
       ])
       yield* TestClock.adjust("1 minute")
       assert.strictEqual(calls.length, 7, "nothing more to try")
+    }))
+
+  it.scoped("a row whose give-back failed is released by itself (its claim and step id), tried again every 250 ms", () =>
+    Effect.gen(function*() {
+      const { calls, database, lost, rowCalls } = yield* releaser("1 second")
+      yield* lost("w#3", "r:1")
+      yield* settle
+      assert.deepStrictEqual(calls, [{ at: 0, claims: [] }])
+      assert.deepStrictEqual(rowCalls, [[{ claim: "w#3", stepId: "r:1" }]], "the row alone, not its whole claim")
+      yield* TestClock.adjust("249 millis")
+      yield* settle
+      assert.strictEqual(calls.length, 1, "no retry before 250 ms")
+      yield* TestClock.adjust("1 millis")
+      yield* settle
+      assert.deepStrictEqual(rowCalls.length, 2, "the retry at 250 ms")
+      // a claim lost meanwhile goes in the same statement
+      yield* lost("w#4")
+      database.failure = undefined
+      yield* TestClock.adjust("250 millis")
+      yield* settle
+      assert.deepStrictEqual(calls.slice(2), [{ at: 500, claims: ["w#4"] }])
+      assert.deepStrictEqual(rowCalls.slice(2), [[{ claim: "w#3", stepId: "r:1" }]])
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(calls.length, 3, "released: no more tries")
     }))
 
   it.scoped("a refusal is not tried again: the claims waiting are given up with a warning, and later claims still released", () =>

@@ -259,6 +259,19 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       assert.strictEqual(result?.output, "\"on time\"")
     }))
 
+  it.scoped("a row of a claim released by itself frees that row only: the claim's other rows stay held", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      const first = yield* Effect.promise(() => f.dispatch("work"))
+      const second = yield* Effect.promise(() => f.dispatch("work"))
+      const a = yield* registerPoller(dialect, f.prefix, "worker-a")
+      assert.strictEqual((yield* poll(a, 5)).length, 2)
+      const claim = (yield* Effect.promise(f.rows))[0]!.claimed_by!
+      const released = Statements.releaseClaims(dialect, Statements.names(f.prefix), [], [{ claim, stepId: first }])
+      yield* Effect.promise(() => f.db.query(released.text, released.params))
+      assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((row) => [row.step_id, row.claimed_by]), [[first, null], [second, claim]])
+    }))
+
   it.scoped("rejecting a task whose claim was lost deletes nothing and says so", () =>
     Effect.gen(function*() {
       const f = yield* fixture(dialect)

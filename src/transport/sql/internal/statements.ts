@@ -240,13 +240,34 @@ WHERE ${quote(dialect, "step_id")} = ${ph(dialect, 1)} AND ${quote(dialect, "cla
 
 /**
  * Releases every row held by one of `claims`: the rows of claims whose statements failed but may
- * have been committed all the same (their answers lost with the connection), which no delivery holds.
+ * have been committed all the same (their answers lost with the connection), which no delivery holds;
+ * and each of `rows` (a step id still held by its claim) whose give-back failed, by itself, as the
+ * rest of its claim is served. At least one of the two is not empty.
  */
-export const releaseClaims = (dialect: Dialect, n: Names, claims: ReadonlyArray<string>): Sql => ({
-  text: `UPDATE ${quote(dialect, n.tasks)} SET ${quote(dialect, "claimed_by")} = NULL, ${quote(dialect, "claimed_at")} = NULL
-WHERE ${quote(dialect, "claimed_by")} IN (${claims.map((_, i) => ph(dialect, i + 1)).join(", ")})`,
-  params: claims
-})
+export const releaseClaims = (
+  dialect: Dialect,
+  n: Names,
+  claims: ReadonlyArray<string>,
+  rows: ReadonlyArray<{ readonly claim: string; readonly stepId: string }> = []
+): Sql => {
+  const conditions: Array<string> = []
+  const params: Array<unknown> = []
+  if (claims.length > 0) {
+    conditions.push(`${quote(dialect, "claimed_by")} IN (${claims.map((_, i) => ph(dialect, i + 1)).join(", ")})`)
+    params.push(...claims)
+  }
+  for (const row of rows) {
+    conditions.push(
+      `(${quote(dialect, "step_id")} = ${ph(dialect, params.length + 1)} AND ${quote(dialect, "claimed_by")} = ${ph(dialect, params.length + 2)})`
+    )
+    params.push(row.stepId, row.claim)
+  }
+  return {
+    text: `UPDATE ${quote(dialect, n.tasks)} SET ${quote(dialect, "claimed_by")} = NULL, ${quote(dialect, "claimed_at")} = NULL
+WHERE ${conditions.join(" OR ")}`,
+    params
+  }
+}
 
 /** The claim a task row is held by now (none when unclaimed; no row when it is gone). */
 export const taskClaim = (dialect: Dialect, n: Names, stepId: string): Sql => ({

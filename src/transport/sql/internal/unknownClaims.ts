@@ -11,6 +11,10 @@
  * its rows, if any, are claimable again anyway. When it was not committed, nothing holds that claim:
  * a no-op.
  *
+ * A single row of a claim whose give-back failed (a row claimed alongside a completion that no
+ * completion took) is released the same way, by its step id and claim: the claim's other rows are
+ * being served.
+ *
  * @internal
  */
 import * as Cause from "effect/Cause"
@@ -42,15 +46,20 @@ export const make = <E>(options: {
   readonly lease: Duration.Duration
   /** The tasks table, named in the log lines. */
   readonly tasks: string
-  /** Releases the rows held by these claims, in one statement; the number of rows released. */
-  readonly release: (claims: ReadonlyArray<string>) => Effect.Effect<number, E>
+  /**
+   * Releases the rows held by these claims, and these single rows of a claim, in one statement; the
+   * number of rows released.
+   */
+  readonly release: (claims: ReadonlyArray<string>, rows: ReadonlyArray<HeldRow>) => Effect.Effect<number, E>
   /** Whether the database refused the release: trying again does not change that. */
   readonly isRefusal: (error: E) => boolean
-}): Effect.Effect<(claim: string) => Effect.Effect<void>, never, Scope.Scope> =>
+}): Effect.Effect<(claim: string, stepId?: string) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { isRefusal, lease, release, tasks } = options
     /** Claims waiting to be released → when they were handed over (ms). */
     const unknownClaims = new Map<string, number>()
+    /** Single rows of a claim waiting to be released, by claim and step id → the row and when it was handed over. */
+    const unknownRows = new Map<string, { readonly row: HeldRow; readonly at: number }>()
     const claimLost = yield* Queue.sliding<void>(1)
     /** How many claims were let go since it was last said (said once the tries end, not at each). */
     let letGo = 0
@@ -62,9 +71,17 @@ export const make = <E>(options: {
         unknownClaims.delete(claim)
         letGo++
       }
+      for (const [key, { at }] of unknownRows) {
+        if (now - at < Duration.toMillis(lease)) continue
+        unknownRows.delete(key)
+        letGo++
+      }
       const claims = Array.from(unknownClaims.keys())
-      const released = claims.length === 0 ? 0 : yield* release(claims)
+      const rowKeys = Array.from(unknownRows.keys())
+      const rows = Array.from(unknownRows.values(), ({ row }) => row)
+      const released = claims.length === 0 && rows.length === 0 ? 0 : yield* release(claims, rows)
       for (const claim of claims) unknownClaims.delete(claim)
+      for (const key of rowKeys) unknownRows.delete(key)
       if (letGo > 0) {
         yield* Effect.logDebug(
           `let go ${letGo} claim(s) of unknown outcome on ${tasks} unreleased: the database did not answer ` +
@@ -88,7 +105,10 @@ export const make = <E>(options: {
       // what cannot be released waits out the lease; the releaser goes on for the claims to come
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.zipRight(
-          Effect.sync(() => unknownClaims.clear()),
+          Effect.sync(() => {
+            unknownClaims.clear()
+            unknownRows.clear()
+          }),
           Effect.logWarning(
             `could not release the claims of unknown outcome on ${tasks}; their tasks, if any, are claimable once the lease passes`,
             Cause.pretty(cause)
@@ -103,9 +123,20 @@ export const make = <E>(options: {
       Effect.interruptible,
       Effect.forkScoped
     )
-    return (claim: string): Effect.Effect<void> =>
+    return (claim: string, stepId?: string): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        unknownClaims.set(claim, now)
+        if (stepId === undefined) unknownClaims.set(claim, now)
+        else unknownRows.set(`${claim}\u0000${stepId}`, { row: { claim, stepId }, at: now })
         return Effect.asVoid(Queue.offer(claimLost, undefined))
       })
   })
+
+/**
+ * One row of a claim, released by itself: the claim's other rows are served.
+ *
+ * @internal
+ */
+export interface HeldRow {
+  readonly claim: string
+  readonly stepId: string
+}
