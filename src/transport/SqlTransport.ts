@@ -37,6 +37,7 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { randomBytes } from "node:crypto"
 import { SqlError } from "@effect/sql/SqlError"
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Clock from "effect/Clock"
@@ -298,8 +299,11 @@ const build = (
 
       // a completion that finds an earlier result of its step waiting tries again, for up to a lease
       const untilNoConflict = Conflict.untilNoConflict({ lease, results: names.results })
+      // replicas may share a workerId (one DURABLE_WORKER_ID for all): a nonce per registration keeps
+      // their claims apart, so releasing one's claim by its id never frees rows another one serves
+      const nonce = randomBytes(6).toString("hex")
       let claims = 0
-      const nextClaim = () => `${worker.workerId}#${(++claims).toString(36)}`
+      const nextClaim = () => `${worker.workerId}#${nonce}.${(++claims).toString(36)}`
 
       // a claim whose statement failed may have been committed all the same: released in the
       // background once the database answers, or let go after a lease (see sql/internal/unknownClaims.ts)

@@ -272,6 +272,21 @@ describe.each(["postgres", "mysql"] as const)("SqlTransport on %s (TestClock)", 
       assert.deepStrictEqual((yield* Effect.promise(f.rows)).map((row) => [row.step_id, row.claimed_by]), [[first, null], [second, claim]])
     }))
 
+  it.scoped("two registrations with one workerId (replicas sharing DURABLE_WORKER_ID) claim under different ids", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture(dialect)
+      yield* Effect.promise(() => f.dispatch("work"))
+      yield* Effect.promise(() => f.dispatch("work"))
+      const a = yield* registerPoller(dialect, f.prefix, "worker-a")
+      const b = yield* registerPoller(dialect, f.prefix, "worker-a")
+      assert.strictEqual((yield* poll(a, 1)).length, 1)
+      assert.strictEqual((yield* poll(b, 1)).length, 1)
+      const [first, second] = (yield* Effect.promise(f.rows)).map((row) => row.claimed_by!)
+      assert.match(first!, /^worker-a#/)
+      assert.match(second!, /^worker-a#/)
+      assert.notStrictEqual(first, second)
+    }))
+
   it.scoped("rejecting a task whose claim was lost deletes nothing and says so", () =>
     Effect.gen(function*() {
       const f = yield* fixture(dialect)
