@@ -603,7 +603,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
         Effect.gen(function*() {
           const failed = ResultSize.tooLargeResult(result, { bytes: Buffer.byteLength(body), limit: yield* resultsLimit, reason })
           yield* Effect.logError(
-            `${failed.error!.message}. The step is answered with that failure (code ${ResultSize.RESULT_TOO_LARGE}, ` +
+            `${failed.error!.message}. The step is answered with that failure (code ${failed.error!.code}, ` +
               "not retryable) and its task deleted: sent again, the result would be refused again, and the task " +
               "would come back and run again at every visibility timeout"
           ).pipe(Effect.annotateLogs("delivery", deliveryId))

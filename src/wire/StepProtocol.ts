@@ -59,6 +59,17 @@ export const StepError = Schema.Struct({
 export type StepError = typeof StepError.Type
 
 /**
+ * The error of a step whose result its broker refused for its size (an SQS message, a MySQL
+ * packet): `code: "result_too_large"`, not retryable, since the same output would be refused again.
+ * `message` says how large, the limit, and what to do. A transport answers the step with it rather
+ * than leave the task to come back and run again for ever.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const resultTooLarge = (message: string): StepError => ({ message, code: "result_too_large", retryable: false })
+
+/**
  * A log line or sub-process outcome recorded while a step ran; persisted on the engine's checkpoint.
  *
  * @since 0.1.0

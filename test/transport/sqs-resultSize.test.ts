@@ -3,7 +3,7 @@
  * are not (retried or reported as before), and the failure that replaces a refused result.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { isSizeRefusal, RESULT_TOO_LARGE, tooLargeResult } from "../../src/transport/sqs/internal/resultSize.js"
+import { isSizeRefusal, tooLargeResult } from "../../src/transport/sqs/internal/resultSize.js"
 
 describe("SQS result size refusals (pure)", () => {
   it("a batch or message over the size limit is a size refusal, as SQS and fauxqs word it", () => {
@@ -37,7 +37,7 @@ describe("SQS result size refusals (pure)", () => {
       status: "failed",
       startedAt: 5,
       error: {
-        code: RESULT_TOO_LARGE,
+        code: "result_too_large",
         retryable: false,
         message: "the completed result of step r:3 is 2000000 bytes of JSON, more than the SQS results queue takes " +
           "(1048576 bytes, its MaximumMessageSize); SQS refused it (BatchRequestTooLong: too big). Keep large outputs " +

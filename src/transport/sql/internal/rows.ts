@@ -7,7 +7,7 @@
  * @internal
  */
 import { messageOf } from "../../../core/internal/errors.js"
-import type { StepResult } from "../../../wire/StepProtocol.js"
+import { resultTooLarge, type StepResult } from "../../../wire/StepProtocol.js"
 import type { ResultRow } from "./statements.js"
 
 /** A claimed task row as a driver returns it (PostgreSQL bigints come back as strings). */
@@ -113,7 +113,7 @@ export const tooLargeResultRow = (row: ResultRow, message: string): ResultRow =>
   ...row,
   status: "failed",
   output: null,
-  error: JSON.stringify({ message, code: "result_too_large", retryable: false })
+  error: JSON.stringify(resultTooLarge(message))
 })
 
 /** Sorts claimed rows oldest first (PostgreSQL's `RETURNING` keeps no order). */

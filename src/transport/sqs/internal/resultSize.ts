@@ -8,7 +8,7 @@
  *
  * @internal
  */
-import type { StepResult } from "../../../wire/StepProtocol.js"
+import { resultTooLarge, type StepResult } from "../../../wire/StepProtocol.js"
 
 /**
  * How a result's send ended: sent, or refused by SQS for its size (`reason`: SQS's own code and
@@ -26,12 +26,6 @@ export const SENT: Sent = { _tag: "Sent" }
 /** @internal */
 export const tooLarge = (reason: string): Sent => ({ _tag: "TooLarge", reason })
 
-/**
- * The error code of the failure that replaces a result too large for SQS.
- *
- * @internal
- */
-export const RESULT_TOO_LARGE = "result_too_large"
 
 /** Error codes SQS (and compatible servers) give only for a message or a batch over its size limit. */
 const SIZE_CODES: ReadonlySet<string> = new Set([
@@ -81,13 +75,11 @@ export const tooLargeResult = (result: StepResult, refusal: Refusal): StepResult
   seq: result.seq,
   stepId: result.stepId,
   status: "failed",
-  error: {
-    message: `the ${result.status} result of step ${result.stepId} is ${refusal.bytes} bytes of JSON, more than the ` +
+  error: resultTooLarge(
+    `the ${result.status} result of step ${result.stepId} is ${refusal.bytes} bytes of JSON, more than the ` +
       `SQS results queue takes${refusal.limit === undefined ? "" : ` (${refusal.limit} bytes, its MaximumMessageSize)`}; ` +
       `SQS refused it (${refusal.reason}). Keep large outputs in external storage (S3, a database) and return ` +
-      "a reference to them",
-    code: RESULT_TOO_LARGE,
-    retryable: false
-  },
+      "a reference to them"
+  ),
   ...(result.startedAt === undefined ? {} : { startedAt: result.startedAt })
 })
