@@ -32,7 +32,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { Redis, type RedisOptions } from "ioredis"
-import { randomUUID } from "node:crypto"
+import { randomBytes, randomUUID } from "node:crypto"
 import { messageOf, withReason } from "../core/internal/errors.js"
 import { optional, overRead } from "../core/internal/options.js"
 import type { DurationOption } from "../runtime/WorkerConfig.js"
@@ -553,24 +553,32 @@ class JobDelivery implements Delivery<NestReply> {
           .then((held) => held ? target.addNestReply(reply) : undefined)
           .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
           .then((next) => ({ next, replayed: false }))
-      answered.then(acknowledged, failed)
+      answered.then(acknowledged, failed).catch((defect: unknown) => {
+        // a throw after the answer went through is a bug here: a defect in the fiber, not a
+        // rejection no one handles (which would end the process) and a fiber that never resumes
+        resume(Effect.die(defect))
+      })
     })
   }
 }
 
 /**
- * Fails at once a job whose data is not JSON, which came (active, locked with `token`) with an
- * acknowledgement, rather than leaving it active until it stalls: as BullMQ's worker fails it when it
- * takes such a job itself. Nothing in it can be answered: it names no run.
+ * Fails at once a job with a field that is not JSON (its data, its options), which came (active,
+ * locked with `token`) with an acknowledgement, rather than leaving it active until it stalls: as
+ * BullMQ's worker fails it when it takes such a job itself. Nothing in it can be answered: it names
+ * no run.
  */
-const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) => {
-  const job = Jobs.TaskJob.fromJSON(queue.bull, next.fields, next.id)
-  const reason = job.deferredFailure
-  return Effect.logError(`${reason}; failing it`).pipe(
-    Effect.zipRight(Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token))),
+const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) =>
+  Effect.try(() => Jobs.TaskJob.fromJSON(queue.bull, next.fields, next.id)).pipe(
+    Effect.flatMap((job) => {
+      const reason = job.deferredFailure ?? `job ${next.id} on ${queue.name} cannot be read`
+      return Effect.zipRight(
+        Effect.logError(`${reason}; failing it`),
+        Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token))
+      )
+    }),
     Effect.catchAll((error) => Effect.logWarning(withReason(`could not fail job ${next.id} on ${queue.name}`, error)))
   )
-}
 
 
 /**
@@ -727,6 +735,9 @@ const build = (config: Resolved): Transport["Type"] => {
           return { token, queueName, bull }
         })
 
+      // replicas may share a workerId (one DURABLE_WORKER_ID for all): a nonce per registration keeps
+      // their lock tokens apart, so one's orphan sweep never takes back a job another one is running
+      const tokenPrefix = `${worker.workerId}:${randomBytes(6).toString("hex")}.`
       let tokenCounter = 0
       /** One subscription: a task queue of a broker, with its poller and the bridge of its failed jobs. */
       const subscribe = (
@@ -765,8 +776,9 @@ const build = (config: Resolved): Transport["Type"] => {
         const fetch = (max: number) =>
           Effect.tryPromise(async () => {
             const size = Math.min(Math.max(batch, 1), max)
-            const fetched = await Promise.all(Array.from({ length: size }, async () => {
-              const jobToken = `${worker.workerId}:${++tokenCounter}`
+            // every take settles: one that fails must not strand the jobs the others moved to active
+            const fetched = await Promise.allSettled(Array.from({ length: size }, async () => {
+              const jobToken = `${tokenPrefix}${++tokenCounter}`
               queue.holdings.begin(jobToken)
               try {
                 const job = await bull.getNextJob(jobToken, { block: false })
@@ -775,10 +787,25 @@ const build = (config: Resolved): Transport["Type"] => {
                 queue.holdings.end(jobToken)
               }
             }))
-            const taken = fetched.filter((delivery) => delivery !== undefined)
+            const taken: Array<JobDelivery> = []
+            let failure: { readonly reason: unknown } | undefined
+            for (const take of fetched) {
+              if (take.status === "rejected") failure ??= { reason: take.reason }
+              else if (take.value !== undefined) taken.push(take.value)
+            }
+            if (failure !== undefined && taken.length === 0) throw failure.reason
             batch = taken.length === size ? Math.min(size * 2, MAX_BATCH) : 0
-            return taken
-          }).pipe(Effect.mapError(transportError(`taking jobs from ${queueName}`)))
+            return { taken, failure }
+          }).pipe(
+            Effect.mapError(transportError(`taking jobs from ${queueName}`)),
+            // some taken, one failed: the jobs taken are served, and the failure said
+            Effect.flatMap(({ failure, taken }) =>
+              failure === undefined ? Effect.succeed(taken) : Effect.as(
+                Effect.logWarning(withReason(`taking a job from ${queueName} failed; serving the ${taken.length} taken with it`, failure.reason)),
+                taken
+              )
+            )
+          )
 
         const poller = Poller.make({
           name: config.brokers.length > 0 ? `queue ${queueName} on ${home.id}` : `queue ${queueName}`,
@@ -894,7 +921,7 @@ const build = (config: Resolved): Transport["Type"] => {
         }).pipe(Effect.as(Option.none()), Effect.mapError(transportError("writing the worker heartbeat")))
 
       for (const broker of brokers) {
-        yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), `${worker.workerId}:`)
+        yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), tokenPrefix)
       }
 
       // announce the worker only once every subscription is in place

@@ -615,10 +615,17 @@ export const decodeOptions = (raw: string | undefined): JobsOptions => {
 export const decodeData = (fields: JobJsonRaw): unknown => JSON.parse(fields.data || "{}")
 
 /**
- * BullMQ's `Job`, read so that a job whose data is not JSON does not throw: it is read with empty
- * data and, as its deferred failure, the reason. BullMQ's worker fails a job with a deferred failure
- * as unrecoverable as soon as it takes it (`getNextJob`), and takes the next one, so such a job
- * neither stalls under its lock nor stops the queue.
+ * The fields of a stored job that BullMQ's `Job.fromJSON` parses as JSON and throws on, with what
+ * each is read as when it cannot be parsed.
+ */
+const JSON_FIELDS = [["data", "{}"], ["opts", "{}"], ["progress", "0"], ["parent", undefined]] as const
+
+/**
+ * BullMQ's `Job`, read so that a job with a field that is not JSON (its data, its options, its
+ * progress or its parent, written by hand or by another tool) does not throw: it is read with those
+ * fields empty and, as its deferred failure, the reason. BullMQ's worker fails a job with a deferred
+ * failure as unrecoverable as soon as it takes it (`getNextJob`), and takes the next one, so such a
+ * job neither stalls under its lock nor stops the queue.
  *
  * @internal
  */
@@ -631,20 +638,32 @@ export class TaskJob<DataType = any, ReturnType = any, NameType extends string =
     try {
       return super.fromJSON<T, R, N>(queue, json, jobId)
     } catch (cause) {
-      if (!(cause instanceof SyntaxError) || !isUnreadable(json)) throw cause
-      const job = super.fromJSON<T, R, N>(queue, { ...json, data: "{}" }, jobId)
-      job.deferredFailure = `job ${json.id || jobId} on ${queue.name} cannot be read, its data is not JSON (${cause.message})`
+      if (!(cause instanceof SyntaxError)) throw cause
+      const unreadable = JSON_FIELDS.filter(([field]) => !isJson(json[field] as string | undefined))
+      if (unreadable.length === 0) throw cause
+      const readable: Record<string, unknown> = { ...json }
+      for (const [field, empty] of unreadable) {
+        if (empty === undefined) delete readable[field]
+        else readable[field] = empty
+      }
+      const job = super.fromJSON<T, R, N>(queue, readable as unknown as JobJsonRaw, jobId)
+      const fields = unreadable.map(([field]) => field)
+      job.deferredFailure = `job ${json.id || jobId} on ${queue.name} cannot be read, its ${fields.join(" and ")} ${
+        fields.length === 1 ? "is" : "are"
+      } not JSON (${cause.message})`
       return job
     }
   }
 }
 
-const isUnreadable = (json: JobJsonRaw) => {
+/** Whether a stored field parses (an absent or empty one is read as its default). */
+const isJson = (text: string | undefined) => {
+  if (text === undefined || text === "") return true
   try {
-    decodeData(json)
-    return false
-  } catch {
+    JSON.parse(text)
     return true
+  } catch {
+    return false
   }
 }
 
