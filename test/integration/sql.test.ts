@@ -14,7 +14,7 @@ import { type TransportHandle, Worker } from "../../src/promise.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import { type DialectName, type SqlEngine, startSqlEngine } from "../support/sqlEngine.js"
 import { freePort, silentServer, waitFor } from "../support/local.js"
-import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
+import { failsOnceWith, fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { SqlTransport as MysqlSql } from "../../src/mysql.js"
 
@@ -284,22 +284,14 @@ describe("SQL transport on mysql: a result over max_allowed_packet", () => {
     const engine = await startEngine("mysql")
     const [{ limit }] = await engine.db.query<{ limit: number }>("SELECT @@max_allowed_packet AS `limit`")
     const worker = new Worker({ ...quiet, concurrency: 2 })
-    let runs = 0
-    worker.step("report.render", async () => {
-      runs++
-      return { pdf: "x".repeat(Number(limit)) }
-    })
-    engine.register("reporting", async (ctx) => ctx.step("report.render", {}, { retries: 3 }))
-    const { runId, result } = await whileServing(worker, handle(engine, { lease: "2 seconds" }), async () => {
-      const runId = await engine.start("reporting", {})
-      return { runId, result: await engine.waitForRun(runId, 15_000) }
-    })
-    assert.strictEqual(result.status, "failed")
-    assert.strictEqual(runs, 1)
-    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-    assert.strictEqual(checkpoint.status, "failed")
-    assert.strictEqual(checkpoint.error.code, "result_too_large")
-    assert.strictEqual(checkpoint.error.retryable, false)
+    const checkpoint = await failsOnceWith(
+      engine,
+      worker,
+      handle(engine, { lease: "2 seconds" }),
+      "report.render",
+      async () => ({ pdf: "x".repeat(Number(limit)) }),
+      "result_too_large"
+    )
     assert.include(checkpoint.error.message, `over the database's max_allowed_packet (${limit} bytes`)
     assert.deepStrictEqual(await taskRows(engine), [])
   })

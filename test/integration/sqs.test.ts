@@ -6,7 +6,7 @@ import { afterAll, assert, describe, it } from "vitest"
 import { Worker } from "../../src/promise.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { recordingClient, sqsPrefix, useFauxqs } from "../support/fauxqs.js"
-import { fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
+import { failsOnceWith, fatalErrorFailsOnce, retryableErrorRecovers, whileServing } from "../support/interop.js"
 import { type SqsEngine, type SqsEngineOptions, startSqsEngine } from "../support/sqsEngine.js"
 
 const quiet = { handleSignals: false, logLevel: (process.env.TEST_LOG_LEVEL ?? "None") as "None" } as const
@@ -136,25 +136,16 @@ describe("SQS transport against the real nestjs-durable engine (fauxqs)", () => 
     )
     // a short visibility, so that a task left undeleted would come back (and run again) within the test
     const { engine, worker, transport } = setup({ engine: { prefix }, sqs: { visibilityTimeout: "2 seconds" } })
-    let calls = 0
-    worker.step("big-output", async () => {
-      calls++
-      return "x".repeat(2_000)
-    })
-    engine.register("wf", async (ctx) => ctx.step("big-output", {}, { retries: 3 }))
-    const { runId, result } = await whileServing(worker, transport, async () => {
-      const runId = await engine.start("wf", {})
-      const result = await engine.waitForRun(runId, 15_000)
+    const checkpoint = await failsOnceWith(
+      engine,
+      worker,
+      transport,
+      "big-output",
+      async () => "x".repeat(2_000),
+      "result_too_large",
       // longer than the visibility timeout: an undeleted task would have come back by now
-      await new Promise((resolve) => setTimeout(resolve, 3_000))
-      return { runId, result }
-    })
-    assert.strictEqual(result.status, "failed")
-    assert.strictEqual(calls, 1)
-    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-    assert.strictEqual(checkpoint.status, "failed")
-    assert.strictEqual(checkpoint.error.code, "result_too_large")
-    assert.strictEqual(checkpoint.error.retryable, false)
+      () => new Promise((resolve) => setTimeout(resolve, 3_000))
+    )
     assert.match(checkpoint.error.message, /is 2\d{3} bytes of JSON, more than the SQS results queue takes \(1024 bytes, its MaximumMessageSize\)/)
     assert.match(checkpoint.error.message, /external storage/)
     assert.deepStrictEqual(await server().counts(`${prefix}-tasks-big-output`), { visible: 0, inFlight: 0 })

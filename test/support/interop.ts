@@ -28,6 +28,42 @@ export const whileServing = async <A>(worker: Worker, transport: TransportHandle
   return result
 }
 
+/**
+ * The step fails its run at its first attempt, not retried though `retries: 3` allows it, with the
+ * non-retryable `code` on its checkpoint: its handler ran once. `meanwhile` runs while the worker
+ * still serves, after the run ended (to give a task left behind time to come back). Resolves with
+ * the checkpoint, for what else the caller checks.
+ */
+export const failsOnceWith = async (
+  engine: InteropEngine,
+  worker: Worker,
+  transport: TransportHandle,
+  stepName: string,
+  handler: () => Promise<unknown>,
+  code: string,
+  meanwhile: () => Promise<void> = async () => {}
+): Promise<{ readonly status: string; readonly error: { readonly code: string; readonly retryable: boolean; readonly message: string } }> => {
+  let calls = 0
+  worker.step(stepName, async () => {
+    calls++
+    return handler()
+  })
+  engine.register("checkout", async (ctx) => ctx.step(stepName, {}, { retries: 3 }))
+  const { runId, result } = await whileServing(worker, transport, async () => {
+    const runId = await engine.start("checkout", {})
+    const result = await engine.waitForRun(runId)
+    await meanwhile()
+    return { runId, result }
+  })
+  assert.strictEqual(result.status, "failed")
+  assert.strictEqual(calls, 1)
+  const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+  assert.strictEqual(checkpoint.status, "failed")
+  assert.strictEqual(checkpoint.error.code, code)
+  assert.strictEqual(checkpoint.error.retryable, false)
+  return checkpoint
+}
+
 /** A `FatalError` fails the run after exactly one attempt and keeps its code on the checkpoint. */
 export const fatalErrorFailsOnce = async (
   engine: InteropEngine,
@@ -35,22 +71,9 @@ export const fatalErrorFailsOnce = async (
   transport: TransportHandle,
   stepName: string
 ): Promise<void> => {
-  let calls = 0
-  worker.step(stepName, async () => {
-    calls++
+  await failsOnceWith(engine, worker, transport, stepName, async () => {
     throw new FatalError("card declined", "card_declined")
-  })
-  engine.register("checkout", async (ctx) => ctx.step(stepName, {}, { retries: 3 }))
-  const { runId, result } = await whileServing(worker, transport, async () => {
-    const runId = await engine.start("checkout", {})
-    return { runId, result: await engine.waitForRun(runId) }
-  })
-  assert.strictEqual(result.status, "failed")
-  assert.strictEqual(calls, 1)
-  const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
-  assert.strictEqual(checkpoint.status, "failed")
-  assert.strictEqual(checkpoint.error.code, "card_declined")
-  assert.strictEqual(checkpoint.error.retryable, false)
+  }, "card_declined")
 }
 
 /** A retryable error recovers within `retries: 3`: attempts 1, 2, 3, the third succeeding. */
