@@ -21,7 +21,7 @@ import * as Predicate from "effect/Predicate"
 import * as Codec from "../wire/DurableWorkflowCodec.js"
 import type { StepEvent } from "../wire/StepProtocol.js"
 import type { StepContext } from "../core/Step.js"
-import { isNonRetryable, messageOf } from "../core/internal/errors.js"
+import { isNonRetryable, messageOf, withReason } from "../core/internal/errors.js"
 import { abortReason, abortSignal, type StepAborted } from "../core/internal/interruption.js"
 import { makeStepLogger } from "../core/internal/stepLogger.js"
 import * as Protocol from "../seam/Protocol.js"
@@ -341,7 +341,13 @@ const runWorkflowTask = <R>(handlers: Handlers<R>, t: DurableWorkflowTask, deliv
     const workflowType = str(task["workflow_type"]) ?? ""
     const codec = task["payload_codec"]
     const firstPage = Array.isArray(task["history_events"]) ? task["history_events"] : []
-    const rest = yield* delivered.rest
+    const paged = yield* Effect.either(delivered.rest)
+    if (Either.isLeft(paged)) {
+      // a task failure, not a completion: the server hands the task out again, with its whole history
+      yield* Effect.logError(withReason(`${delivered.id} not replayed, its history is incomplete`, paged.left, "reporting it as failed, for the server to hand it out again"))
+      return workflowFailed({ message: `workflow task history incomplete: ${paged.left.message}`, type: "WorkflowTaskHistoryUnavailable" })
+    }
+    const rest = paged.right
     const decoded = yield* Effect.either(decodeOrFail(task["arguments"], codec, delivered))
     if (Either.isLeft(decoded)) {
       const error = decoded.left

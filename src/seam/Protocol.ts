@@ -124,9 +124,11 @@ export interface Task {
   readonly payload: unknown
   /**
    * The rest of a payload the broker sends in pages (a long workflow history), fetched when asked
-   * for. What could not be fetched is left out (and logged by the transport).
+   * for. A page that cannot be fetched fails it: a protocol must not answer from part of a payload
+   * (a replay of a truncated history produces wrong commands). A broker that never fails here
+   * declares it without an error.
    */
-  readonly rest: Effect.Effect<ReadonlyArray<unknown>>
+  readonly rest: Effect.Effect<ReadonlyArray<unknown>, TransportError>
   /** Fetches a part of the payload that the broker keeps elsewhere (an external-storage reference). */
   readonly resolve: (part: unknown) => Effect.Effect<unknown, TransportError>
   /** Stores a part of the reply elsewhere where the broker does that for large values. */

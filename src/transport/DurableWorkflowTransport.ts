@@ -510,23 +510,42 @@ export const make = (
             return "completed" as const
           })
 
-        /** The history pages after the first; a page that cannot be fetched ends it (the replay runs on what came). */
-        const remainingHistory = (taskId: string, attempt: unknown, first: unknown) =>
+        /**
+         * The history pages after the first. Unlike the SDK, which replays what came, a page that
+         * cannot be fetched (after the transport retry), a page token that comes back a second time,
+         * or more events than the server's `total_history_events` fail it: a replay of part of the
+         * history would answer with wrong commands (an activity already done scheduled again).
+         */
+        const remainingHistory = (taskId: string, attempt: unknown, task: Record<string, unknown>) =>
           Effect.gen(function*() {
+            const failed = (message: string, cause?: unknown) =>
+              new TransportError({
+                transport: NAME,
+                operation: "fetch the workflow task history",
+                message,
+                ...(cause === undefined ? {} : { cause })
+              })
             const events: Array<unknown> = []
-            let token = first
+            const firstPage = Array.isArray(task["history_events"]) ? task["history_events"].length : 0
+            let total = task["total_history_events"]
+            const seen = new Set<string>()
+            let token = task["next_history_page_token"]
             while (typeof token === "string" && token !== "") {
+              // a server that hands out a token twice would have the worker page for ever
+              if (seen.has(token)) return yield* failed("the server sent the same history page token twice")
+              seen.add(token)
               const page = yield* Effect.either(post(`/worker/workflow-tasks/${taskId}/history`, {
                 next_history_page_token: token,
                 lease_owner: workerId,
                 workflow_task_attempt: attempt
               }))
-              if (Either.isLeft(page)) {
-                yield* Effect.logWarning(withReason("could not fetch a history page", page.left, "replaying the partial history"))
-                break
-              }
+              if (Either.isLeft(page)) return yield* failed(`a history page could not be fetched: ${page.left.message}`, page.left)
               const body = Predicate.isRecord(page.right) ? page.right : {}
               if (Array.isArray(body["history_events"])) events.push(...body["history_events"])
+              total = body["total_history_events"] ?? total
+              if (typeof total === "number" && firstPage + events.length > total) {
+                return yield* failed(`the history pages hold more events (${firstPage + events.length}) than the server's total_history_events (${total})`)
+              }
               token = body["next_history_page_token"]
             }
             return events
@@ -620,7 +639,7 @@ export const make = (
             id: `${kind} task ${String(task["task_id"] ?? task["query_task_id"] ?? task["update_validation_task_id"] ?? "?")}`,
             payload: { kind, task, workerId, taskQueue } satisfies DurableWorkflowProtocol.DurableWorkflowTask,
             protocol,
-            ...(kind === "workflow" ? { rest: remainingHistory(taskId, workflowAttempt, task["next_history_page_token"]) } : {}),
+            ...(kind === "workflow" ? { rest: remainingHistory(taskId, workflowAttempt, task) } : {}),
             resolve: resolvePart,
             store: storePart,
             ...(kind === "activity"

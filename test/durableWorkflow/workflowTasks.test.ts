@@ -59,6 +59,87 @@ describe("Durable Workflow workflow tasks", () => {
       assert.deepStrictEqual(value(server.completedWorkflowTasks[0]!.commands[0]!["result"]), 6)
     }))
 
+  const manyActivities = DurableWorkflow.fromGenerator("orders.many", function*(ctx) {
+    const a: number = yield ctx.activity("a")
+    const b: number = yield ctx.activity("b")
+    const c: number = yield ctx.activity("c")
+    return a + b + c
+  })
+  const threeDone = [
+    { event_type: "WorkflowStarted", payload: {} },
+    { event_type: "ActivityCompleted", payload: { result: blob(1) } },
+    { event_type: "ActivityCompleted", payload: { result: blob(2) } },
+    { event_type: "ActivityCompleted", payload: { result: blob(3) } }
+  ]
+  /** Moves the test clock on (the transport retry sleeps on it) until `check` holds. */
+  const advanceUntil = (check: () => boolean) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 200 && !check(); i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      }
+      assert.isTrue(check())
+    })
+
+  it.scoped("a history page that cannot be fetched fails the task (never a completion from part of the history); the retry replays it all", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ historyPageSize: 2 })
+      yield* startWorker(server, { durableWorkflows: [manyActivities] })
+      // more than the transport retry rides out
+      server.failNext("workflowTaskHistory", 503, undefined, 3)
+      const { taskId } = server.enqueueWorkflowTask({ workflowType: "orders.many", taskQueue: QUEUE, historyEvents: threeDone })
+      yield* advanceUntil(() => server.failedWorkflowTasks.length === 1)
+      const failed = server.failedWorkflowTasks[0]!
+      assert.strictEqual(failed.taskId, taskId)
+      assert.match(String(failed.failure["message"]), /^workflow task history incomplete: a history page could not be fetched: .*503/)
+      assert.strictEqual(failed.failure["type"], "WorkflowTaskHistoryUnavailable")
+      // the server hands the task out again: replayed on the whole history, it completes the workflow
+      yield* advanceUntil(() => server.completedWorkflowTasks.length === 1)
+      const commands = server.completedWorkflowTasks[0]!.commands
+      assert.deepStrictEqual(commands.map((c) => c["type"]), ["complete_workflow"])
+      assert.deepStrictEqual(value(commands[0]!["result"]), 6)
+    }))
+
+  it.scoped("a history page token that comes back a second time fails the task instead of paging for ever", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ historyPageSize: 2, retryFailedWorkflowTasks: false })
+      yield* startWorker(server, { durableWorkflows: [manyActivities] })
+      // a misbehaving server: every page points at the same next page
+      server.injectFault("workflowTaskHistory", {
+        status: 200,
+        body: { history_events: [], next_history_page_token: "c2FtZQ==" },
+        times: 50
+      })
+      server.enqueueWorkflowTask({ workflowType: "orders.many", taskQueue: QUEUE, historyEvents: threeDone })
+      yield* until(server, () => server.failedWorkflowTasks.length === 1)
+      assert.match(String(server.failedWorkflowTasks[0]!.failure["message"]), /the same history page token twice/)
+      assert.strictEqual(server.requestsTo("workflowTaskHistory").length, 2)
+      assert.strictEqual(server.completedWorkflowTasks.length, 0)
+    }))
+
+  it.scoped("history pages with more events than total_history_events fail the task", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ historyPageSize: 2, retryFailedWorkflowTasks: false })
+      yield* startWorker(server, { durableWorkflows: [manyActivities] })
+      server.injectFault("workflowTaskHistory", {
+        status: 200,
+        body: {
+          history_events: [
+            { event_type: "ActivityCompleted", payload: { result: blob(2) } },
+            { event_type: "ActivityCompleted", payload: { result: blob(3) } },
+            { event_type: "ActivityCompleted", payload: { result: blob(4) } }
+          ],
+          total_history_events: 4,
+          next_history_page_token: null
+        },
+        times: 1
+      })
+      server.enqueueWorkflowTask({ workflowType: "orders.many", taskQueue: QUEUE, historyEvents: threeDone })
+      yield* until(server, () => server.failedWorkflowTasks.length === 1)
+      assert.match(String(server.failedWorkflowTasks[0]!.failure["message"]), /more events \(5\) than the server's total_history_events \(4\)/)
+      assert.strictEqual(server.completedWorkflowTasks.length, 0)
+    }))
+
   it.scoped("task failures: unsupported codec, unknown type, replay failure — with the nested failure object", () =>
     Effect.gen(function*() {
       const { server } = yield* setup({ retryFailedWorkflowTasks: false })
