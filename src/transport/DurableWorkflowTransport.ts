@@ -14,8 +14,10 @@
  *   server advertises them, query tasks (pool `query`, one at a time); each long poll carries
  *   `timeout_seconds` (≤ 60), runs under an HTTP timeout 5 s longer, is retried once with the same
  *   `poll_request_id` after a timeout, and is interrupted at once when the worker stops;
- * - results: workflow-task completion with lease/attempt fencing and a bounded retry (3 attempts),
- *   a definite rejection reported as a task failure; activity completion/failure; query answers;
+ * - results: workflow-task completion with lease/attempt fencing, a definite rejection reported as a
+ *   task failure; activity completion/failure; query answers. Completions and failure reports of
+ *   workflow and activity tasks ride out transient errors (network, 5xx, 429) with a backoff that
+ *   honours `Retry-After`, for up to half the task's remaining lease and at most 30 s;
  * - worker heartbeats at the server-advertised interval (from the register ack, then from each
  *   heartbeat reply that announces one) with `task_slots` and `process_metrics`;
  * - the worker-plane `DELETE /api/worker/registrations/{id}` at shutdown (an absent worker counts as
@@ -162,7 +164,6 @@ export class DurableWorkflowClient extends Context.Tag("effect-durable-worker/Du
 
 const NAME = "durable-workflow"
 const SDK_VERSION = `effect-durable-worker/${VERSION}`
-const COMPLETION_DELAYS = [Duration.millis(50), Duration.millis(200)]
 const AMBIGUOUS_REASONS = new Set([
   "lease_expired",
   "lease_owner_mismatch",
@@ -478,24 +479,29 @@ export const make = (
 
         const post = (path: string, body: unknown) => client.request({ method: "POST", path, body, plane: "worker" })
 
+        /**
+         * A completion or failure report of a task that ran, sent with {@link Client.reportRetry}
+         * within `budget`; fails with the last error. The retries (and their waits) can be
+         * interrupted: a worker stopped at its deadline leaves the task to its lease rather than
+         * hold its stop for the server.
+         */
+        const report = (path: string, body: unknown, budget: Duration.Duration) =>
+          Effect.interruptible(
+            Effect.retry(client.requestOnce({ method: "POST", path, body, plane: "worker" }), Client.reportRetry(budget))
+          ).pipe(
+            Effect.onInterrupt(() => Effect.logWarning(`${path}: not sent, the worker stopped; the task is left to its lease`))
+          )
+
         /** Completes a workflow task: a bounded retry, then a definite refusal is reported as a task failure. */
-        const completeWorkflow = (taskId: string, attempt: unknown, commands: ReadonlyArray<Command>) =>
+        const completeWorkflow = (taskId: string, attempt: unknown, commands: ReadonlyArray<Command>, budget: Duration.Duration) =>
           Effect.gen(function*() {
             const body = { lease_owner: workerId, workflow_task_attempt: attempt, commands }
-            let last: DurableWorkflowError | undefined
-            for (let i = 0; i <= COMPLETION_DELAYS.length; i++) {
-              const sent = yield* Effect.either(
-                client.requestOnce({ method: "POST", path: `/worker/workflow-tasks/${taskId}/complete`, body, plane: "worker" })
-              )
-              if (Either.isRight(sent)) return "completed" as const
-              last = sent.left
-              if (!isRetryableCompletionError(last) || i === COMPLETION_DELAYS.length) break
-              yield* Effect.sleep(COMPLETION_DELAYS[i]!)
-            }
-            const error = last!
+            const sent = yield* Effect.either(report(`/worker/workflow-tasks/${taskId}/complete`, body, budget))
+            if (Either.isRight(sent)) return "completed" as const
+            const error = sent.left
             if (isDefiniteCompletionError(error)) {
               yield* Effect.logError(withReason("workflow task completion was refused", error, "reporting the task as failed"))
-              yield* post(`/worker/workflow-tasks/${taskId}/fail`, {
+              yield* report(`/worker/workflow-tasks/${taskId}/fail`, {
                 lease_owner: workerId,
                 workflow_task_attempt: attempt,
                 failure: {
@@ -503,7 +509,7 @@ export const make = (
                   type: error._tag,
                   stack_trace: error.stack ?? ""
                 }
-              }).pipe(Effect.catchAll((e) => Effect.logWarning(withReason("could not report the workflow task failure", e))))
+              }, budget).pipe(Effect.catchAll((e) => Effect.logWarning(withReason("could not report the workflow task failure", e))))
               return "failed" as const
             }
             yield* Effect.logWarning(withReason("workflow task completion outcome is unknown", error, "the commands may be recorded"))
@@ -563,8 +569,9 @@ export const make = (
 
         /**
          * A delivered task. Its `complete` sends the reply to the server and records the task metric
-         * with what the answer came to; it never fails (a failed answer is logged and its task left to
-         * its lease, as a retry would repeat calls the server fences off). `abandon` (an interrupted
+         * with what the answer came to; it never fails (an answer that failed for good, after the
+         * report retry where there is one, is logged and its task left to its lease: the runtime's
+         * own reply retry would only repeat calls the server fences off). `abandon` (an interrupted
          * run) records the outcome `error` and leaves the task to its lease, or to the lease recovery
          * of the deregistration.
          */
@@ -576,10 +583,23 @@ export const make = (
           const validationAttempt = task["update_validation_attempt"] ?? 1
           const logged = (label: string, effect: Effect.Effect<unknown, DurableWorkflowError>) =>
             effect.pipe(Effect.asVoid, Effect.catchAll((error) => Effect.logWarning(withReason(`${label} failed`, error))))
+          /**
+           * How long a report of this task may be retried: half the lease it has left (the other
+           * half is the server's, to hand it on), at most {@link Client.REPORT_RETRY_CAP}. A lease
+           * that reads as over already (or none given) is a clock apart from the server's: the cap.
+           */
+          const reportBudget = Effect.map(Clock.currentTimeMillis, (now) => {
+            const expires = typeof task["lease_expires_at"] === "string" ? Date.parse(task["lease_expires_at"]) : Number.NaN
+            const left = expires - now
+            return Number.isNaN(left) || left <= 0
+              ? Client.REPORT_RETRY_CAP
+              : Duration.min(Client.REPORT_RETRY_CAP, Duration.millis(left / 2))
+          })
+          const reported = (path: string, body: unknown) => Effect.flatMap(reportBudget, (budget) => report(path, body, budget))
           const failWorkflow = (failure: FailureBody) =>
-            post(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure })
+            reported(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure })
           const failActivity = (failure: FailureBody) =>
-            post(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure })
+            reported(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure })
           const failQuery = (failure: FailureBody) =>
             post(`/worker/query-tasks/${taskId}/fail`, {
               lease_owner: workerId,
@@ -601,10 +621,11 @@ export const make = (
               )
             )
           const answer = DurableWorkflowProtocol.DurableWorkflowReply.$match({
-            WorkflowCompleted: ({ commands }): Effect.Effect<string> => completeWorkflow(taskId, workflowAttempt, commands),
+            WorkflowCompleted: ({ commands }): Effect.Effect<string> =>
+              Effect.flatMap(reportBudget, (budget) => completeWorkflow(taskId, workflowAttempt, commands, budget)),
             WorkflowFailed: ({ failure, outcome }) => Effect.as(logged("reporting a workflow task failure", failWorkflow(failure)), outcome),
             ActivityCompleted: ({ outcome, result }) =>
-              post(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }).pipe(
+              reported(`/worker/activity-tasks/${taskId}/complete`, { activity_attempt_id: attemptId, lease_owner: workerId, result }).pipe(
                 Effect.as(outcome),
                 Effect.catchAll((error) => Effect.as(Effect.logError(withReason("activity completion failed", error)), "complete_error"))
               ),

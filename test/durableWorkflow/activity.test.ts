@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
+import * as TestClock from "effect/TestClock"
 import { FatalError } from "../../src/core/FatalError.js"
 import { DurableWorkflow, greet, QUEUE, setup, startWorker, until } from "./support.js"
 
@@ -19,6 +20,40 @@ describe("Durable Workflow activities", () => {
       yield* worker.stop
       yield* Fiber.join(running)
       assert.strictEqual(server.deregistrations.length, 1)
+    }))
+
+  it.scoped("a completion the server cannot take for a moment (503 x3) is retried until it is recorded; the activity ran once", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      let runs = 0
+      const count = DurableWorkflow.activity("orders.count", () => Effect.sync(() => ++runs))
+      yield* startWorker(server, { steps: [count] })
+      server.failNext("activityTaskComplete", 503, undefined, 3)
+      const { taskId } = server.enqueueActivityTask({ activityType: "orders.count", taskQueue: QUEUE, input: [] })
+      // the retry sleeps on the test clock: move it on until the result is recorded
+      for (let i = 0; i < 100 && server.completedActivityTasks.length === 0; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      }
+      assert.deepStrictEqual(server.requestsTo("activityTaskComplete").map((r) => r.status), [503, 503, 503, 200])
+      assert.strictEqual(server.completedActivityTasks[0]!.taskId, taskId)
+      assert.deepStrictEqual(Either.getOrThrow(server.completedActivityTasks[0]!.decodedResult!), 1)
+      assert.strictEqual(runs, 1)
+    }))
+
+  it.scoped("a 429 completion waits the Retry-After the server sent before it is sent again", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { steps: [greet] })
+      server.injectFault("activityTaskComplete", { status: 429, headers: { "Retry-After": "4" }, times: 1 })
+      server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.requestsTo("activityTaskComplete").length === 1)
+      yield* TestClock.adjust("3999 millis")
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      assert.strictEqual(server.requestsTo("activityTaskComplete").length, 1)
+      yield* TestClock.adjust("1 millis")
+      yield* until(server, () => server.completedActivityTasks.length === 1)
+      assert.deepStrictEqual(server.requestsTo("activityTaskComplete").map((r) => r.status), [429, 200])
     }))
 
   it.scoped("reports a thrown error with its type, class, integer code and stack", () =>

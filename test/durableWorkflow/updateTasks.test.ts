@@ -295,7 +295,7 @@ describe("Durable Workflow accepted-update tasks", () => {
       assert.strictEqual(notFound!["update_id"], "u-missing")
     }))
 
-  it.scoped("the update completion goes through the retrying completion path (a 500 is retried after 50 ms)", () =>
+  it.scoped("the update completion goes through the retrying completion path (a 500 is retried after the backoff, at most 0.25 s)", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()
       yield* startWorker(server, { durableWorkflows: [ledger] })
@@ -310,7 +310,7 @@ describe("Durable Workflow accepted-update tasks", () => {
         ]
       })
       yield* until(server, () => server.requestsTo("workflowTaskComplete").length === 1 && server.requestsTo("workflowTaskComplete")[0]!.status === 500)
-      yield* TestClock.adjust("50 millis")
+      yield* TestClock.adjust("250 millis")
       yield* until(server, () => server.completedWorkflowTasks.length === 1)
       const [a, b] = server.requestsTo("workflowTaskComplete")
       assert.deepStrictEqual(a!.body, b!.body)

@@ -142,6 +142,50 @@ export const transportRetry = Schedule.exponential("100 millis", 2).pipe(
   Schedule.intersect(Schedule.recurs(2))
 )
 
+/**
+ * The wait a `Retry-After` header asks for, in milliseconds: delay-seconds or an HTTP date (read
+ * against `now`); undefined when absent or unreadable. @internal
+ */
+export const parseRetryAfter = (value: string | undefined, now: number): number | undefined => {
+  if (value === undefined) return undefined
+  const text = value.trim()
+  if (/^\d+$/.test(text)) return Number(text) * 1000
+  const date = Date.parse(text)
+  // a date already past asks for no wait
+  return Number.isNaN(date) || !/[a-z]/i.test(text) ? undefined : Math.max(0, date - now)
+}
+
+/**
+ * The longest a completion or failure report is retried for, whatever the task's lease: a
+ * worker that waits longer holds a slot (and its stop) for a server that is not coming back soon.
+ * @internal
+ */
+export const REPORT_RETRY_CAP = Duration.seconds(30)
+
+/**
+ * The retry of a completion or failure report (the answer of a task that ran: lost, the task runs
+ * again after its lease), within `budget` from the first failure: transient errors only (network,
+ * timeouts, 5xx, 429), after 0.2 s doubling up to 5 s (±25 % jitter), or after the server's
+ * `Retry-After`; no wait goes past the budget, and none starts once it is spent. A refusal (the task
+ * already completed, not found, its lease lost) is never retried.
+ * @internal
+ */
+export const reportRetry = (budget: Duration.Duration): Schedule.Schedule<unknown, DurableWorkflowError> => {
+  const budgetMillis = Duration.toMillis(budget)
+  return Schedule.exponential("200 millis", 2).pipe(
+    Schedule.jitteredWith({ min: 0.75, max: 1.25 }),
+    Schedule.intersect(Schedule.elapsed),
+    Schedule.intersect(Schedule.identity<DurableWorkflowError>()),
+    Schedule.whileInput(isTransient),
+    Schedule.whileOutput(([[, elapsed]]) => Duration.toMillis(elapsed) < budgetMillis),
+    Schedule.modifyDelay(([[, elapsed], error], delay) => {
+      const asked = error._tag === "DurableWorkflowServerError" ? error.retryAfterMillis : undefined
+      const wanted = asked ?? Math.min(Duration.toMillis(delay), 5_000)
+      return Duration.millis(Math.max(0, Math.min(wanted, budgetMillis - Duration.toMillis(elapsed))))
+    })
+  )
+}
+
 /** Builds a client on an `HttpClient`. @internal */
 export const make = (settings: ClientSettings): Effect.Effect<Client, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
@@ -164,7 +208,9 @@ export const make = (settings: ClientSettings): Effect.Effect<Client, never, Htt
             cause
           })
         const answered = yield* http.execute(request).pipe(
-          Effect.flatMap((response) => Effect.map(response.text, (text) => ({ status: response.status, text }))),
+          Effect.flatMap((response) =>
+            Effect.map(response.text, (text) => ({ status: response.status, text, retryAfter: response.headers["retry-after"] }))
+          ),
           Effect.mapError(requestError),
           Effect.timeoutFail({
             duration: timeout,
@@ -186,7 +232,8 @@ export const make = (settings: ClientSettings): Effect.Effect<Client, never, Htt
           }
         }
         if (answered.status >= 400) {
-          return yield* Effect.fail(fromHttpAnswer(answered.status, body, answered.text, options.context ?? ""))
+          const retryAfter = parseRetryAfter(answered.retryAfter, yield* Clock.currentTimeMillis)
+          return yield* Effect.fail(fromHttpAnswer(answered.status, body, answered.text, options.context ?? "", retryAfter))
         }
         return { status: answered.status, body }
       })

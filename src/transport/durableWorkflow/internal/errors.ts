@@ -23,7 +23,9 @@ export class DurableWorkflowServerError extends Schema.TaggedError<DurableWorkfl
     status: Schema.Number,
     reason: Schema.optional(Schema.String),
     body: Schema.Unknown,
-    message: Schema.String
+    message: Schema.String,
+    /** How long the server asked to wait before the next attempt (its `Retry-After`, on a 429 or 503). */
+    retryAfterMillis: Schema.optional(Schema.Number)
   }
 ) {}
 
@@ -132,7 +134,13 @@ export const reasonOf = (error: DurableWorkflowError): string | undefined =>
   error._tag === "DurableWorkflowServerError" ? error.reason : undefined
 
 /** Maps an HTTP error answer to its typed error (reference §1.3). @internal */
-export const fromHttpAnswer = (status: number, body: unknown, text: string, context: string): DurableWorkflowError => {
+export const fromHttpAnswer = (
+  status: number,
+  body: unknown,
+  text: string,
+  context: string,
+  retryAfterMillis?: number
+): DurableWorkflowError => {
   const record = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : {}
   const message = typeof record["message"] === "string"
     ? record["message"]
@@ -158,6 +166,7 @@ export const fromHttpAnswer = (status: number, body: unknown, text: string, cont
     status,
     ...(reason === undefined ? {} : { reason }),
     body,
-    message: `HTTP ${status}${reason === undefined ? "" : ` ${reason}`}${message ? `: ${message}` : ""}`
+    message: `HTTP ${status}${reason === undefined ? "" : ` ${reason}`}${message ? `: ${message}` : ""}`,
+    ...(retryAfterMillis === undefined || (status !== 429 && status !== 503) ? {} : { retryAfterMillis })
   })
 }
