@@ -350,19 +350,26 @@ export const make = (
      * with what to check, anything else worded by `otherwise`; secrets masked, the cause made safe
      * (an HTTP error keeps its request, headers included).
      */
-    const startError = (error: DurableWorkflowError, otherwise: (message: string) => string, refusedPrefix = "") => {
+    /**
+     * A 401 / 403 as an `AuthenticationError` / `PermissionError` saying what to check (secrets
+     * masked, the cause made safe); undefined for any other error.
+     */
+    const refusalOf = (error: DurableWorkflowError) => {
       const status = error._tag === "DurableWorkflowUnauthorized"
         ? 401
         : error._tag === "DurableWorkflowServerError"
         ? error.status
         : undefined
       const refusal = status === undefined ? undefined : Refusals.http(status, redact(error.message, secrets))
-      if (refusal !== undefined) {
-        const refused = Refusals.toError(NAME, refusal, `the Durable Workflow server at ${where}`, {
-          authentication: "check DURABLE_WORKFLOW_AUTH_TOKEN (or the token / workerToken option) against the server's tokens",
-          permission: `check that the token may use namespace "${resolved.settings.namespace}" and the worker plane ` +
-            "(a worker token, or a shared token with worker access)"
-        }, safeCause(error, secrets))
+      return refusal === undefined ? undefined : Refusals.toError(NAME, refusal, `the Durable Workflow server at ${where}`, {
+        authentication: "check DURABLE_WORKFLOW_AUTH_TOKEN (or the token / workerToken option) against the server's tokens",
+        permission: `check that the token may use namespace "${resolved.settings.namespace}" and the worker plane ` +
+          "(a worker token, or a shared token with worker access)"
+      }, safeCause(error, secrets))
+    }
+    const startError = (error: DurableWorkflowError, otherwise: (message: string) => string, refusedPrefix = "") => {
+      const refused = refusalOf(error)
+      if (refused !== undefined) {
         return new RegistrationError({ transport: NAME, message: `${refusedPrefix}${refused.message}`, cause: refused })
       }
       return new RegistrationError({
@@ -381,6 +388,17 @@ export const make = (
         )
         : call
     const name = `${NAME} ${where} namespace ${resolved.settings.namespace} queue ${resolved.taskQueue}`
+    /**
+     * A failed poll (or its probe) as a `TransportError`. A refused token (401) or role (403) is
+     * fatal: it is not coming back by itself (a revoked token), so the run ends through its shutdown
+     * with the refusal as its cause, instead of polling once a second for ever.
+     */
+    const pollError = (operation: string) => (error: DurableWorkflowError) => {
+      const refused = refusalOf(error)
+      return refused === undefined
+        ? transportError(operation)(error)
+        : new TransportError({ transport: NAME, operation, message: refused.message, cause: refused, fatal: true })
+    }
 
     const register = (description: WorkerDescription) =>
       Effect.gen(function*() {
@@ -728,7 +746,7 @@ export const make = (
           // After a failed poll the next one only asks for `/cluster/info`, which the server answers at
           // once: it holds a poll for its own timeout (30 s by default).
           const probe = Effect.interruptible(client.requestOnce({ method: "GET", path: "/cluster/info", plane: "discovery" })).pipe(
-            Effect.mapError(transportError(`poll ${kind} tasks`)),
+            Effect.mapError(pollError(`poll ${kind} tasks`)),
             Effect.as([])
           )
           const take = Effect.gen(function*() {
@@ -744,7 +762,7 @@ export const make = (
               Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
             if (Either.isLeft(polled)) {
               yield* record(kind, "error")
-              return yield* Effect.fail(transportError(`poll ${kind} tasks`)(polled.left))
+              return yield* Effect.fail(pollError(`poll ${kind} tasks`)(polled.left))
             }
             const task = polled.right
             if (task === undefined) {

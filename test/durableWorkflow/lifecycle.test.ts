@@ -140,6 +140,32 @@ describe("Durable Workflow shutdown and deregistration", () => {
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
     }))
 
+  for (const [status, refusal, tag] of [
+    [401, "refused the credentials (authentication failed: HTTP 401", "AuthenticationError"],
+    [403, "refused the operation (permission denied: HTTP 403", "PermissionError"]
+  ] as const) {
+    it.scopedLive(`a token refused mid-run (${status} on the polls) ends the run within a few seconds, naming the refusal`, () =>
+      Effect.gen(function*() {
+        const { server } = yield* setup({ maxPollHoldMs: 500 })
+        const { running } = yield* startWorker(server, { steps: [greet] })
+        yield* until(server, () => server.requestsTo("activityTaskPoll").length > 0)
+        // the token is revoked: every worker-plane call and the probe are refused from now on
+        for (const route of ["activityTaskPoll", "workflowTaskPoll", "queryTaskPoll", "clusterInfo", "heartbeat"] as const) {
+          server.failNext(route, status, undefined, 10_000)
+        }
+        const exit = yield* Fiber.await(running).pipe(Effect.timeout("5 seconds"))
+        const error = failureOf(exit) as WorkerLoopError
+        assert.instanceOf(error, WorkerLoopError)
+        assert.include(error.message, `the Durable Workflow server at ${server.url} ${refusal}`)
+        assert.include(error.message, status === 401 ? "check DURABLE_WORKFLOW_AUTH_TOKEN" : "the worker plane")
+        const reason = error.reason as { readonly fatal: boolean; readonly cause: { readonly _tag: string } }
+        assert.isTrue(reason.fatal)
+        assert.strictEqual(reason.cause._tag, tag)
+        // refused polls were not retried for ever: a handful at most
+        assert.isBelow(server.requests.filter((r) => r.status === status).length, 10)
+      }))
+  }
+
   it.scoped("a 401 from the DELETE surfaces as Unauthorized from stop() and run()", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()
