@@ -18,6 +18,9 @@
  *   task failure; activity completion/failure; query answers. Completions and failure reports of
  *   workflow and activity tasks ride out transient errors (network, 5xx, 429) with a backoff that
  *   honours `Retry-After`, for up to half the task's remaining lease and at most 30 s;
+ * - a registration the server no longer has (`worker_not_registered` on a poll or a heartbeat) is
+ *   sent again, once for all the pollers and the heartbeat that found the loss; a refusal of it, or
+ *   a loss again before any poll worked, ends the run; a 401/403 on a poll ends the run too;
  * - worker heartbeats at the server-advertised interval (from the register ack, then from each
  *   heartbeat reply that announces one) with `task_slots` and `process_metrics`;
  * - the worker-plane `DELETE /api/worker/registrations/{id}` at shutdown (an absent worker counts as
@@ -31,9 +34,11 @@ import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
@@ -486,6 +491,63 @@ export const make = (
         )
         const heartbeatInterval = Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval)
 
+        /** Counts the re-registrations the server accepted: a call that began before one needs none. */
+        let generation = 0
+        /** Whether a poll worked since the last re-registration (true before any). */
+        let pollWorkedSince = true
+        /** The re-registration in flight, which every poller and the heartbeat that found the loss await. */
+        let reRegistering: Deferred.Deferred<void, TransportError> | undefined
+        const isNotRegistered = (error: DurableWorkflowError) => reasonOf(error) === "worker_not_registered"
+        const reRegisterError = (error: DurableWorkflowError) => {
+          const refused = refusalOf(error)
+          const operation = "register again"
+          if (refused !== undefined) return new TransportError({ transport: NAME, operation, message: refused.message, cause: refused, fatal: true })
+          // a server away for a moment: the next poll finds the loss again and tries again
+          if (Client.isTransient(error)) return transportError(operation)(error)
+          return new TransportError({
+            transport: NAME,
+            operation,
+            message: `the server no longer has worker ${workerId}'s registration and refused to register it again: ${redact(error.message, secrets)}`,
+            cause: safeCause(error, secrets),
+            fatal: true
+          })
+        }
+        /**
+         * Sends the registration again after the server answered `worker_not_registered` (it pruned
+         * the worker as stale, or lost its registrations): once for every poller and the heartbeat
+         * that found the loss together, then they resume. `seen` is the generation the caller's
+         * request went out in; a re-registration since then already healed what it found.
+         */
+        const reRegister = (seen: number): Effect.Effect<void, TransportError> =>
+          Effect.suspend(() => {
+            if (seen !== generation) return Effect.void
+            if (reRegistering !== undefined) return Deferred.await(reRegistering)
+            const done = Deferred.unsafeMake<void, TransportError>(FiberId.none)
+            reRegistering = done
+            const send = Effect.gen(function*() {
+              yield* Effect.logWarning(`the server no longer has the registration of worker ${workerId} (worker_not_registered); registering it again`)
+              const slots = taskSlots(yield* description.status)
+              yield* client.request({
+                method: "POST",
+                path: "/worker/register",
+                body: { ...registerBody, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() },
+                plane: "worker"
+              }).pipe(Effect.mapError(reRegisterError))
+              generation += 1
+              pollWorkedSince = false
+              yield* Effect.logInfo(`worker ${workerId} registered again`)
+            })
+            return send.pipe(
+              // the awaiting callers learn how it ended, a stop that cut it short included
+              Effect.onExit((exit) =>
+                Effect.suspend(() => {
+                  reRegistering = undefined
+                  return Deferred.done(done, exit)
+                })
+              )
+            )
+          })
+
         const recordTask = (kind: TaskKind, outcome: string, startedAt: number) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Metrics.record(
@@ -751,6 +813,7 @@ export const make = (
           )
           const take = Effect.gen(function*() {
             const started = yield* Clock.currentTimeMillis
+            const seen = generation
             if (kind === "workflow") workflowPollOutstanding = true
             const polled = yield* Effect.either(Effect.interruptible(pollTask(kind))).pipe(
               Effect.ensuring(Effect.sync(() => {
@@ -762,8 +825,24 @@ export const make = (
               Metrics.record(Metrics.workerPolls, Metrics.workerPollDuration, { task_kind: taskKind, task_queue: taskQueue, outcome }, seconds)
             if (Either.isLeft(polled)) {
               yield* record(kind, "error")
+              if (isNotRegistered(polled.left)) {
+                // lost again before a single poll worked: registering once more would loop
+                if (seen === generation && !pollWorkedSince) {
+                  return yield* new TransportError({
+                    transport: NAME,
+                    operation: `poll ${kind} tasks`,
+                    message: `the server lost the registration of worker ${workerId} again right after it was registered again ` +
+                      "(worker_not_registered); check the server's worker registrations (stale_after_seconds, a server without shared state)",
+                    cause: polled.left,
+                    fatal: true
+                  })
+                }
+                yield* reRegister(seen)
+                return []
+              }
               return yield* Effect.fail(pollError(`poll ${kind} tasks`)(polled.left))
             }
+            pollWorkedSince = true
             const task = polled.right
             if (task === undefined) {
               yield* record(kind, "empty")
@@ -825,10 +904,14 @@ export const make = (
             interval: heartbeatInterval,
             // a `heartbeat_interval_seconds` in a reply sets the cadence of the following heartbeats
             beat: (status: WorkerStatus) =>
-              post("/worker/heartbeat", heartbeatBody(status)).pipe(
-                Effect.mapError(transportError("heartbeat")),
-                Effect.map(Heartbeat.advertisedInterval)
-              )
+              Effect.suspend(() => {
+                const seen = generation
+                return post("/worker/heartbeat", heartbeatBody(status)).pipe(
+                  Effect.map(Heartbeat.advertisedInterval),
+                  Effect.catchIf(isNotRegistered, () => Effect.as(reRegister(seen), Option.none())),
+                  Effect.mapError((error) => error instanceof TransportError ? error : transportError("heartbeat")(error))
+                )
+              })
           }),
           deregister
         })

@@ -5,6 +5,7 @@ import type * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as TestClock from "effect/TestClock"
 import { RegistrationError } from "../../src/seam/Transport.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
 import { DurableWorkflow, DW, greet, QUEUE, registered, setup, startWorker, until, Worker } from "./support.js"
@@ -296,5 +297,76 @@ describe("Durable Workflow registration", () => {
       assert.isTrue(Exit.isFailure(exit))
       assert.include((Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error).message, "controlToken cannot authorize worker operations")
       assert.strictEqual(server.requestsTo("register").length, 0)
+    }))
+})
+
+describe("Durable Workflow registration lost by the server", () => {
+  const workerIdOf = (server: DurableWorkflowServer) => String((server.requestsTo("register")[0]!.body as Record<string, unknown>)["worker_id"])
+
+  it.scopedLive("polls answered worker_not_registered send the registration again, once for all the pollers, and the worker resumes", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ maxPollHoldMs: 200 })
+      yield* startWorker(server, { steps: [greet], durableWorkflows: [hello] })
+      yield* registered(server)
+      const first = server.requestsTo("register")[0]!.body as Record<string, unknown>
+      // pruned as stale, or the server lost its state
+      server.removeRegistration(workerIdOf(server))
+      yield* until(server, () => server.requestsTo("register").length === 2 && server.registration(workerIdOf(server)) !== undefined)
+      const again = server.requestsTo("register")[1]!.body as Record<string, unknown>
+      assert.strictEqual(again["worker_id"], first["worker_id"])
+      assert.deepStrictEqual(again["supported_activity_types"], first["supported_activity_types"])
+      assert.deepStrictEqual(again["workflow_definition_fingerprints"], first["workflow_definition_fingerprints"])
+      server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: QUEUE, input: ["Ada"] })
+      yield* until(server, () => server.completedActivityTasks.length === 1)
+      // every poller (workflow, activity, query) saw the loss: one registration for all of them
+      assert.isAbove(server.requests.filter((r) => r.status === 412).length, 1)
+      assert.strictEqual(server.requestsTo("register").length, 2)
+    }))
+
+  it.scopedLive("a re-registration the server refuses ends the run with a message saying so", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ maxPollHoldMs: 200 })
+      const { running } = yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+      server.failNext("register", 409, { reason: "task_queue_mismatch", message: "Worker registered on another queue." })
+      server.removeRegistration(workerIdOf(server))
+      const exit = yield* Fiber.await(running).pipe(Effect.timeout("5 seconds"))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error
+      assert.include(error.message, "no longer has worker")
+      assert.include(error.message, "refused to register it again: HTTP 409 task_queue_mismatch")
+      assert.strictEqual(server.requestsTo("register").length, 2)
+    }))
+
+  it.scopedLive("a server that forgets the registration again at once ends the run instead of registering in a loop", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ maxPollHoldMs: 200 })
+      const { running } = yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+      const workerId = workerIdOf(server)
+      // from now on every registration is forgotten as soon as it is made
+      server.onEvent((event) => {
+        if (event._tag === "WorkerRegistered") server.removeRegistration(workerId)
+      })
+      server.removeRegistration(workerId)
+      const exit = yield* Fiber.await(running).pipe(Effect.timeout("5 seconds"))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Cause.squash((exit as Exit.Failure<void, unknown>).cause) as Error
+      assert.include(error.message, `lost the registration of worker ${workerId} again right after it was registered again`)
+      assert.strictEqual(server.requestsTo("register").length, 2)
+    }))
+
+  it.scoped("a heartbeat answered worker_not_registered (404) sends the registration again", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup({ maxPollHoldMs: 60_000 })
+      yield* startWorker(server, { steps: [greet], heartbeatInterval: "1 second" })
+      yield* registered(server)
+      // the pollers all wait in held polls: only the heartbeat can find the loss
+      yield* until(server, () => (["workflowTaskPoll", "activityTaskPoll", "queryTaskPoll"] as const).every((route) => server.heldPolls(route) === 1))
+      server.removeRegistration(workerIdOf(server))
+      yield* TestClock.adjust("1 second")
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      assert.deepStrictEqual(server.requestsTo("heartbeat").map((r) => r.status), [404])
+      assert.isDefined(server.registration(workerIdOf(server)))
     }))
 })

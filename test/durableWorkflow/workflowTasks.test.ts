@@ -291,7 +291,7 @@ describe("Durable Workflow polls", () => {
 })
 
 describe("Durable Workflow poll errors", () => {
-  it.scoped("a 503 poll is retried by the transport retry with the same body; a 412 is not fatal: the worker polls again", () =>
+  it.scoped("a 503 poll is retried by the transport retry with the same body; a 412 is not fatal: the worker registers again and polls again", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()
       server.failNext("activityTaskPoll", 503)
@@ -303,7 +303,8 @@ describe("Durable Workflow poll errors", () => {
       assert.deepStrictEqual(a!.body, b!.body)
       server.failNext("workflowTaskPoll", 412)
       const before = server.requestsTo("workflowTaskPoll").length
-      // the held poll ends (maxPollHoldMs), the next one gets the 412, and polling resumes after 1 s
+      // the held poll ends (maxPollHoldMs), the next one gets the 412 (worker_not_registered): the
+      // registration is sent again and polling resumes
       yield* until(server, () => server.requestsTo("workflowTaskPoll").some((r) => r.status === 412))
       yield* TestClock.adjust("1 second")
       yield* until(server, () => server.requestsTo("workflowTaskPoll").length >= before + 2)

@@ -426,6 +426,11 @@ export interface DurableWorkflowServer {
   putWorkflow(workflow: { readonly workflowId: string; readonly runId?: string; readonly workflowType?: string; readonly status?: string; readonly namespace?: string; readonly taskQueue?: string; readonly extra?: Record<string, unknown> }): void
   /** Adds a registration directly (as if registered earlier). */
   putRegistration(registration: { readonly workerId: string; readonly taskQueue: string; readonly namespace?: string; readonly runtime?: string; readonly buildId?: string; readonly status?: "active" | "draining" }): void
+  /**
+   * Forgets a registration, as a server that pruned a stale worker or lost its state does: the
+   * worker's next polls answer 412 and its heartbeats 404 `worker_not_registered`.
+   */
+  removeRegistration(workerId: string, namespace?: string): void
 
   readonly registrations: ReadonlyMap<string, WorkerRegistration>
   registration(workerId: string, namespace?: string): WorkerRegistration | undefined
@@ -2761,6 +2766,11 @@ export const start = async (options: DurableWorkflowServerOptions = {}): Promise
         registerBody: {},
         heartbeats: []
       })
+      changed()
+    },
+
+    removeRegistration: (workerId, namespace = defaultNamespace) => {
+      registrations.delete(regKey(namespace, workerId))
       changed()
     },
 
