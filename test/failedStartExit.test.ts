@@ -12,8 +12,9 @@ const SCRIPT = fileURLToPath(new URL("./support/failedStart.ts", import.meta.url
 const run = async (transport: string) => {
   // the AWS SDK's notice that its releases from 2027 need Node 22 (see the README's Troubleshooting)
   const { child, exited, output } = spawnSource(SCRIPT, [transport], { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" })
-  // the slowest of these fails its start after the SQS client's retries, well within this
-  const timer = setTimeout(() => child.kill("SIGKILL"), 25_000)
+  // the slowest of these fails its start after the SQS client's retries, well within this; eleven
+  // processes compiling at once on a CI machine running the suite take a good part of it
+  const timer = setTimeout(() => child.kill("SIGKILL"), 45_000)
   const { code, signal } = await exited
   clearTimeout(timer)
   return { output: output(), code, exited: signal === null }
@@ -43,9 +44,9 @@ describe("a failed start, in a process of its own", () => {
   it("the process exits on its own once run() has rejected, on every transport", async () => {
     const outcomes = await Promise.all(CASES.map(async ([transport, expected]) => ({ transport, expected, ...(await run(transport)) })))
     for (const { code, expected, exited, output, transport } of outcomes) {
-      assert.isTrue(exited, `${transport}: the process did not exit on its own within 25 s:\n${output}`)
+      assert.isTrue(exited, `${transport}: the process did not exit on its own within 45 s:\n${output}`)
       assert.strictEqual(code, 0, `${transport}:\n${output}`)
       assert.match(output.trim(), expected, transport)
     }
-  }, 60_000)
+  }, 90_000)
 })

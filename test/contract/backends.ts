@@ -469,7 +469,9 @@ export const sqs: Backend = {
 // ---------------------------------------------------------------------------------------------
 
 const QUEUE = "contract"
-const ACTIVITY_LEASE_SECONDS = 30
+// short enough that a completion refused throughout is given up within the contract's 10 s waits
+// (the transport retries one for half the lease left, at most 30 s)
+const ACTIVITY_LEASE_SECONDS = 12
 
 /** The Durable Workflow transport on the test server (activity tasks are its step tasks). */
 export const durableWorkflow: Backend = {

@@ -8,6 +8,7 @@
  */
 import { afterAll, assert, beforeAll, describe, it, vi } from "vitest"
 import { Worker as BullWorker } from "bullmq"
+import { Redis } from "ioredis"
 import type { ChildProcess } from "node:child_process"
 import { redis, Worker } from "../../src/promise.js"
 import { cuttingProxy, type CuttingProxy } from "../support/cuttingProxy.js"
@@ -88,27 +89,44 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       connection: { host: "127.0.0.1", port },
       autorun: false
     })
+    const client = new Redis({ host: "127.0.0.1", port })
     try {
-      const worker = new Worker({ handleSignals: false, logLevel: "Info", workerId: "reconcile-w1" })
+      // one slot, held by a first task until the orphan is made: the worker takes nothing meanwhile
+      const worker = new Worker({ handleSignals: false, logLevel: "Info", workerId: "reconcile-w1", concurrency: 1 })
       let calls = 0
+      let release!: () => void
+      const held = new Promise<void>((resolve) => (release = resolve))
       worker.step("echo", async (input: { i: number }) => {
         calls++
+        if (input.i === 1) await held
         return input.i
       })
       engine.register("wf", async (ctx, input) => ctx.step("echo", input))
-      const runId = await engine.start("wf", { i: 5 })
-      // what a take applied but whose reply was lost leaves: the job active under a token of this
-      // worker (its id, then a counter), which no task of it serves; its lock runs 30 s
-      let orphan = await taker.getNextJob("reconcile-w1:900001", { block: false })
-      for (let i = 0; i < 100 && orphan === undefined; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 20))
-        orphan = await taker.getNextJob("reconcile-w1:900001", { block: false })
-      }
-      assert.isDefined(orphan)
       const running = worker.run(
         redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
       )
-      await engine.waitForWorkerGroup("echo")
+      const first = await engine.start("wf", { i: 1 })
+      // the lock of the job it serves names this registration's tokens (its worker id, a nonce, a counter)
+      const queue = `bull:${engine.effectivePrefix}-tasks-echo`
+      let token: string | null = null
+      for (let i = 0; i < 500 && token === null; i++) {
+        const [active] = await client.lrange(`${queue}:active`, 0, -1)
+        token = active === undefined ? null : await client.get(`${queue}:${active}:lock`)
+        if (token === null) await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      assert.match(token!, /^reconcile-w1:[0-9a-f]+\.\d+$/)
+      const ours = token!.slice(0, token!.lastIndexOf(".") + 1)
+      // what a take applied but whose reply was lost leaves: a job active under a token of this
+      // registration that no task of it serves; its lock runs 30 s
+      const runId = await engine.start("wf", { i: 5 })
+      let orphan = await taker.getNextJob(`${ours}900001`, { block: false })
+      for (let i = 0; i < 100 && orphan === undefined; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        orphan = await taker.getNextJob(`${ours}900001`, { block: false })
+      }
+      assert.isDefined(orphan)
+      release()
+      assert.strictEqual((await engine.waitForRun(first, { timeoutMs: 10_000 })).status, "completed")
       const cut = Date.now()
       proxy!.cutAll()
       const result = await engine.waitForRun(runId, { timeoutMs: 10_000 })
@@ -118,12 +136,13 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
 
       assert.strictEqual(result.status, "completed")
       assert.strictEqual(result.output, 5)
-      assert.strictEqual(calls, 1)
+      assert.strictEqual(calls, 2)
       assert.isBelow(elapsed, 5_000)
       assert.match(logs.lines.join("\n"), new RegExp(`job ${orphan!.id} on \\S+ was active under this worker's lock with no task of it serving it`))
     } finally {
       logs.restore()
       await taker.close()
+      await client.quit()
       await engine.close()
     }
   }, 30_000)
