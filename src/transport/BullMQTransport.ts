@@ -48,7 +48,13 @@ import type { StepResult } from "../wire/StepProtocol.js"
 import { countLostConnections, waitingJobs } from "./bullmq/internal/backlog.js"
 import { coalesceWrites } from "./bullmq/internal/coalesce.js"
 import { BullMQConfigError, type Resolved, resolve, type Target } from "./bullmq/internal/config.js"
-import { buildDescriptor, descriptorHash, heartbeatValue, WORKER_HEARTBEAT_TTL_SECONDS } from "./bullmq/internal/descriptor.js"
+import {
+  buildDescriptor,
+  descriptorHash,
+  heartbeatValue,
+  WORKER_HEARTBEAT_INTERVAL_MS,
+  WORKER_HEARTBEAT_TTL_SECONDS
+} from "./bullmq/internal/descriptor.js"
 import * as FailedJobs from "./bullmq/internal/failedJobs.js"
 import * as Jobs from "./bullmq/internal/jobs.js"
 import * as Naming from "./bullmq/internal/naming.js"
@@ -907,34 +913,77 @@ const build = (config: Resolved): Transport["Type"] => {
       const pollers = subscriptions.map(({ poller }) => poller)
       const taskQueues = subscriptions.map(({ queue }) => queue)
 
-      const beat = (status: WorkerStatus) =>
+      const writeBeat = (broker: Broker, value: string) => {
+        const multi = broker.client.multi()
+        for (const token of tokens) {
+          multi.set(Naming.workerHeartbeatKey(prefix, token, worker.workerId), value, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+          multi.set(Naming.workerDescriptorKey(prefix, token, worker.workerId), descriptorJson, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
+        }
+        return multi.exec()
+      }
+      // the runtime sends one beat at a time: a broker's silence must not outlast the interval
+      // between beats (the runtime's `heartbeatInterval`), so half the time since the previous beat
+      // (the announcement, the first time) is waited for at most
+      let previousBeat: number | undefined
+      /** The announcement at registration: written to every broker, or the registration fails. */
+      const announce = (status: WorkerStatus) =>
         Effect.tryPromise(() => {
           const value = heartbeatValue({ ts: Date.now(), status, descriptorHash: hash })
-          return Promise.all(brokers.map(({ client }) => {
-            const multi = client.multi()
-            for (const token of tokens) {
-              multi.set(Naming.workerHeartbeatKey(prefix, token, worker.workerId), value, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
-              multi.set(Naming.workerDescriptorKey(prefix, token, worker.workerId), descriptorJson, "EX", WORKER_HEARTBEAT_TTL_SECONDS)
-            }
-            return multi.exec()
-          }))
-        }).pipe(Effect.as(Option.none()), Effect.mapError(transportError("writing the worker heartbeat")))
+          return Promise.all(brokers.map((broker) => writeBeat(broker, value)))
+        }).pipe(
+          Effect.mapError(transportError("writing the worker heartbeat")),
+          Effect.zipLeft(Effect.map(Clock.currentTimeMillis, (now) => (previousBeat = now)))
+        )
+      // each broker's beat still unanswered, since when and for how long it was waited for: a broker
+      // that does not answer (its client holds the commands) holds its own beats only, and the
+      // others' keys are still written every interval, so they do not expire while the worker serves
+      // their queues; readiness hears of it through `unreachable`
+      const unanswered = new Map<Broker, { readonly since: number; readonly bound: Duration.Duration }>()
+      const beat = (status: WorkerStatus): Effect.Effect<Option.Option<Duration.Duration>, TransportError> =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const bound = Duration.millis(Math.max(50, Math.round((now - (previousBeat ?? now - WORKER_HEARTBEAT_INTERVAL_MS)) / 2)))
+          previousBeat = now
+          const value = heartbeatValue({ ts: Date.now(), status, descriptorHash: hash })
+          return Effect.forEach(brokers.filter((broker) => !unanswered.has(broker)), (broker) => {
+            unanswered.set(broker, { since: now, bound })
+            const written = writeBeat(broker, value).finally(() => unanswered.delete(broker))
+            return Effect.tryPromise(() => written).pipe(
+              Effect.mapError(transportError(`writing the worker heartbeat to Redis at ${broker.where}`)),
+              Effect.timeoutOption(bound),
+              Effect.flatMap(Option.match({
+                onNone: () =>
+                  Effect.logWarning(
+                    `Redis at ${broker.where} did not answer the worker heartbeat within ${Duration.format(bound)}; ` +
+                      "its heartbeats wait until it answers, the other brokers' go on"
+                  ),
+                onSome: () => Effect.void
+              }))
+            )
+          }, { concurrency: "unbounded", discard: true }).pipe(Effect.as(Option.none<Duration.Duration>()))
+        })
 
       for (const broker of brokers) {
         yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), tokenPrefix)
       }
 
       // announce the worker only once every subscription is in place
-      yield* Effect.flatMap(worker.status, beat).pipe(
+      yield* Effect.flatMap(worker.status, announce).pipe(
         Effect.mapError((e) => new RegistrationError({ transport: NAME, message: e.message, cause: e }))
       )
       return {
         pollers,
-        heartbeat: Option.some({ interval: Duration.seconds(10), beat }),
-        // the client holds its commands while it reconnects (no failure to see): its state tells
-        unreachable: Effect.sync(() => {
+        heartbeat: Option.some({ interval: Duration.millis(WORKER_HEARTBEAT_INTERVAL_MS), beat }),
+        // the client holds its commands while it reconnects (no failure to see): its state tells;
+        // a connected Redis that does not answer (paused, overloaded), the beats it leaves waiting
+        unreachable: Effect.map(Clock.currentTimeMillis, (now) => {
           const away = brokers.find(({ client }) => client.status !== "ready")
-          return away === undefined ? Option.none() : Option.some(`Redis at ${away.where} is ${away.client.status}`)
+          if (away !== undefined) return Option.some(`Redis at ${away.where} is ${away.client.status}`)
+          for (const [broker, { bound, since }] of unanswered) {
+            if (now - since >= Duration.toMillis(bound)) {
+              return Option.some(`Redis at ${broker.where} did not answer the worker heartbeat within ${Duration.format(bound)}`)
+            }
+          }
+          return Option.none()
         }),
         // on a broker whose connection is away, not tried: the keys expire by themselves; a worker
         // that serves nothing wrote none (and DEL of no key is an error)

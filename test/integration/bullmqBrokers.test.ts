@@ -1,6 +1,7 @@
 import { Queue } from "bullmq"
 import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { Redis } from "ioredis"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { redis, Worker } from "../../src/promise.js"
 import { freePort, startRedisServer } from "../support/local.js"
@@ -92,6 +93,36 @@ describe("BullMQ transport with several brokers", () => {
         await queue.obliterate({ force: true })
         await queue.close()
       }
+    }
+  })
+
+  it("a broker that does not answer holds its own heartbeats only: the others' keys are still written every interval", async () => {
+    const { prefix, main, other } = twoBrokers()
+    const worker = new Worker({ handleSignals: false, logLevel: "None", heartbeatIntervalMs: 300 })
+    worker.step("echo", (input: unknown) => input)
+    const running = worker.run(redis({ prefix, brokerId: "a", brokers: { b: { connection: other } } }))
+    const a = new Redis(main)
+    const b = new Redis(other)
+    try {
+      const key = `${prefix}-worker-heartbeat:echo:${worker.id}`
+      const beatOnA = async () => JSON.parse((await a.get(key)) ?? "{}").ts as number | undefined
+      for (let i = 0; i < 200 && (await beatOnA()) === undefined; i++) await new Promise((r) => setTimeout(r, 10))
+      // broker B keeps the connection and answers nothing for 3 s (its own server: no other test waits on it)
+      await b.call("CLIENT", "PAUSE", "3000", "ALL")
+      const seen = new Set<number>()
+      const end = Date.now() + 2_500
+      while (Date.now() < end) {
+        const ts = await beatOnA()
+        if (ts !== undefined) seen.add(ts)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      // a beat every 300 ms: B's silence held none of them to A
+      assert.isAtLeast(seen.size, 5, `beats written to broker A while B was paused: ${seen.size}`)
+    } finally {
+      await worker.stop()
+      await running
+      await a.quit()
+      b.disconnect()
     }
   })
 })
