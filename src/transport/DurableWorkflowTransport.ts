@@ -209,9 +209,6 @@ export const metrics = {
   workerTaskDuration: Metrics.workerTaskDuration
 } as const
 
-/** Whether a workflow-task completion error is worth retrying (5xx, 429, no answer). @internal */
-export const isRetryableCompletionError = (error: DurableWorkflowError): boolean => Client.isTransient(error)
-
 /**
  * Whether a workflow-task completion error is *definite* (the server refused the commands: report a
  * task failure) rather than ambiguous (the commands may have been recorded: log only). @internal

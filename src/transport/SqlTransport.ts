@@ -169,6 +169,8 @@ const transportError = (operation: string) => (cause: unknown) => {
 /** A completion on its way to the database: the result row, the claim it needs, and whether to claim a next row. */
 interface Completing extends Statements.Completion {
   readonly takeNext: boolean
+  /** The row's size as a MySQL statement writes it, where the packet limit applies: measured once. */
+  readonly size?: number | undefined
 }
 
 /** What became of a completion: written (or `lost`: its claim had gone), and the row claimed for it, if any. */
@@ -470,7 +472,7 @@ const build = (
             run: writeBatch(token),
             maxItems: batchSize,
             // a MySQL batch is one statement round trip: together its rows stay under the packet limit
-            size: rowLimit === undefined ? undefined : (item: Completing) => mysqlWrittenSize(item.row),
+            size: rowLimit === undefined ? undefined : (item: Completing) => item.size ?? mysqlWrittenSize(item.row),
             maxSize: rowLimit,
             // a row claimed for a completion whose caller stopped waiting goes back at once
             unclaimed: (completed: Completed) =>
@@ -517,11 +519,14 @@ const build = (
         return Effect.as(Effect.logError(message), tooLargeResultRow(row, message))
       }
 
-      /** The row as it can be written: one over the packet limit becomes {@link tooLarge}'s answer. */
-      const fitted = (row: ResultRow): Effect.Effect<ResultRow> => {
-        if (rowLimit === undefined) return Effect.succeed(row)
+      /**
+       * The row as it can be written, with its size where the packet limit applies (for the batch to
+       * read, not measure again): one over the limit becomes {@link tooLarge}'s answer.
+       */
+      const fitted = (row: ResultRow): Effect.Effect<{ readonly row: ResultRow; readonly size?: number | undefined }> => {
+        if (rowLimit === undefined) return Effect.succeed({ row })
         const size = mysqlWrittenSize(row)
-        return size <= rowLimit ? Effect.succeed(row) : tooLarge(row, size)
+        return size <= rowLimit ? Effect.succeed({ row, size }) : Effect.map(tooLarge(row, size), (small) => ({ row: small }))
       }
 
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
@@ -539,8 +544,8 @@ const build = (
                 fatal: true
               })
             }
-            const result = yield* fitted(toResultRow(reply.result, yield* Clock.currentTimeMillis))
-            const completed = yield* completer({ row: result, claim, takeNext }).pipe(
+            const { row: result, size } = yield* fitted(toResultRow(reply.result, yield* Clock.currentTimeMillis))
+            const completed = yield* completer({ row: result, claim, takeNext, size }).pipe(
               // refused all the same (the limit was lowered since the registration read it): answered
               // as too large, once, rather than failed again at every redelivery
               Effect.catchIf(

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
+import { isTransient } from "../../src/transport/durableWorkflow/internal/client.js"
 import { blob, DurableWorkflow, DW, QUEUE, setup, startWorker, until, value } from "./support.js"
 
 
@@ -263,10 +264,10 @@ describe("Durable Workflow workflow tasks", () => {
     assert.isFalse(DW.isDefiniteCompletionError(server(500)))
     assert.isFalse(DW.isDefiniteCompletionError(server(429)))
     assert.isFalse(DW.isDefiniteCompletionError(request))
-    assert.isTrue(DW.isRetryableCompletionError(server(502)))
-    assert.isTrue(DW.isRetryableCompletionError(server(429)))
-    assert.isTrue(DW.isRetryableCompletionError(request))
-    assert.isFalse(DW.isRetryableCompletionError(server(409, "lease_expired")))
+    assert.isTrue(isTransient(server(502)))
+    assert.isTrue(isTransient(server(429)))
+    assert.isTrue(isTransient(request))
+    assert.isFalse(isTransient(server(409, "lease_expired")))
   })
 })
 

@@ -56,32 +56,31 @@ export const make = <E>(options: {
 }): Effect.Effect<(claim: string, stepId?: string) => Effect.Effect<void>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { isRefusal, lease, release, tasks } = options
-    /** Claims waiting to be released → when they were handed over (ms). */
-    const unknownClaims = new Map<string, number>()
-    /** Single rows of a claim waiting to be released, by claim and step id → the row and when it was handed over. */
-    const unknownRows = new Map<string, { readonly row: HeldRow; readonly at: number }>()
+    /**
+     * What waits to be released, by key (a claim, or a claim and a step id for a single row of it) →
+     * the claim, the row's step id if it is one, and when it was handed over (ms).
+     */
+    const waiting = new Map<string, { readonly claim: string; readonly stepId: string | undefined; readonly at: number }>()
     const claimLost = yield* Queue.sliding<void>(1)
     /** How many claims were let go since it was last said (said once the tries end, not at each). */
     let letGo = 0
     /** One try at releasing the claims waiting; fails while the database does not answer. */
     const releaseWaiting = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      for (const [claim, lostAt] of unknownClaims) {
-        if (now - lostAt < Duration.toMillis(lease)) continue
-        unknownClaims.delete(claim)
-        letGo++
-      }
-      for (const [key, { at }] of unknownRows) {
+      for (const [key, { at }] of waiting) {
         if (now - at < Duration.toMillis(lease)) continue
-        unknownRows.delete(key)
+        waiting.delete(key)
         letGo++
       }
-      const claims = Array.from(unknownClaims.keys())
-      const rowKeys = Array.from(unknownRows.keys())
-      const rows = Array.from(unknownRows.values(), ({ row }) => row)
-      const released = claims.length === 0 && rows.length === 0 ? 0 : yield* release(claims, rows)
-      for (const claim of claims) unknownClaims.delete(claim)
-      for (const key of rowKeys) unknownRows.delete(key)
+      const tried = Array.from(waiting)
+      const claims: Array<string> = []
+      const rows: Array<HeldRow> = []
+      for (const [, { claim, stepId }] of tried) {
+        if (stepId === undefined) claims.push(claim)
+        else rows.push({ claim, stepId })
+      }
+      const released = tried.length === 0 ? 0 : yield* release(claims, rows)
+      for (const [key] of tried) waiting.delete(key)
       if (letGo > 0) {
         yield* Effect.logDebug(
           `let go ${letGo} claim(s) of unknown outcome on ${tasks} unreleased: the database did not answer ` +
@@ -105,10 +104,7 @@ export const make = <E>(options: {
       // what cannot be released waits out the lease; the releaser goes on for the claims to come
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.zipRight(
-          Effect.sync(() => {
-            unknownClaims.clear()
-            unknownRows.clear()
-          }),
+          Effect.sync(() => waiting.clear()),
           Effect.logWarning(
             `could not release the claims of unknown outcome on ${tasks}; their tasks, if any, are claimable once the lease passes`,
             Cause.pretty(cause)
@@ -125,8 +121,7 @@ export const make = <E>(options: {
     )
     return (claim: string, stepId?: string): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        if (stepId === undefined) unknownClaims.set(claim, now)
-        else unknownRows.set(`${claim}\u0000${stepId}`, { row: { claim, stepId }, at: now })
+        waiting.set(stepId === undefined ? claim : `${claim}\u0000${stepId}`, { claim, stepId, at: now })
         return Effect.asVoid(Queue.offer(claimLost, undefined))
       })
   })
