@@ -152,6 +152,13 @@ export interface AdmitOptions {
   readonly kind?: TaskKind | undefined
   /** Checked on every poll while deferred; `true` ends the wait with outcome `aborted`. */
   readonly abort?: Effect.Effect<boolean> | undefined
+  /**
+   * Whether the task takes one of the slots the limit sizes. Default `true`. `false` for a task of a
+   * pool of its own (Durable Workflow workflow tasks and queries, bounded by `workflowConcurrency`
+   * and one at a time): it is counted in flight but is no part of the limit's arithmetic — the
+   * gate's "nothing in flight" and "at the limit", the stall and the saturation that grows the limit.
+   */
+  readonly limited?: boolean | undefined
 }
 
 /**
@@ -193,9 +200,13 @@ export class ConcurrencyController extends Context.Tag("effect-durable-worker/Co
     /**
      * Counts a task in flight from now, without waiting or a scope (for a controller that does not
      * gate, see `gates`); returns the function that completes it, with whether it succeeded (a
-     * second call does nothing).
+     * second call does nothing). `limited` as in {@link AdmitOptions}.
      */
-    readonly count: (name: string | undefined, kind?: "step" | "workflow") => (ok: boolean) => void
+    readonly count: (
+      name: string | undefined,
+      kind?: "step" | "workflow",
+      options?: { readonly limited?: boolean | undefined }
+    ) => (ok: boolean) => void
     /**
      * Runs `effect` as one admitted task: admit, run, complete with `ok` = `options.ok` of its exit
      * (default: the effect succeeded).
@@ -296,47 +307,49 @@ export const make = (
     const enter = (
       name: string | undefined,
       kind: TaskKind,
+      limited: boolean,
       outcome: AdmissionOutcome,
       deferred: boolean,
       r: Reading,
       now: number
     ): Effect.Effect<Admission, never, Scope.Scope> => {
-      const admission = makeAdmission(core.start(name, kind, r), outcome, deferred, now)
+      const admission = makeAdmission(core.start(name, kind, r, limited), outcome, deferred, now)
       return Effect.as(Effect.addFinalizer((exit) => admission.complete(Exit.isSuccess(exit))), admission)
     }
 
     /** Asks the gate once (workflow turns always pass); `undefined` when it refuses. */
-    const attempt = (name: string | undefined, kind: TaskKind, deferred: boolean) =>
+    const attempt = (name: string | undefined, kind: TaskKind, limited: boolean, deferred: boolean) =>
       Effect.flatMap(readNow, ([r, now]) =>
         Effect.uninterruptible(Effect.suspend(() =>
           kind !== "step" || core.tryAdmit(name, r)
-            ? enter(name, kind, "admitted", deferred, r, now)
+            ? enter(name, kind, limited, "admitted", deferred, r, now)
             : Effect.succeed(undefined)
         )))
 
     /** Lets a deferred step through without the gate (it runs anyway). */
-    const bypass = (name: string | undefined, outcome: AdmissionOutcome) =>
+    const bypass = (name: string | undefined, limited: boolean, outcome: AdmissionOutcome) =>
       Effect.flatMap(readNow, ([r, now]) =>
-        Effect.uninterruptible(Effect.suspend(() => enter(name, "step", outcome, true, r, now))))
+        Effect.uninterruptible(Effect.suspend(() => enter(name, "step", limited, outcome, true, r, now))))
 
     const pollMs = config.admissionPollMs
     const waitForAdmission = (
       name: string | undefined,
+      limited: boolean,
       abort: Effect.Effect<boolean> | undefined,
       deadline: number | undefined
     ): Effect.Effect<Admission, never, Scope.Scope> =>
       Effect.gen(function*() {
         while (true) {
-          if (core.draining) return yield* bypass(name, "draining")
+          if (core.draining) return yield* bypass(name, limited, "draining")
           if (abort !== undefined && (yield* abort.pipe(Effect.catchAllDefect(() => Effect.succeed(false))))) {
-            return yield* bypass(name, "aborted")
+            return yield* bypass(name, limited, "aborted")
           }
           const now = yield* Clock.currentTimeMillis
-          if (deadline !== undefined && now >= deadline) return yield* bypass(name, "timed_out")
+          if (deadline !== undefined && now >= deadline) return yield* bypass(name, limited, "timed_out")
           const sleepMs = deadline === undefined ? pollMs : Math.min(pollMs, deadline - now)
           yield* Effect.raceFirst(Effect.sleep(sleepMs), Deferred.await(drained))
           if (core.draining) continue
-          const admission = yield* attempt(name, "step", true)
+          const admission = yield* attempt(name, "step", limited, true)
           if (admission !== undefined) return admission
         }
       })
@@ -344,7 +357,8 @@ export const make = (
     const admit = (name: string | undefined, options: AdmitOptions = {}) =>
       Effect.gen(function*() {
         const kind = options.kind ?? "step"
-        const first = yield* attempt(name, kind, false)
+        const limited = options.limited ?? true
+        const first = yield* attempt(name, kind, limited, false)
         if (first !== undefined) return first
         const now = yield* Clock.currentTimeMillis
         yield* Effect.sync(() => {
@@ -353,7 +367,7 @@ export const make = (
           core.lastDeferredAt = now
         })
         const deadline = config.admissionMaxWaitMs > 0 ? now + config.admissionMaxWaitMs : undefined
-        return yield* waitForAdmission(name, options.abort, deadline).pipe(
+        return yield* waitForAdmission(name, limited, options.abort, deadline).pipe(
           Effect.ensuring(Effect.sync(() => {
             core.waiting = Math.max(0, core.waiting - 1)
           }))
@@ -388,9 +402,13 @@ export const make = (
     yield* Effect.sleep(config.tickMs).pipe(Effect.zipRight(tick), Effect.forever, Effect.forkScoped)
 
     // nothing to wait for: count the task from the last tick's reading
-    const count = (name: string | undefined, kind: "step" | "workflow" = "step") => {
+    const count = (
+      name: string | undefined,
+      kind: "step" | "workflow" = "step",
+      options?: { readonly limited?: boolean | undefined }
+    ) => {
       const startedAt = clock.unsafeCurrentTimeMillis()
-      const token = core.start(name, kind, latest)
+      const token = core.start(name, kind, latest, options?.limited ?? true)
       return (ok: boolean) => {
         const now = clock.unsafeCurrentTimeMillis()
         core.settle(token, Math.max(0, now - startedAt), ok, latest, now)
@@ -416,7 +434,7 @@ export const make = (
           )
         }
         return Effect.suspend(() => {
-          const done = count(name, options?.kind)
+          const done = count(name, options?.kind, options)
           return Effect.onExit(effect, (exit) => Effect.sync(() => done(ok(exit))))
         })
       },

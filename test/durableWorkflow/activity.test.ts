@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
@@ -150,6 +151,32 @@ describe("Durable Workflow activities", () => {
       yield* until(server, () => server.completedActivityTasks.length === 1)
       assert.deepStrictEqual(seen, ["async.job", 1, QUEUE])
       assert.deepStrictEqual(Either.getOrThrow(server.completedActivityTasks[0]!.decodedResult!), 5)
+    }))
+})
+
+describe("Durable Workflow activities under adaptive concurrency", () => {
+  it.scoped("an activity runs while a workflow task runs: workflow tasks have slots of their own, not the activities'", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      // a workflow task that stays in flight until the test lets it go
+      const held = DurableWorkflow.make("orders.held", (ctx) =>
+        Deferred.succeed(entered, undefined).pipe(
+          Effect.zipRight(Deferred.await(release)),
+          Effect.zipRight(ctx.activity<string>("greeting.compose", ["Ada"]))
+        ))
+      // start = min = 1: one activity slot, which the workflow task must not take
+      yield* startWorker(server, { steps: [greet], durableWorkflows: [held], concurrency: "adaptive" })
+      server.enqueueWorkflowTask({ workflowType: "orders.held", taskQueue: QUEUE, input: [] })
+      yield* Deferred.await(entered)
+      server.enqueueActivityTask({ activityType: "greeting.compose", taskQueue: QUEUE, input: ["Grace"] })
+      const ran = yield* Effect.promise(() =>
+        server.waitUntil(() => server.completedActivityTasks.length === 1, 5_000).then(() => true, () => false)
+      )
+      yield* Deferred.succeed(release, undefined)
+      assert.isTrue(ran, "the activity waited at the memory gate for the workflow task to end")
+      yield* until(server, () => server.completedWorkflowTasks.length === 1)
     }))
 })
 

@@ -205,6 +205,21 @@ describe("ConcurrencyController", () => {
         assert.isTrue(yield* isAdmitted(ctl, "tiny"))
       }).pipe(withController(fixture)))
 
+    it.scoped("a task of a pool of its own (limited: false) is counted in flight but holds no step back", () =>
+      Effect.gen(function*() {
+        const { ctl } = yield* env
+        // a Durable Workflow workflow task: bounded by workflowConcurrency, not by this limit of 1
+        yield* ctl.admit(undefined, { kind: "workflow", limited: false })
+        assert.strictEqual(yield* ctl.inFlight, 1)
+        // neither at the limit nor the first task's probe: the step takes the one slot it was given
+        const step = yield* hold(ctl, "a")
+        assert.strictEqual(yield* ctl.inFlight, 2)
+        yield* step.release
+        // a turn that shares the steps' slots (nestjs-durable) still counts against the limit
+        yield* ctl.admit(undefined, { kind: "workflow" })
+        assert.isFalse(yield* isAdmitted(ctl, "a"))
+      }).pipe(withController({ ...fixture, start: 1 })))
+
     it.scoped("opting out of admission admits unconditionally", () =>
       Effect.gen(function*() {
         const { ctl } = yield* env
@@ -435,6 +450,22 @@ describe("ConcurrencyController", () => {
         assert.strictEqual(yield* ctl.limit, 8)
         assert.isUndefined((yield* ctl.snapshot).lastAdjust)
       }).pipe(withController(fixture)))
+
+    it.scoped("a long task of a pool of its own neither stalls nor saturates the limit", () =>
+      Effect.gen(function*() {
+        const { ctl } = yield* env
+        for (let i = 0; i < 4; i++) yield* ctl.admit(undefined, { kind: "workflow", limited: false })
+        const done = ctl.count(undefined, "workflow", { limited: false })
+        let held = yield* hold(ctl, "step")
+        // one healthy step per tick beside four long workflow tasks: 1 of 2 slots is no saturation
+        for (let i = 0; i < 3; i++) held = yield* healthyTick(ctl, held, fixture.tickMs)
+        yield* held.complete(true, { durationMs: 100 })
+        // nothing of the limit's in flight, nothing completing: no stall
+        for (let i = 0; i < 3; i++) yield* TestClock.adjust(fixture.tickMs)
+        done(true)
+        assert.strictEqual(yield* ctl.limit, 2)
+        assert.isUndefined((yield* ctl.snapshot).lastAdjust)
+      }).pipe(withController({ ...fixture, start: 2, growHeadroomTicks: 1 })))
 
     it.scoped("sheds one when CPU is at or above cpuCeilingPct; cpuPct appears from the second tick", () =>
       Effect.gen(function*() {

@@ -56,6 +56,9 @@ const aboutDelivery = (delivery: Delivery) => Effect.annotateLogs("delivery", de
 const AFTER_SUCCESS: PollAfter = { failure: false }
 const AFTER_FAILURE: PollAfter = { failure: true }
 
+/** What `count` is told of a task of a pool of its own (shared: the task path allocates nothing for it). */
+const NOT_LIMITED = { limited: false } as const
+
 /** Runs a task's processing, the one interruptible part of the task path, to its exit. */
 const interruptibleExit = <A, R>(effect: Effect.Effect<A, never, R>) => Effect.exit(Effect.interruptible(effect))
 
@@ -157,7 +160,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
    * not gate counts it around the processing. The controller learns from how long it ran and
    * whether it succeeded.
    */
-  const processed = (delivery: Delivery, label: TaskLabel): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
+  const processed = (delivery: Delivery, label: TaskLabel, limited: boolean): Effect.Effect<Exit.Exit<Outcome<unknown>>, never, R> => {
     const process = delivery.protocol.process(handlers, delivery)
     const name = label.kind === "workflow" ? undefined : label.name
     const ok = (exit: Exit.Exit<Outcome<unknown>>) => Exit.isSuccess(exit) && exit.value._tag === "Reply" && exit.value.ok
@@ -166,7 +169,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       return interruptibleExit(Effect.acquireUseRelease(
         Scope.make(),
         (scope) =>
-          Effect.flatMap(Scope.extend(controller.admit(name, { kind: label.kind }), scope), (admission) =>
+          Effect.flatMap(Scope.extend(controller.admit(name, { kind: label.kind, limited }), scope), (admission) =>
             Effect.zipRight(
               admission.deferred ? series.deferred(name) : Effect.void,
               Effect.onExit(process, (exit) => admission.complete(ok(exit)))
@@ -175,7 +178,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       ))
     }
     // nothing to wait for: counted around the processing, with no interruption handler of its own
-    const done = controller.count(name, label.kind)
+    const done = controller.count(name, label.kind, limited ? undefined : NOT_LIMITED)
     return Effect.matchCause(Effect.interruptible(process), {
       onFailure: (cause) => {
         done(false)
@@ -239,7 +242,8 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     delivery: Delivery,
     self: Fiber.RuntimeFiber<unknown, unknown>,
     clock: Clock.Clock,
-    serving: ServingLabel
+    serving: ServingLabel,
+    limited: boolean
   ): Effect.Effect<Option.Option<Delivery>, never, R> =>
     Effect.suspend(() => {
       const poller = serving.poller
@@ -265,7 +269,7 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
         if (Option.isSome(cancelledReply)) outcome = "cancelled"
         return Effect.as(unanswered(delivery, exit, cancelledReply), Option.none())
       }
-      return Effect.flatMap(processed(delivery, label), (exit) =>
+      return Effect.flatMap(processed(delivery, label, limited), (exit) =>
         answered(exit).pipe(
           // a defect while answering (a transport that throws) must not end the fiber silently: the
           // task is given back, still under its lease, and the defect is logged with its identity
@@ -297,9 +301,11 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       Effect.withFiberRuntime<void, never, R>((self) => {
         const label: ServingLabel = { poller: poller.name, delivery: first, stage: "running" }
         serving.set(self, label)
+        // only a task of a pool the controller's limit sizes counts against that limit
+        const limited = poller.pool.size === "concurrency"
         const serveFrom = (delivery: Delivery): Effect.Effect<void, never, R> =>
           Effect.flatMap(
-            serveOne(delivery, self, clock, label),
+            serveOne(delivery, self, clock, label, limited),
             (next) => Option.isNone(next) ? Effect.void : serveFrom(next.value)
           )
         return Effect.uninterruptible(serveFrom(first)).pipe(Effect.ensuring(Effect.sync(() => serving.delete(self))))

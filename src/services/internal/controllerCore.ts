@@ -33,6 +33,8 @@ export interface Reading {
 interface InFlight {
   readonly name: string | undefined
   readonly kind: TaskKind
+  /** Whether it takes one of the slots the limit sizes (see `limited` of `start`). */
+  readonly limited: boolean
   readonly usageAtStart: number | undefined
   readonly peakAtStart: number | undefined
   growth: number
@@ -113,6 +115,13 @@ export class ControllerCore {
   private completionsThisTick = 0
   private stallTicks = 0
   private tokenSeq = 0
+  /**
+   * The tasks in flight that take one of the slots the limit sizes. A task of a pool of its own (a
+   * Durable Workflow workflow task under `workflowConcurrency`) is counted in flight but is no part
+   * of the limit's arithmetic: another pool bounds it, and counting it would hold steps back for
+   * slots they do not share.
+   */
+  private limitedInFlight = 0
   /** The task that started with nothing else in flight, while it still runs alone (at most one). */
   private soloRecord: InFlight | undefined = undefined
 
@@ -152,12 +161,13 @@ export class ControllerCore {
   tryAdmit(name: string | undefined, r: Reading): boolean {
     this.observe(r)
     if (this.config.mode !== "adaptive" || !this.config.ramAdmission) return true
-    if (this.inflight.size === 0) {
-      if (r.usage !== undefined) this.idleUsage = r.usage
+    if (this.limitedInFlight === 0) {
+      // only a reading with nothing at all in flight is the idle baseline
+      if (r.usage !== undefined && this.inflight.size === 0) this.idleUsage = r.usage
       this.deferring = false
       return true
     }
-    if (this.inflight.size >= this.limit) return false
+    if (this.limitedInFlight >= this.limit) return false
     if (r.usage === undefined || r.limitBytes === undefined || r.limitBytes <= 0) return true
     if (this.config.stepCostTracking && this.probePending && this.stepCosts.size === 0) return false
     const newCost = this.stepCost(name)
@@ -175,8 +185,11 @@ export class ControllerCore {
     return admitted
   }
 
-  /** Records a task as started and returns its token. */
-  start(name: string | undefined, kind: TaskKind, r: Reading): number {
+  /**
+   * Records a task as started and returns its token. `limited` is whether it takes one of the slots
+   * the limit sizes (`false` for a task of a pool of its own).
+   */
+  start(name: string | undefined, kind: TaskKind, r: Reading, limited = true): number {
     this.observe(r)
     const solo = this.inflight.size === 0
     // only a task that started alone can still be running alone: it is no longer
@@ -186,6 +199,7 @@ export class ControllerCore {
     const record: InFlight = {
       name,
       kind,
+      limited,
       usageAtStart: track ? r.usage : undefined,
       peakAtStart: track ? r.peak : undefined,
       growth: 0,
@@ -194,6 +208,7 @@ export class ControllerCore {
     }
     this.soloRecord = solo ? record : undefined
     this.inflight.set(token, record)
+    if (limited) this.limitedInFlight += 1
     return token
   }
 
@@ -202,7 +217,7 @@ export class ControllerCore {
     this.observe(r)
     const record = this.inflight.get(token)
     if (record === undefined) return
-    this.inflight.delete(token)
+    this.forget(token, record)
     if (record.solo && r.usage !== undefined) record.high = Math.max(record.high ?? r.usage, r.usage)
     if (record.kind === "step") {
       this.probePending = false
@@ -216,7 +231,13 @@ export class ControllerCore {
 
   /** Forgets a started task without any sample (it never ran). */
   release(token: number): void {
+    const record = this.inflight.get(token)
+    if (record !== undefined) this.forget(token, record)
+  }
+
+  private forget(token: number, record: InFlight): void {
     this.inflight.delete(token)
+    if (record.limited) this.limitedInFlight -= 1
   }
 
   /** Lowers the usage floor to this reading when it is lower. */
@@ -270,7 +291,7 @@ export class ControllerCore {
     } else {
       this.headroomTicks = 0
     }
-    const stalled = this.completionsThisTick === 0 && this.inflight.size > 0
+    const stalled = this.completionsThisTick === 0 && this.limitedInFlight > 0
     this.stallTicks = stalled ? this.stallTicks + 1 : 0
     this.completionsThisTick = 0
     return this.config.mode === "adaptive" ? this.decide(pct, now) : undefined
@@ -300,7 +321,7 @@ export class ControllerCore {
         next = Math.max(config.min, Math.floor(current * g))
         reason = "shrink"
       } else if (
-        g !== undefined && g >= 0.9 && this.inflight.size >= current * 0.8 &&
+        g !== undefined && g >= 0.9 && this.limitedInFlight >= current * 0.8 &&
         this.headroomTicks >= config.growHeadroomTicks
       ) {
         next = Math.min(config.max, current + 1)
