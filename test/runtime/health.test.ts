@@ -281,4 +281,12 @@ describe("health probe server", () => {
         ].join("\n")
       )
     }))
+
+  it.effect("Prometheus text: a tag's key is made a valid label name (a `:` is a metric name's, never a label's)", () =>
+    Effect.gen(function*() {
+      const id = Math.random().toString(16).slice(2, 8)
+      yield* Metric.set(Metric.gauge(`prom_${id}:ratio`).pipe(Metric.tagged("k8s:pod", "p-1"), Metric.tagged("9lives", "x")), 1)
+      const line = render(yield* Metric.snapshot).split("\n").find((line) => line.startsWith(`prom_${id}:ratio{`))
+      assert.strictEqual(line, `prom_${id}:ratio{k8s_pod="p-1",_9lives="x"} 1`)
+    }))
 })

@@ -25,10 +25,18 @@ const EFFECT_HELP: Readonly<Record<string, string>> = {
   effect_fiber_lifetimes: "How long the Effect runtime's fibers lived (time_unit says in what)"
 }
 
+/**
+ * A label's name as Prometheus reads one: a metric name may hold `:`, a label name may not, and one
+ * line that does not parse fails the whole scrape.
+ */
+const labelName = (raw: string) => {
+  const cleaned = raw.replace(/[^a-zA-Z0-9_]/g, "_")
+  return /^[a-zA-Z_]/.test(cleaned) ? cleaned : `_${cleaned}`
+}
 const escapeValue = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")
 const escapeHelp = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
 const labels = (tags: ReadonlyArray<readonly [string, string]>) =>
-  tags.length === 0 ? "" : `{${tags.map(([k, v]) => `${name(k)}="${escapeValue(v)}"`).join(",")}}`
+  tags.length === 0 ? "" : `{${tags.map(([k, v]) => `${labelName(k)}="${escapeValue(v)}"`).join(",")}}`
 const num = (value: number | bigint) =>
   typeof value === "bigint"
     ? value.toString()
