@@ -2,15 +2,17 @@
  * The BullMQ transport's answers, on the real Redis: a reply goes out with the acknowledgement of its
  * job in one script call, the reply first; a reply Redis refuses leaves its job unacknowledged; and a
  * job whose data cannot be read, handed over with an answer or taken from the queue, is failed at once;
- * a job whose lock is another worker's gets no reply, on its own broker or on another.
+ * a job whose lock is another worker's gets no reply, on its own broker or on another; a take that
+ * fails in a batch leaves the jobs taken with it served.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, vi } from "@effect/vitest"
 import { Queue } from "bullmq"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
+import { TaskWorker } from "../../src/transport/bullmq/internal/jobs.js"
 import type { Delivery, WorkerDescription } from "../../src/seam/Transport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
 import { servingSteps } from "../support/handlers.js"
@@ -172,6 +174,45 @@ describe("BullMQ transport answers", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["2"])
       }))
   }
+
+  it.scoped("a take that fails in a batched poll leaves the jobs taken with it served, none stranded in active", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(7)
+      const poller = yield* workQueuePoller(prefix)
+      // the batch grows while every take finds a job: 1, then 2, then 4
+      assert.strictEqual((yield* poller.poll(8)).length, 1)
+      assert.strictEqual((yield* poller.poll(8)).length, 2)
+
+      // the second take of the next batch (of 4) is refused before it reaches Redis (the project's
+      // own seam: the task worker's take), as a command that fails on a sick connection
+      let takes = 0
+      const original = TaskWorker.prototype.getNextJob
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          vi.spyOn(TaskWorker.prototype, "getNextJob").mockImplementation(function(this: TaskWorker, ...args) {
+            return ++takes === 2 ? Promise.reject(new Error("injected: take refused")) : original.apply(this, args)
+          })
+        ),
+        (spy) => Effect.sync(() => spy.mockRestore())
+      )
+      const taken = yield* poller.poll(8)
+      assert.strictEqual(takes, 4)
+      const seqs = taken.map((delivery) => (delivery.payload as { seq: number }).seq).sort()
+      assert.deepStrictEqual(seqs, [3, 4, 5])
+
+      // six jobs active, each under a lock of its delivery; the seventh still waits
+      const active = yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1))
+      assert.strictEqual(active.length, 6)
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-tasks-work:wait`)), 1)
+
+      // the three taken with the failed take are answered and acknowledged: nothing of theirs stays active
+      for (const delivery of taken) yield* delivery.complete(reply(delivery))
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-tasks-work:active`)), 3)
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 3)
+      // and the one left waiting is taken by the next poll
+      const [last] = yield* poller.poll(8)
+      assert.strictEqual((last!.payload as { seq: number }).seq, 6)
+    }))
 
   it.live("replicas sharing a workerId take jobs under tokens of their own: one's sweep after a reconnect leaves the other's jobs", () =>
     Effect.scoped(Effect.gen(function*() {
