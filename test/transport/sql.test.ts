@@ -178,9 +178,10 @@ const spiedConnect = (dialect: DialectName, statements: Array<{ readonly text: s
 const resultWrites = (statements: ReadonlyArray<{ readonly text: string; readonly params: ReadonlyArray<unknown> }>) =>
   statements.flatMap(({ params, text }) => {
     if (/^WITH input/.test(text)) return [(params[0] as ReadonlyArray<unknown>).length]
-    // MySQL: the batch's guarded delete, one `(?, ?)` per completion
+    // MySQL: the batch's guarded delete, one `?` per completion in its `step_id IN (…)` (counting its
+    // `(?, ?)` pairs would count that list too when it is itself `(?, ?)`)
     const batchDelete = text.split(";\n").find((statement) => /^DELETE FROM .* IN \(/.test(statement))
-    return batchDelete === undefined ? [] : [batchDelete.match(/\(\?, \?\)/g)!.length]
+    return batchDelete === undefined ? [] : [/ IN \(([?, ]*)\) AND /.exec(batchDelete)![1]!.split(",").length]
   })
 
 /**
@@ -532,6 +533,53 @@ const wokenByDispatch = (f: { readonly dispatch: (name: string) => Promise<strin
     assert.strictEqual((yield* poll(poller, 4)).length, 1)
   })
 
+/**
+ * A MySQL connection whose registration reads a `max_allowed_packet` `factor` times the server's: as
+ * if the server's limit was lowered after the worker read it. Every other statement goes through as is.
+ */
+const overstatedPacketLimit = (factor: number) =>
+  Effect.map(connect("mysql"), (connection): SqlTransport.Connection => ({
+    ...connection,
+    sql: new Proxy(connection.sql, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, target)
+        if (key === "withoutTransforms") return () => receiver
+        if (key === "unsafe") {
+          return (text: string, params?: ReadonlyArray<unknown>) =>
+            (value as (text: string, params?: ReadonlyArray<unknown>) => unknown).call(
+              target,
+              /@@max_allowed_packet/.test(text) ? `SELECT ${factor} * @@max_allowed_packet AS \`limit\`` : text,
+              params
+            )
+        }
+        return typeof value === "function" ? value.bind(target) : value
+      }
+    })
+  }))
+
+/** The server's `max_allowed_packet`, read on the fixture's own connection. */
+const packetLimit = (f: { readonly db: Db }) =>
+  Effect.map(
+    Effect.promise(() => f.db.query<{ limit: number }>("SELECT @@max_allowed_packet AS `limit`")),
+    (rows) => Number(rows[0]!.limit)
+  )
+
+/** The results table's rows of a MySQL fixture, their error parsed. */
+const resultRows = (f: { readonly db: Db; readonly prefix: string }) =>
+  Effect.map(
+    Effect.promise(() =>
+      f.db.query<{ step_id: string; status: string; output: string | null; error: string | null }>(
+        `SELECT step_id, status, output, error FROM \`${f.prefix}_transport_results\` ORDER BY step_id`
+      )
+    ),
+    (rows) =>
+      rows.map((row) => ({
+        ...row,
+        output: row.output === null ? null : row.output.length,
+        error: row.error === null ? null : JSON.parse(row.error) as { message: string; code: string; retryable: boolean }
+      }))
+  )
+
 describe("SqlTransport on mysql: a result over max_allowed_packet", () => {
   it.scoped("is answered as a non-retryable failure naming its size, the limit and what to do, logged as an error; the task is done", () =>
     Effect.gen(function*() {
@@ -564,6 +612,55 @@ describe("SqlTransport on mysql: a result over max_allowed_packet", () => {
         )
       )
       assert.deepStrictEqual(logs.lines, [`ERROR ${error.message}`])
+    }))
+
+  it.scoped("refused all the same by the server (ER_NET_PACKET_TOO_LARGE: its limit lowered since it was read), is answered as too large, once", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture("mysql")
+      const logs = captureLogs()
+      const limit = yield* packetLimit(f)
+      const stepId = yield* Effect.promise(() => f.dispatch("work"))
+      // the worker believes the limit is four times the server's: its own measure lets the row through
+      const transport = yield* SqlTransport.make({ prefix: f.prefix }, overstatedPacketLimit(4), "mysql")
+      const poller = (yield* transport.register(description("worker-a", ["work"]))).pollers[0]!
+      const [delivery] = yield* poll(poller, 1)
+      yield* delivery!.complete(stepReply(delivery!, "x".repeat(limit))).pipe(Effect.provide(logs.layer))
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      const [result, ...others] = yield* resultRows(f)
+      assert.deepStrictEqual(others, [])
+      assert.deepStrictEqual({ ...result!, error: undefined }, { step_id: stepId, status: "failed", output: null, error: undefined })
+      assert.strictEqual(result!.error!.code, "result_too_large")
+      assert.strictEqual(result!.error!.retryable, false)
+      assert.match(result!.error!.message, new RegExp(`^the result of task ${stepId} is too large for ${f.prefix}_transport_results: MySQL refused it`))
+      assert.deepStrictEqual(logs.lines, [`ERROR ${result!.error!.message}`])
+    }))
+
+  it.scoped("completions that together exceed the packet are written in batches that fit it, none refused", () =>
+    Effect.gen(function*() {
+      const { f, ids, statements, poller } = yield* spiedWorker("mysql", 4)
+      const limit = yield* packetLimit(f)
+      const [d0, d1, d2, d3] = yield* poll(poller, 4)
+      // each of d1-d3 about 0.4 of the packet as written: two fit in one statement, three do not
+      const output = "x".repeat(Math.floor(limit * 0.4))
+      const lock = yield* lockRows(f, [ids[0]!])
+      const first = yield* Effect.fork(d0!.complete(stepReply(d0!, 0)))
+      yield* until("d0's write to wait on the lock", Effect.sync(() => resultWrites(statements).length === 1))
+      const rest = yield* Effect.fork(
+        Effect.all([d1, d2, d3].map((d) => d!.complete(stepReply(d!, output))), { concurrency: "unbounded" })
+      )
+      yield* settle
+      yield* lock.commit
+      yield* Fiber.join(first)
+      yield* Fiber.join(rest)
+      // d1 and d2 together, then d3: no statement the server refused, nothing written alone after one
+      assert.deepStrictEqual(resultWrites(statements), [1, 2, 1])
+      assert.deepStrictEqual(yield* Effect.promise(f.rows), [])
+      assert.deepStrictEqual((yield* resultRows(f)).map((r) => [r.step_id, r.status, r.output]), [
+        [ids[0], "completed", 1],
+        [ids[1], "completed", output.length + 2],
+        [ids[2], "completed", output.length + 2],
+        [ids[3], "completed", output.length + 2]
+      ])
     }))
 })
 
