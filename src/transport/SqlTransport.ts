@@ -506,16 +506,19 @@ const build = (
       /**
        * The result row of a step whose result is too large for the database: a non-retryable failure
        * saying so (logged as an error), so the step is answered once rather than run again every
-       * lease. `size` is the row's measured size, when it was measured.
+       * lease. `size` is the row's measured size; `refused`: the server refused it although that
+       * measure was under the limit read at registration, so that limit is out of date and is not
+       * named as the server's.
        */
-      const tooLarge = (row: ResultRow, size: number | undefined) => {
-        const limit = `the database's max_allowed_packet (${packetLimit} bytes${
-          size === undefined ? "" : `, ${STATEMENT_HEADROOM} of them kept for the statement`
-        })`
-        const message = `the result of task ${row.stepId} is too large for ${names.results}: ${
-          size === undefined ? "MySQL refused it as bigger than" : `${size} bytes as written, over`
-        } ${limit}; keep large outputs elsewhere (object storage, a table of your own) and return a reference to ` +
-          "them, or raise max_allowed_packet on the server"
+      const tooLarge = (row: ResultRow, size: number, refused: boolean) => {
+        const why = refused
+          ? `MySQL refused it (ER_NET_PACKET_TOO_LARGE) at ${size} bytes as written, under the max_allowed_packet of ` +
+            `${packetLimit} bytes this worker read when it registered: the server's limit was lowered since (a worker ` +
+            "reads it again when it restarts)"
+          : `${size} bytes as written, over the database's max_allowed_packet (${packetLimit} bytes, ` +
+            `${STATEMENT_HEADROOM} of them kept for the statement)`
+        const message = `the result of task ${row.stepId} is too large for ${names.results}: ${why}; keep large outputs ` +
+          "elsewhere (object storage, a table of your own) and return a reference to them, or raise max_allowed_packet on the server"
         return Effect.as(Effect.logError(message), tooLargeResultRow(row, message))
       }
 
@@ -526,7 +529,7 @@ const build = (
       const fitted = (row: ResultRow): Effect.Effect<{ readonly row: ResultRow; readonly size?: number | undefined }> => {
         if (rowLimit === undefined) return Effect.succeed({ row })
         const size = mysqlWrittenSize(row)
-        return size <= rowLimit ? Effect.succeed({ row, size }) : Effect.map(tooLarge(row, size), (small) => ({ row: small }))
+        return size <= rowLimit ? Effect.succeed({ row, size }) : Effect.map(tooLarge(row, size, false), (small) => ({ row: small }))
       }
 
       const toDelivery = (row: TaskRow, claim: string): Delivery<NestReply> => {
@@ -550,7 +553,7 @@ const build = (
               // as too large, once, rather than failed again at every redelivery
               Effect.catchIf(
                 (error) => packetLimit !== undefined && isPacketTooLarge(error),
-                () => Effect.flatMap(tooLarge(result, undefined), (small) => completer({ row: small, claim, takeNext }))
+                () => Effect.flatMap(tooLarge(result, size ?? mysqlWrittenSize(result), true), (small) => completer({ row: small, claim, takeNext }))
               )
             )
             if (completed.lost) yield* lostClaim(stepId, claim)
