@@ -1098,7 +1098,8 @@ const bridgeFailures = (
           Effect.as(Effect.logWarning(withReason(`could not read the failed jobs of ${queueName}`, error)), [])
         )
       )
-    yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge))
+    // the scan at the stop waits for no Redis that is away (its commands would wait for the reconnect)
+    yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge, Effect.sync(() => client.status === "ready")))
   })
 
 /** Holds a claim for ARGV[2] ms more, if ARGV[1] (this worker) holds it, with the report it sent recorded or not. */

@@ -390,6 +390,33 @@ describe("BullMQ transport against the real nestjs-durable engine", () => {
     await worker.stop()
     await running
   })
+  it("a step job failed since the last worker's previous scan is reported by that worker as it stops", async () => {
+    // scans a minute apart: the stop comes long before the first
+    const { engine, transport, worker } = track(await setup({ stalledIntervalMs: 60_000 }))
+    let calls = 0
+    worker.step("failed-before-stop", () => ++calls)
+    engine.register("wf", async (ctx) => ctx.step("failed-before-stop", {}))
+    const runId = await engine.start("wf", {})
+    const peer = await peerHolding(engine, "failed-before-stop")
+    const running = worker.run(transport)
+    const client = new Redis(engine.connection)
+    await registered(client, engine, "failed-before-stop", worker)
+    // the job fails (another worker's stalled check, or this one's) and then every worker of the queue
+    // stops: a deploy, a scale to zero; none started within the window after it would report it
+    await peer.crash()
+    await peer.close()
+    await worker.stop()
+    await running
+    const result = await engine.waitForRun(runId, { timeoutMs: 5_000 })
+    assert.strictEqual(result.status, "failed")
+    const checkpoint = JSON.parse(JSON.stringify(await engine.checkpoint(runId, 0)))
+    assert.strictEqual(checkpoint.error.message, "remote step worker failed: worker process crashed")
+    assert.strictEqual(calls, 0)
+    // reported under a kept claim: a worker started later leaves it
+    const [claim] = await client.keys(`bull:${engine.prefix}-tasks-failed-before-stop:failed:bridged:*`)
+    assert.match((await client.get(claim!)) ?? "", /:sent:\d+$/)
+    await client.quit()
+  })
 })
 
 describe("BullMQ failed-job bridge among several workers", () => {

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import {
   bridgeOnce,
@@ -18,6 +19,7 @@ import {
   type Failed,
   FAILED_MARGIN,
   keptFor,
+  LAST_SCAN,
   type Published,
   reachOf,
   watchFailed
@@ -130,6 +132,43 @@ describe("BullMQ failed-job bridge", () => {
       set.fail("too-old", 90_000 - reach - 1)
       yield* TestClock.adjust("30 seconds")
       assert.deepStrictEqual(set.bridged, ["retried", "retried"])
+    }))
+
+  it.effect("a stop scans once more: a failure stamped since the previous scan is bridged by the stopping worker", () =>
+    Effect.gen(function*() {
+      const set = failedSet()
+      const watching = yield* Effect.fork(watchFailed(interval, set.read, set.bridge))
+      yield* TestClock.adjust("30 seconds")
+      set.fail("reported", 20_000)
+      yield* TestClock.adjust("30 seconds")
+      // stamped by the worker's own stalled check just before it stops, 20 s before its next scan:
+      // with every worker of the queue stopped for longer than the window, nobody else would report it
+      set.fail("since", 70_000)
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.interrupt(watching)
+      assert.deepStrictEqual(set.reads, [30_000 - reach, 60_000 - reach, 70_000 - reach])
+      assert.deepStrictEqual(set.bridged, ["reported", "since"])
+    }))
+
+  it.effect("the scan at a stop holds it for LAST_SCAN at most, and is not made when the failed set cannot be read", () =>
+    Effect.gen(function*() {
+      const set = failedSet()
+      const hanging = yield* Effect.fork(watchFailed(interval, set.read, () => Effect.never))
+      set.fail("hangs", 1_000)
+      const stopping = yield* Effect.fork(Fiber.interrupt(hanging))
+      yield* TestClock.adjust(Duration.toMillis(LAST_SCAN) - 1)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+      yield* TestClock.adjust(1)
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(set.reads, [-reach])
+
+      const away = failedSet()
+      const watching = yield* Effect.fork(watchFailed(interval, away.read, away.bridge, Effect.succeed(false)))
+      away.fail("unread", 1_000)
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.interrupt(watching)
+      assert.deepStrictEqual(away.reads, [])
+      assert.deepStrictEqual(away.bridged, [])
     }))
 })
 

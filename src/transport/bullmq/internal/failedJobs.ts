@@ -103,12 +103,21 @@ export type Published = "sent" | "sent-and-kept" | "held-back"
  * was reported before holds a kept claim ({@link bridgeOnce}), so a restarted worker does not report
  * it again.
  *
+ * Interrupted (the worker stops), it scans once more, within {@link LAST_SCAN}, when `readsAtStop`
+ * says the failed set can be read now (a Redis that is away is not waited for): what failed since the
+ * previous scan is reported by this worker, not left to one started within the window after it. A
+ * failure stamped within the window before a start is reported; one stamped earlier is not, and
+ * cannot be told from one reported already: an earlier version of this worker, or another SDK's
+ * worker, reports without a claim, and reporting such a failure again would be taken by the engine
+ * for a failure of the step's next attempt.
+ *
  * @internal
  */
 export const watchFailed = <R>(
   interval: Duration.Duration,
   read: (from: number) => Effect.Effect<ReadonlyArray<Failed>, never, R>,
-  bridge: (failed: Failed) => Effect.Effect<Bridged, never, R>
+  bridge: (failed: Failed) => Effect.Effect<Bridged, never, R>,
+  readsAtStop: Effect.Effect<boolean, never, R> = Effect.succeed(true)
 ): Effect.Effect<never, never, R> =>
   Effect.gen(function*() {
     const reach = reachOf(interval)
@@ -125,8 +134,37 @@ export const watchFailed = <R>(
             if (outcome === "published") bridged.set(job.id, job.failedAt)
           }), { discard: true })
     })
-    return yield* Effect.repeat(scan, Schedule.spaced(interval)).pipe(Effect.delay(interval), Effect.zipRight(Effect.never))
+    const watching = Effect.repeat(scan, Schedule.spaced(interval)).pipe(Effect.delay(interval), Effect.zipRight(Effect.never))
+    // a stop scans once more: a failure stamped since the last scan (by this worker's own stalled
+    // check, say) is otherwise left to a worker started within the window after it, and reported by
+    // none when the queue has no worker for that long (a deploy or a scale to zero that stops them all)
+    // in a fiber of its own, interruptible within, as `settled`: the bound has to cut the wait
+    const lastScan = Effect.flatMap(readsAtStop, (reads) =>
+      reads
+        ? Effect.flatMap(
+          Effect.forkDaemon(Effect.interruptible(scan).pipe(
+            Effect.timeout(LAST_SCAN),
+            Effect.catchAllCause((cause) =>
+              Effect.logWarning(
+                `the failed jobs could not be read and reported once more as the worker stopped within ${Duration.format(LAST_SCAN)}; ` +
+                  "those failed since the previous scan are reported by a worker started within the window after them",
+                cause
+              )
+            )
+          )),
+          Fiber.await
+        )
+        : Effect.void)
+    return yield* Effect.onInterrupt(watching, () => lastScan)
   })
+
+/**
+ * How long the scan a worker makes as it stops may hold the stop: it reads the failed set and
+ * bridges what it finds there, a few round trips each.
+ *
+ * @internal
+ */
+export const LAST_SCAN = Duration.seconds(1)
 
 /** The claims on failures, in Redis (`SET NX PX`), by a token of this worker. @internal */
 export interface Claims<R> {
