@@ -744,6 +744,8 @@ const build = (config: Resolved): Transport["Type"] => {
       // replicas may share a workerId (one DURABLE_WORKER_ID for all): a nonce per registration keeps
       // their lock tokens apart, so one's orphan sweep never takes back a job another one is running
       const tokenPrefix = `${worker.workerId}:${randomBytes(6).toString("hex")}.`
+      // the failed-job bridges' scans at the stop, every queue's, share one bound
+      const lastScans = yield* FailedJobs.stopBudget
       let tokenCounter = 0
       /** One subscription: a task queue of a broker, with its poller and the bridge of its failed jobs. */
       const subscribe = (
@@ -752,7 +754,7 @@ const build = (config: Resolved): Transport["Type"] => {
       ) => Effect.gen(function*() {
         const subscription = token
         // a failure goes where the task's answer would have gone: the broker its `transport` names
-        yield* bridgeFailures(home, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data))
+        yield* bridgeFailures(home, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data), lastScans)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
 
@@ -1028,7 +1030,8 @@ const bridgeFailures = (
   tasks: Jobs.TaskWorker,
   interval: Duration.Duration,
   workerId: string,
-  replyTo: (data: unknown) => Broker
+  replyTo: (data: unknown) => Broker,
+  stopBudget: Effect.Effect<Duration.Duration>
 ) =>
   Effect.gen(function*() {
     const { client } = home
@@ -1099,7 +1102,8 @@ const bridgeFailures = (
         )
       )
     // the scan at the stop waits for no Redis that is away (its commands would wait for the reconnect)
-    yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge, Effect.sync(() => client.status === "ready")))
+    const atStop = Effect.suspend(() => client.status === "ready" ? stopBudget : Effect.succeed(Duration.zero))
+    yield* Effect.forkScoped(FailedJobs.watchFailed(interval, read, bridge, atStop))
   })
 
 /** Holds a claim for ARGV[2] ms more, if ARGV[1] (this worker) holds it, with the report it sent recorded or not. */

@@ -22,6 +22,7 @@ import {
   LAST_SCAN,
   type Published,
   reachOf,
+  stopBudget,
   watchFailed
 } from "../../src/transport/bullmq/internal/failedJobs.js"
 
@@ -163,12 +164,28 @@ describe("BullMQ failed-job bridge", () => {
       assert.deepStrictEqual(set.reads, [-reach])
 
       const away = failedSet()
-      const watching = yield* Effect.fork(watchFailed(interval, away.read, away.bridge, Effect.succeed(false)))
+      const watching = yield* Effect.fork(watchFailed(interval, away.read, away.bridge, Effect.succeed(Duration.zero)))
       away.fail("unread", 1_000)
       yield* TestClock.adjust("10 seconds")
       yield* Fiber.interrupt(watching)
       assert.deepStrictEqual(away.reads, [])
       assert.deepStrictEqual(away.bridged, [])
+    }))
+
+  it.effect("the scans at a stop of every queue share one LAST_SCAN: a Redis that answers none holds the stop once", () =>
+    Effect.gen(function*() {
+      const budget = yield* stopBudget
+      const queues = [failedSet(), failedSet(), failedSet()]
+      const watchers = yield* Effect.forEach(queues, (set) => Effect.fork(watchFailed(interval, set.read, () => Effect.never, budget)))
+      for (const set of queues) set.fail("hangs", 1_000)
+      // one after another, as the queues' scopes close
+      const stopping = yield* Effect.fork(Effect.forEach(watchers, Fiber.interrupt, { discard: true }))
+      yield* TestClock.adjust(Duration.toMillis(LAST_SCAN) - 1)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+      yield* TestClock.adjust(1)
+      assert.isTrue(Option.isSome(yield* Fiber.poll(stopping)))
+      // the first queue's scan took the whole bound; the others' had nothing left and were not made
+      assert.deepStrictEqual(queues.map((set) => set.reads.length), [1, 0, 0])
     }))
 })
 

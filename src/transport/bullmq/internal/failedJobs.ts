@@ -22,6 +22,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import { TASK_FAILED_RETENTION_SECONDS } from "./naming.js"
 
@@ -103,8 +105,8 @@ export type Published = "sent" | "sent-and-kept" | "held-back"
  * was reported before holds a kept claim ({@link bridgeOnce}), so a restarted worker does not report
  * it again.
  *
- * Interrupted (the worker stops), it scans once more, within {@link LAST_SCAN}, when `readsAtStop`
- * says the failed set can be read now (a Redis that is away is not waited for): what failed since the
+ * Interrupted (the worker stops), it scans once more, for as long as `stopBudget` allows (see
+ * {@link stopBudget}; zero skips it: a Redis that is away is not waited for): what failed since the
  * previous scan is reported by this worker, not left to one started within the window after it. A
  * failure stamped within the window before a start is reported; one stamped earlier is not, and
  * cannot be told from one reported already: an earlier version of this worker, or another SDK's
@@ -117,7 +119,7 @@ export const watchFailed = <R>(
   interval: Duration.Duration,
   read: (from: number) => Effect.Effect<ReadonlyArray<Failed>, never, R>,
   bridge: (failed: Failed) => Effect.Effect<Bridged, never, R>,
-  readsAtStop: Effect.Effect<boolean, never, R> = Effect.succeed(true)
+  stopBudget: Effect.Effect<Duration.Duration, never, R> = Effect.succeed(LAST_SCAN)
 ): Effect.Effect<never, never, R> =>
   Effect.gen(function*() {
     const reach = reachOf(interval)
@@ -139,22 +141,22 @@ export const watchFailed = <R>(
     // check, say) is otherwise left to a worker started within the window after it, and reported by
     // none when the queue has no worker for that long (a deploy or a scale to zero that stops them all)
     // in a fiber of its own, interruptible within, as `settled`: the bound has to cut the wait
-    const lastScan = Effect.flatMap(readsAtStop, (reads) =>
-      reads
-        ? Effect.flatMap(
+    const lastScan = Effect.flatMap(stopBudget, (budget) =>
+      Duration.isZero(budget)
+        ? Effect.void
+        : Effect.flatMap(
           Effect.forkDaemon(Effect.interruptible(scan).pipe(
-            Effect.timeout(LAST_SCAN),
+            Effect.timeout(budget),
             Effect.catchAllCause((cause) =>
               Effect.logWarning(
-                `the failed jobs could not be read and reported once more as the worker stopped within ${Duration.format(LAST_SCAN)}; ` +
+                `the failed jobs could not be read and reported once more as the worker stopped within ${Duration.format(budget)}; ` +
                   "those failed since the previous scan are reported by a worker started within the window after them",
                 cause
               )
             )
           )),
           Fiber.await
-        )
-        : Effect.void)
+        ))
     return yield* Effect.onInterrupt(watching, () => lastScan)
   })
 
@@ -165,6 +167,23 @@ export const watchFailed = <R>(
  * @internal
  */
 export const LAST_SCAN = Duration.seconds(1)
+
+/**
+ * One {@link LAST_SCAN} shared by the scans at a stop of every queue a worker serves, counted from
+ * the first of them: each call tells what is left of it. A Redis that answers none of them holds the
+ * stop once, not once per queue (the scans are made one after another, as the queues' scopes close).
+ *
+ * @internal
+ */
+export const stopBudget: Effect.Effect<Effect.Effect<Duration.Duration>> = Effect.map(
+  Ref.make(Option.none<number>()),
+  (end) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Ref.modify(end, (given) => {
+        const at = Option.getOrElse(given, () => now + Duration.toMillis(LAST_SCAN))
+        return [Duration.millis(Math.max(0, at - now)), Option.some(at)]
+      }))
+)
 
 /** The claims on failures, in Redis (`SET NX PX`), by a token of this worker. @internal */
 export interface Claims<R> {
