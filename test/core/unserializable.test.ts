@@ -78,6 +78,50 @@ describe("a result that JSON cannot carry", () => {
     }))
 })
 
+/** `{ n: { n: … } }`, `depth` levels deep: past what JSON.stringify (or a recursive walk) has stack for. */
+const nested = (depth: number) => {
+  const root: Record<string, unknown> = {}
+  let at = root
+  for (let i = 0; i < depth; i++) at = (at["n"] = {}) as Record<string, unknown>
+  return root
+}
+
+describe("a result the walk itself cannot finish", () => {
+  it.effect("a value nested too deeply for JSON fails the step, for good, rather than ending it without a result", () =>
+    Effect.gen(function*() {
+      assert.throws(() => JSON.stringify(nested(100_000)), RangeError)
+      const result = yield* outputOf(nested(100_000))
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.error?.code, "unserializable_output")
+      assert.strictEqual(result.error?.retryable, false)
+      assert.match(result.error?.message ?? "", /nested \d+ or more levels deep/)
+      // a deep value JSON can carry is still a result
+      assert.strictEqual((yield* outputOf(nested(500))).status, "completed")
+    }))
+
+  it.effect("a proxy whose traps throw fails the step, for good, naming what threw", () =>
+    Effect.gen(function*() {
+      const hostile = new Proxy({}, { ownKeys: () => { throw new Error("ownKeys exploded") } })
+      const result = yield* outputOf({ inner: hostile })
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.error?.code, "unserializable_output")
+      assert.match(result.error?.message ?? "", /ownKeys exploded/)
+      const revoked = Proxy.revocable({}, {})
+      revoked.revoke()
+      const gone = yield* outputOf([revoked.proxy])
+      assert.strictEqual(gone.status, "failed")
+      assert.match(gone.error?.message ?? "", /revoked/)
+    }))
+
+  it.effect("a workflow whose output is nested too deeply fails its turn with unserializable_output", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown) => Effect.succeed(nested(100_000)))
+      const decision = yield* Workflow.processWorkflowTask([wf], makeTask("wf"))
+      assert.strictEqual(decision.status, "failed")
+      assert.strictEqual((decision as { error?: { code?: unknown } }).error?.code, "unserializable_output")
+    }))
+})
+
 describe("hostile values: getters and toJSON that throw", () => {
   it.effect("an error whose message, code and stack getters throw still fails the step with a readable error", () =>
     Effect.gen(function*() {

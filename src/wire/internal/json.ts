@@ -66,7 +66,18 @@ export const unencodable = (value: unknown): Unencodable | undefined => {
     open.delete(object)
     return found
   }
-  return value === undefined ? undefined : visit(value, "$", false)
+  if (value === undefined) return undefined
+  try {
+    return visit(value, "$", false)
+  } catch (error) {
+    // what throws outside a toJSON or a getter: the walk ran out of stack (a value nested thousands
+    // deep, which JSON.stringify cannot encode either), or a proxy's trap threw. Either is a value the
+    // wire cannot carry, and a throw here would end the task without an answer, to be given back and
+    // run again for ever
+    return error instanceof RangeError && open.size > 0 && /call stack/i.test(safeMessage(error))
+      ? { path: "$", reason: `it is nested ${open.size} or more levels deep, deeper than JSON can be encoded` }
+      : { path: "$", reason: `reading it throws: ${safeMessage(error)}` }
+  }
 }
 
 /**
