@@ -20,7 +20,7 @@ import type { StepError, StepEvent, StepResult, StepTask } from "../wire/StepPro
 import { FatalError } from "./FatalError.js"
 import { taskSpanWanted } from "./internal/fiberRefs.js"
 import { type Abortable, abortReason, abortSignal, runHandler, type StepAborted } from "./internal/interruption.js"
-import { captureTaskLogs, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
+import { captureTaskLogs, encodableEvents, makeStepLogger, type StepLogger } from "./internal/stepLogger.js"
 import { toStepError } from "./internal/stepError.js"
 import { externalParent } from "./internal/traceparent.js"
 import { describeIssues } from "../wire/internal/issues.js"
@@ -278,7 +278,7 @@ const completed = (base: ResultBase, output: unknown, events: ReadonlyArray<Step
     status: "completed"
   }
   if (output !== undefined) result.output = output
-  if (events.length > 0) result.events = events
+  if (events.length > 0) result.events = encodableEvents(events)
   return result
 }
 
@@ -295,7 +295,7 @@ const failed = (base: ResultBase, error: StepError, events: ReadonlyArray<StepEv
   ...base,
   status: "failed",
   error,
-  ...(events.length > 0 ? { events } : {})
+  ...(events.length > 0 ? { events: encodableEvents(events) } : {})
 })
 
 /**

@@ -356,6 +356,8 @@ const msOfInput = (input: unknown): number => {
   return Number((first as { ms?: unknown } | null)?.ms ?? 0)
 }
 
+const oddOfInput = (input: unknown): unknown => ((Array.isArray(input) ? input[0] : input) as { odd?: unknown } | null)?.odd
+
 interface WorkerOptions {
   readonly concurrency?: number
   readonly shutdownTimeout?: Duration.DurationInput
@@ -413,6 +415,21 @@ const makeWorld = (backend: Backend) =>
               Effect.onInterrupt(() => Effect.sync(() => push("interrupted", id))),
               Effect.as({ id, by: worker })
             )
+          })),
+        // logs data JSON cannot carry (`odd: "logs"`), or returns a value too deep for JSON (`odd: "deep"`)
+        Step.make("odd", (input: unknown, ctx) =>
+          Effect.suspend(() => {
+            const id = idOfInput(input)
+            push("start", id)
+            if (oddOfInput(input) === "logs") {
+              // recorded as a step event whatever the log level
+              ctx.log.info("counted", { total: 10n })
+              return Effect.succeed({ id, by: worker })
+            }
+            const root: Record<string, unknown> = {}
+            let at = root
+            for (let i = 0; i < 100_000; i++) at = (at["n"] = {}) as Record<string, unknown>
+            return Effect.succeed(root)
           }))
       ]
       if (instance.cancellableStep !== undefined) {
@@ -887,6 +904,29 @@ const rules = (backend: Backend): ReadonlyArray<Rule> => [
         yield* Fiber.join(a.running)
         assert.strictEqual(w.observed.repliesTo("t1").length, 1)
         assert.deepStrictEqual(w.observed.startedBy("t1"), ["A"])
+      })
+  },
+  {
+    title: "what a handler logs or returns that JSON cannot carry is answered once, never given back to run again",
+    run: (w) =>
+      Effect.gen(function*() {
+        const a = yield* w.start("A")
+        yield* w.put("t1", "odd", { odd: "logs" })
+        yield* w.put("t2", "odd", { odd: "deep" })
+        // data logged through ctx.log (a BigInt) is an event the step result carries where the broker keeps them
+        const logged = yield* w.reply("t1")
+        assert.strictEqual(logged.status, "completed", logged.error)
+        assert.deepStrictEqual(logged.output, { id: "t1", by: "A" })
+        // a value too deep for JSON: the step fails, for good
+        assert.strictEqual((yield* w.reply("t2")).status, "failed")
+        yield* a.worker.stop
+        yield* Fiber.join(a.running)
+        for (const id of ["t1", "t2"]) {
+          assert.deepStrictEqual(w.observed.startedBy(id), ["A"], `${id} ran once`)
+          assert.strictEqual(w.observed.repliesTo(id).length, 1, `${id} answered once`)
+          assert.isFalse(w.observed.has("given-back", "A", id), `${id} was not given back`)
+        }
+        if (w.instance.pending !== undefined) assert.strictEqual(yield* w.instance.pending("odd"), 0)
       })
   },
   {

@@ -122,6 +122,48 @@ describe("a result the walk itself cannot finish", () => {
     }))
 })
 
+describe("events a handler logged that JSON cannot carry", () => {
+  it.effect("leave out only what cannot be carried, saying what and where; the result goes on the wire", () =>
+    Effect.gen(function*() {
+      const cycle: Record<string, unknown> = {}
+      cycle["self"] = cycle
+      const registry = yield* Step.registry([
+        Step.fromPromise("s", async (_: unknown, ctx) => {
+          ctx.log.info("fine", { n: 1 })
+          ctx.log.info("counted", { total: 10n })
+          ctx.log.sub("child-1", "failed", "child failed", { name: "child", data: cycle })
+          ctx.log.warn(1n as unknown as string)
+          return { ok: true }
+        })
+      ])
+      const result = yield* Step.processStep(registry, task("s"))
+      assert.strictEqual(result.status, "completed")
+      assert.deepStrictEqual(result.output, { ok: true })
+      const events = result.events ?? []
+      assert.doesNotThrow(() => JSON.stringify(result))
+      assert.deepStrictEqual(events.map((e) => e.message.slice(0, 12)), ["fine", "counted", "child failed", "(left out: a"])
+      assert.deepStrictEqual(events[0]!.data, { n: 1 })
+      assert.match(String(events[1]!.data), /^\(left out: a BigInt has no JSON form .* at data\.total\)$/)
+      assert.match(String(events[2]!.data), /cycle.* at data\.self\)$/)
+      assert.deepStrictEqual([events[2]!.subId, events[2]!.name, events[2]!.status], ["child-1", "child", "failed"])
+      assert.match(events[3]!.message, /BigInt .* at message\)$/)
+    }))
+
+  it.effect("a failed step's events are made encodable too", () =>
+    Effect.gen(function*() {
+      const registry = yield* Step.registry([
+        Step.make("s", (_: unknown, ctx) => {
+          ctx.log.error("about to fail", { error: new Error("x") })
+          return Effect.fail(new Error("failed"))
+        })
+      ])
+      const result = yield* Step.processStep(registry, task("s"))
+      assert.strictEqual(result.status, "failed")
+      assert.strictEqual(result.error?.message, "failed")
+      assert.match(String(result.events?.[0]?.data), /an Error becomes \{\} in JSON.* at data\.error\)$/)
+    }))
+})
+
 describe("hostile values: getters and toJSON that throw", () => {
   it.effect("an error whose message, code and stack getters throw still fails the step with a readable error", () =>
     Effect.gen(function*() {

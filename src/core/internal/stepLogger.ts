@@ -6,6 +6,7 @@ import * as HashSet from "effect/HashSet"
 import * as Logger from "effect/Logger"
 import type * as LogLevel from "effect/LogLevel"
 import * as Runtime from "effect/Runtime"
+import { unencodable } from "../../wire/internal/json.js"
 import type { StepEvent } from "../../wire/StepProtocol.js"
 import { annotationsWith, withFiberRefs } from "./fiberRefs.js"
 
@@ -28,6 +29,31 @@ export interface StepLogger {
     message: string,
     extra?: { readonly name?: string; readonly phase?: string; readonly data?: unknown }
   ) => void
+}
+
+/**
+ * The events as they can go on the wire: a field JSON cannot carry (data holding a BigInt or a cycle,
+ * an `Error` logged as data, a message that is not a string) is replaced by a note saying what it was
+ * and where. Events are what the handler logged: one that cannot be encoded must not cost the step
+ * its answer (the transport's encoding would throw, and the task be given back and run again for
+ * ever). The array itself is returned when every event can be carried, as nearly always.
+ *
+ * @internal
+ */
+export const encodableEvents = (events: ReadonlyArray<StepEvent>): ReadonlyArray<StepEvent> => {
+  let fixed: Array<StepEvent> | undefined
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i]!
+    if (unencodable(event) === undefined) continue
+    const copy: Record<string, unknown> = {}
+    for (const [field, value] of Object.entries(event)) {
+      const bad = unencodable(value)
+      copy[field] = bad === undefined ? value : `(left out: ${bad.reason} at ${bad.path.replace("$", field)})`
+    }
+    fixed ??= events.slice()
+    fixed[i] = copy as StepEvent
+  }
+  return fixed ?? events
 }
 
 const toEffectLevel = {
