@@ -186,3 +186,28 @@ describe("hostile values: getters and toJSON that throw", () => {
       }
     }))
 })
+
+describe("hostile values a workflow body fails with", () => {
+  it.effect("a failure whose message, code or stack getters throw still fails the turn with a readable error", () =>
+    Effect.gen(function*() {
+      const plain = Object.defineProperty({}, "message", { enumerable: true, get: () => { throw new Error("message exploded") } })
+      const error = new Error("readable")
+      void error.stack // Node renders the stack lazily: render it before the getters go in
+      for (const name of ["code", "stack"]) {
+        Object.defineProperty(error, name, { get: () => { throw new Error(`${name} exploded`) } })
+      }
+      const cases = [
+        ["fails", Workflow.make("fails", (_: unknown) => Effect.fail(plain)), /failed with a value whose properties throw/],
+        ["dies", Workflow.make("dies", (_: unknown) => Effect.die(plain)), /failed with a value whose properties throw/],
+        ["getters", Workflow.make("getters", (_: unknown) => Effect.fail(error)), /^readable$/]
+      ] as const
+      for (const [name, wf, message] of cases) {
+        const decision = yield* Workflow.processWorkflowTask([wf], makeTask(name))
+        assert.strictEqual(decision.status, "failed", name)
+        const failed = (decision as { error?: { message: string; code?: unknown; stack?: unknown } }).error
+        assert.match(failed?.message ?? "", message)
+        assert.isUndefined(failed?.code)
+        assert.isUndefined(failed?.stack)
+      }
+    }))
+})

@@ -32,14 +32,26 @@ const describe = (value: unknown, subject: string): string => {
  */
 export const toWorkflowStepError = (failure: unknown, subject: string): WorkflowStepError => {
   const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
-  const code = carrier["code"]
-  const retryable = carrier["retryable"]
-  const stack = failure instanceof Error ? failure.stack : undefined
+  // a hostile value's getters may throw: read each one on its own, so the turn is still answered
+  // (a throw here would end it without a decision, to be given back and replayed for ever)
+  const code = read(() => carrier["code"])
+  const retryable = read(() => carrier["retryable"])
+  const stack = failure instanceof Error ? read(() => failure.stack) : undefined
+  const message = read(() => describe(failure, subject))
   return {
-    message: describe(failure, subject),
+    message: typeof message === "string" ? message : `${subject} failed with a value whose properties throw when read`,
     ...(typeof code === "string" && code.length > 0 ? { code } : {}),
     ...(typeof retryable === "boolean" ? { retryable } : {}),
-    ...(stack !== undefined ? { stack } : {})
+    ...(typeof stack === "string" ? { stack } : {})
+  }
+}
+
+/** `get()`, or `undefined` when it throws. */
+const read = (get: () => unknown): unknown => {
+  try {
+    return get()
+  } catch {
+    return undefined
   }
 }
 
