@@ -211,3 +211,40 @@ describe("hostile values a workflow body fails with", () => {
       }
     }))
 })
+
+describe("a workflow command carrying a value JSON cannot carry", () => {
+  it.effect("fails the turn, for good, naming the command, with the commands before it", () =>
+    Effect.gen(function*() {
+      const cases = [
+        ["call", (ctx: Workflow.WorkflowContext) => ctx.step("charge", { amount: 10n }), /^the input of step "charge" \(seq 1\) .*BigInt.* at \$\.amount$/, "unserializable_input"],
+        ["child", (ctx: Workflow.WorkflowContext) => ctx.child("sub", [() => 1]), /^the input of child workflow "sub" \(seq 1\) .*function.* at \$\[0\]$/, "unserializable_input"],
+        ["local", (ctx: Workflow.WorkflowContext) => ctx.sideEffect(Effect.succeed(new Map())), /^the output of local step "sideEffect" \(seq 1\) .*a Map/, "unserializable_output"]
+      ] as const
+      for (const [name, op, message, code] of cases) {
+        const wf = Workflow.make(name, (_: unknown, ctx) => Effect.zipRight(ctx.now(), op(ctx)))
+        const decision = yield* Workflow.processWorkflowTask([wf], makeTask(name))
+        assert.doesNotThrow(() => JSON.stringify(decision))
+        assert.strictEqual(decision.status, "failed", name)
+        const error = (decision as { error?: { message: string; code?: unknown; retryable?: unknown } }).error
+        assert.match(error?.message ?? "", message)
+        assert.strictEqual(error?.code, code)
+        assert.strictEqual(error?.retryable, false)
+        // the clock read before it is kept
+        assert.deepStrictEqual(decision.commands.map((c) => [c.kind, c.seq]), [["recordStep", 0]])
+      }
+    }))
+
+  it.effect("a local step's events are made encodable, the rest of the turn unchanged", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("logs", (_: unknown, ctx) =>
+        ctx.sideEffect((local) => Effect.sync(() => {
+          local.log.info("counted", { total: 10n })
+          return 1
+        })))
+      const decision = yield* Workflow.processWorkflowTask([wf], makeTask("logs"))
+      assert.strictEqual(decision.status, "completed")
+      assert.doesNotThrow(() => JSON.stringify(decision))
+      const recorded = decision.commands[0] as { events?: ReadonlyArray<{ data?: unknown }> }
+      assert.match(String(recorded.events?.[0]?.data), /BigInt .* at data\.total\)$/)
+    }))
+})

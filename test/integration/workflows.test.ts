@@ -558,3 +558,24 @@ describe("a turn replaying 10,000 history entries", () => {
   it("async body", () => scenario("async"))
   it("Effect body", () => scenario("effect"))
 })
+
+describe("a turn whose decision JSON cannot carry", () => {
+  it("a step input with a BigInt fails the run once, named, instead of the turn being replayed for ever", async () => {
+    const engine = await fleet.start()
+    let turns = 0
+    const served = fleet.track(await serveFacade(engine, (worker) => {
+      worker.step("charge", async () => "charged")
+      worker.workflow("billing", async (ctx) => {
+        turns++
+        return ctx.step("charge", { amount: 10n })
+      })
+    }, { workflows: ["billing"] }))
+    const runId = await engine.start("billing", {})
+    const result = await engine.waitForRun(runId, { timeoutMs: 10_000 })
+    assert.strictEqual(result.status, "failed")
+    assert.match(String(result.error?.message), /^the input of step "charge" \(seq 0\) cannot be encoded as JSON: a BigInt .* at \$\.amount$/)
+    assert.strictEqual(turns, 1)
+    assert.deepStrictEqual(await engine.checkpoints(runId), [])
+    await served.stop()
+  })
+})

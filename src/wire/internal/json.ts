@@ -106,9 +106,14 @@ const safeMessage = (error: unknown): string => {
   }
 }
 
-/** The failure a result that cannot be encoded is answered with: final, since a retry returns the same. @internal */
-export const unserializableError = (what: string, bad: Unencodable) => ({
+/**
+ * The failure a result that cannot be encoded is answered with: final, since a retry returns the same.
+ * `code` is `unserializable_output` unless said (a workflow's step or child input is `unserializable_input`).
+ *
+ * @internal
+ */
+export const unserializableError = (what: string, bad: Unencodable, code = "unserializable_output") => ({
   message: `${what} cannot be encoded as JSON: ${bad.reason} at ${bad.path}`,
-  code: "unserializable_output",
+  code,
   retryable: false
 })

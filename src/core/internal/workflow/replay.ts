@@ -13,7 +13,7 @@ import type {
   WorkflowStepEvent,
   WorkflowTask
 } from "../../../wire/WorkflowProtocol.js"
-import { makeStepLogger, type StepLogger } from "../stepLogger.js"
+import { encodableEvents, makeStepLogger, type StepLogger } from "../stepLogger.js"
 import { unencodable, unserializableError } from "../../../wire/internal/json.js"
 import { type SleepDuration, toSleepMillis } from "./duration.js"
 import {
@@ -187,6 +187,35 @@ const MAX_CLOCK_STRIDE = 16
 const BLOCKED: Outcome<never> = { _tag: "Blocked" }
 const CANCELLED: Outcome<never> = { _tag: "Cancelled" }
 const CLOSED: Outcome<never> = { _tag: "Closed" }
+
+/**
+ * The first command (of `commands`, in order) carrying a value of the body's that JSON cannot carry:
+ * a step's or a child's input, a local op's output. Its index and the error the turn fails with.
+ */
+const unencodableCommand = (
+  commands: ReadonlyArray<WorkflowCommand>
+): { readonly index: number; readonly error: WorkflowStepError } | undefined => {
+  for (let index = 0; index < commands.length; index++) {
+    const command = commands[index]!
+    switch (command.kind) {
+      case "call":
+      case "startChild": {
+        const bad = unencodable(command.input)
+        if (bad === undefined) continue
+        const what = command.kind === "call"
+          ? `the input of step ${JSON.stringify(command.name)} (seq ${command.seq})`
+          : `the input of child workflow ${JSON.stringify(command.workflow)} (seq ${command.seq})`
+        return { index, error: unserializableError(what, bad, "unserializable_input") }
+      }
+      case "recordStep": {
+        const bad = unencodable(command.output)
+        if (bad === undefined) continue
+        return { index, error: unserializableError(`the output of local step ${JSON.stringify(command.name)} (seq ${command.seq})`, bad) }
+      }
+    }
+  }
+  return undefined
+}
 
 const normalizeCall = (
   spec: CallSpec
@@ -606,7 +635,7 @@ export class Turn {
       ...outcome,
       startedAt,
       finishedAt,
-      ...(events.length > 0 ? { events: [...events] } : {}),
+      ...(events.length > 0 ? { events: encodableEvents(events.slice()) } : {}),
       ...(parallelGroup === undefined ? {} : { parallelGroup })
     })
     this.emit({
@@ -696,6 +725,12 @@ export class Turn {
     const { runId, taskId } = this.task
     const made = this.fatalError === undefined ? this.commands : this.commands.slice(0, this.fatalError.commandCount)
     const commands = made.length > 1 ? [...made].sort((a, b) => a.seq - b.seq) : made
+    const refused = unencodableCommand(commands)
+    if (refused !== undefined) {
+      // the same values come back on every replay: the run fails, with the commands before the one
+      // that cannot go on the wire (a decision the transport cannot encode would never be answered)
+      return { taskId, runId, status: "failed", commands: commands.slice(0, refused.index), error: refused.error }
+    }
     if (this.fatalError !== undefined) {
       return { taskId, runId, status: "failed", commands, error: toWorkflowStepError(this.fatalError.error, "workflow") }
     }
