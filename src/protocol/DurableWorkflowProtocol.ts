@@ -559,6 +559,21 @@ export const make = (
     serves: ["steps", "durableWorkflows"],
     pools,
     cancelled: () => Option.none(),
+    crashed: (payload, message) => {
+      const kind = (payload as Partial<DurableWorkflowTask> | null)?.kind
+      const failure = { message: `the worker crashed on this task (a defect, not the handler's): ${message}`, type: "WorkerDefect" }
+      // an activity's attempt fails as retryable (the server's retry policy decides), a workflow
+      // task fails (the server hands it out again), a query and an update validation are refused
+      return kind === "activity"
+        ? Option.some(activityFailed("failed", failure))
+        : kind === "workflow"
+        ? Option.some(workflowFailed(failure))
+        : kind === "query"
+        ? Option.some(queryFailed({ ...failure, reason: "query_rejected" }))
+        : kind === "update_validation"
+        ? Option.some(DurableWorkflowReply.UpdateRejected({ failure: { ...failure, reason: "update_validation_worker_failed" }, outcome: "failed" }))
+        : Option.none()
+    },
     label: (payload) => {
       const { kind, task } = payload as DurableWorkflowTask
       return kind === "activity"

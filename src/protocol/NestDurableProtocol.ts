@@ -148,6 +148,27 @@ const cancelledReply = (payload: unknown): Option.Option<NestReply> => {
 }
 
 /**
+ * A step that died of a defect fails as a worker's crash would on the upstream worker (BullMQ's
+ * failed job, reported retryable): the engine retries it as its attempts allow. A turn that did
+ * fails its run, as any exception of a turn does (`worker_defect`).
+ */
+const crashedReply = (payload: unknown, message: string): Option.Option<NestReply> => {
+  const error = { message: `the worker crashed on this task (a defect, not the handler's): ${message}`, code: "worker_defect" }
+  const turn = turnIdentity(payload)
+  if (turn !== undefined) {
+    return turn.taskId === undefined ? Option.none() : Option.some({
+      _tag: "WorkflowDecision",
+      decision: { taskId: turn.taskId, runId: turn.runId, status: "failed", commands: [], error }
+    })
+  }
+  const step = stepIdentity(payload)
+  return step === undefined ? Option.none() : Option.some({
+    _tag: "StepResult",
+    result: { runId: step.runId, seq: step.seq, stepId: step.stepId, status: "failed", error: { ...error, retryable: true } }
+  })
+}
+
+/**
  * The pool of the engine's tasks: steps and workflow turns share queues, so they share the
  * worker's `concurrency`.
  *
@@ -172,7 +193,8 @@ export const make = (options: { readonly partition?: string | undefined } = {}):
     return { kind: workflow ? "workflow" : "step", name: typeof name === "string" ? name : undefined }
   },
   process: (handlers, task) => processPayload(handlers, task.payload, options),
-  cancelled: cancelledReply
+  cancelled: cancelledReply,
+  crashed: crashedReply
 })
 
 /**

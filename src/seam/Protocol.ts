@@ -162,6 +162,16 @@ export interface Protocol<Reply> {
   readonly process: <R>(handlers: Handlers<R>, task: Task) => Effect.Effect<Outcome<Reply>, never, R>
   /** The answer for a task whose run was cancelled while it ran (none: give the task back). */
   readonly cancelled: (payload: unknown) => Option.Option<Reply>
+  /**
+   * The answer for a task that died of a defect, in `process` or in the sending of its answer: a
+   * bug of the worker, its transport or its protocol (a handler's throw or defect is a failed reply
+   * of `process` already). A failure the orchestrator deals with by its own rules (a step's retries,
+   * a failed turn), `message` saying what died. None, or absent: the task is given back, and a task
+   * that dies the same way each time is taken and given back for as long as it is delivered.
+   *
+   * @since 0.4.0
+   */
+  readonly crashed?: ((payload: unknown, message: string) => Option.Option<Reply>) | undefined
 }
 
 /**

@@ -21,10 +21,14 @@ const memory = Memory.layerTest({ usage: 1, limit: 1024 })
  * A one-queue transport whose deliveries die where `dies` says, recording what the worker did; its
  * give-back works, fails or never answers, as `giveBack` says.
  */
-const faulty = (dies: "complete" | "renew", giveBack: "works" | "fails" | "hangs" = "works") =>
+const faulty = (
+  dies: "complete" | "completeResult" | "renew" | "process" | "processWithoutCrashed",
+  giveBack: "works" | "fails" | "hangs" = "works"
+) =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<unknown>()
     const done = yield* Ref.make<ReadonlyArray<string>>([])
+    const replies: Array<unknown> = []
     const record = (op: string) => Ref.update(done, (ops) => [...ops, op])
     const layer = scriptedTransport("faulty", {
       poll: (protocol) => () =>
@@ -32,13 +36,24 @@ const faulty = (dies: "complete" | "renew", giveBack: "works" | "fails" | "hangs
           Transport.Delivery.make({
             id: "d1",
             payload,
-            protocol,
+            // a protocol whose processing dies: a bug of the worker's, not a handler's throw
+            protocol: dies === "process"
+              ? { ...protocol, process: () => Effect.dieMessage("decoder exploded") }
+              : dies === "processWithoutCrashed"
+              ? { ...protocol, process: () => Effect.dieMessage("decoder exploded"), crashed: undefined }
+              : protocol,
             keepAlive: Option.some({
               interval: Duration.millis(100),
               renew: dies === "renew" ? Effect.zipRight(record("renew"), Effect.dieMessage("renew exploded")) : record("renew")
             }),
-            complete: () =>
-              dies === "complete" ? Effect.zipRight(record("complete"), Effect.dieMessage("cannot encode")) : record("complete"),
+            complete: (reply) =>
+              Effect.zipRight(
+                Effect.zipRight(record("complete"), Effect.sync(() => replies.push(reply))),
+                // "completeResult": only the handler's result cannot be sent (a value the encoding chokes on)
+                dies === "complete" || (dies === "completeResult" && (reply as StepReply).result.status === "completed")
+                  ? Effect.dieMessage("cannot encode")
+                  : Effect.void
+              ),
             abandon: Effect.zipRight(
               record("abandon"),
               giveBack === "fails"
@@ -50,11 +65,41 @@ const faulty = (dies: "complete" | "renew", giveBack: "works" | "fails" | "hangs
           })
         ])
     })
-    return { queue, done, layer }
+    return { queue, done, layer, replies: replies as ReadonlyArray<StepReply> }
   })
 
+/** What the scripted transport's nestjs-durable protocol answers a step with. */
+interface StepReply {
+  readonly result: { readonly status: string; readonly error?: { readonly message: string; readonly code?: string; readonly retryable?: boolean } }
+}
+
 describe("a defect on the task path", () => {
-  it.effect("while answering: logged at error level with the task's id, the task given back, the worker goes on", () =>
+  it.effect("while answering, the answer cannot be sent: the task is answered failed once (worker_defect), not given back to die again", () =>
+    Effect.gen(function*() {
+      const logs: Array<{ level: string; message: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => logs.push({ level: logLevel.label, message: String(message) }))
+      const { done, layer, queue, replies } = yield* faulty("completeResult")
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))] })
+      yield* Effect.forkDaemon(
+        Effect.provide(worker.run, Layer.mergeAll(layer, memory, Logger.replace(Logger.defaultLogger, logger)))
+      )
+      yield* worker.registered
+      yield* Queue.offer(queue, stepTask("r1", "s", {}))
+      yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.length === 2 }))
+      assert.deepStrictEqual(yield* Ref.get(done), ["complete", "complete"])
+      const failed = replies[1]!.result
+      assert.strictEqual(failed.status, "failed")
+      assert.strictEqual(failed.error?.code, "worker_defect")
+      assert.isTrue(failed.error?.retryable, "the engine retries it as its attempts allow")
+      assert.include(failed.error?.message, "cannot encode")
+      const logged = logs.find((l) => l.message.includes("a defect while answering a task; answering it failed"))
+      assert.strictEqual(logged?.level, "ERROR")
+      assert.strictEqual((yield* worker.status).state, "running", "the worker goes on")
+      yield* worker.stop
+      assert.isFalse((yield* Ref.get(done)).includes("abandon"))
+    }))
+
+  it.effect("while answering, the failed answer cannot be sent either: logged at error level with the task's id, the task given back, the worker goes on", () =>
     Effect.gen(function*() {
       const logs: Array<{ level: string; message: string }> = []
       const logger = Logger.make(({ logLevel, message }) => logs.push({ level: logLevel.label, message: String(message) }))
@@ -66,12 +111,37 @@ describe("a defect on the task path", () => {
       yield* worker.registered
       yield* Queue.offer(queue, stepTask("r1", "s", {}))
       yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.includes("abandon") }))
-      assert.deepStrictEqual(yield* Ref.get(done), ["complete", "abandon"])
-      const logged = logs.find((l) => l.message.includes("a defect while answering"))
+      // the result, then its failed answer once, then the give-back
+      assert.deepStrictEqual(yield* Ref.get(done), ["complete", "complete", "abandon"])
+      const logged = logs.find((l) => l.message.includes("a defect while answering a task; giving it back"))
       assert.isDefined(logged)
       assert.strictEqual(logged!.level, "ERROR")
       assert.strictEqual((yield* worker.status).state, "running", "the worker goes on")
       yield* worker.stop
+    }))
+
+  it.effect("in processing: the task is answered failed (worker_defect) rather than given back; a protocol with no such answer gives it back", () =>
+    Effect.gen(function*() {
+      const { done, layer, queue, replies } = yield* faulty("process")
+      const worker = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))] })
+      yield* Effect.forkDaemon(Effect.provide(worker.run, Layer.mergeAll(layer, memory, Logger.remove(Logger.defaultLogger))))
+      yield* worker.registered
+      yield* Queue.offer(queue, stepTask("r1", "s", {}))
+      yield* Ref.get(done).pipe(Effect.repeat({ until: (ops) => ops.length === 1 }))
+      assert.deepStrictEqual(yield* Ref.get(done), ["complete"])
+      assert.strictEqual(replies[0]!.result.status, "failed")
+      assert.strictEqual(replies[0]!.result.error?.code, "worker_defect")
+      assert.include(replies[0]!.result.error?.message, "decoder exploded")
+      yield* worker.stop
+
+      const without = yield* faulty("processWithoutCrashed")
+      const other = yield* Worker.make({ steps: [Step.make("s", () => Effect.succeed(1))] })
+      yield* Effect.forkDaemon(Effect.provide(other.run, Layer.mergeAll(without.layer, memory, Logger.remove(Logger.defaultLogger))))
+      yield* other.registered
+      yield* Queue.offer(without.queue, stepTask("r1", "s", {}))
+      yield* Ref.get(without.done).pipe(Effect.repeat({ until: (ops) => ops.length === 1 }))
+      assert.deepStrictEqual(yield* Ref.get(without.done), ["abandon"])
+      yield* other.stop
     }))
 
   it.effect("while answering, a give-back that fails or never answers: a warning saying so, the fiber and its permit freed", () =>

@@ -213,8 +213,25 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
     )
 
   /**
-   * A delivery whose processing ended without an outcome: answered as cancelled (`reply`, the
-   * protocol's answer to a cancelled run, if it has one), or given back.
+   * The protocol's failed answer for a task that died of a defect (see `Protocol.crashed`), if it
+   * has one: a task given back instead would die the same way wherever it is delivered next, taken
+   * and given back for as long as the broker keeps it.
+   */
+  const crashedReply = (delivery: Delivery, cause: Cause.Cause<unknown>): Option.Option<unknown> => {
+    const crashed = delivery.protocol.crashed
+    if (crashed === undefined) return Option.none()
+    let message: string
+    try {
+      message = messageOf(Cause.squash(cause))
+    } catch {
+      message = "a defect that cannot be shown"
+    }
+    return crashed(delivery.payload, message)
+  }
+
+  /**
+   * A delivery whose processing ended without an outcome and without a `crashed` answer: answered
+   * as cancelled (`reply`, the protocol's answer to a cancelled run, if it has one), or given back.
    */
   const unanswered = (delivery: Delivery, exit: Exit.Failure<unknown, never>, reply: Option.Option<unknown>) =>
     Effect.gen(function*() {
@@ -255,6 +272,28 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       if (Option.isSome(delivery.keepAlive)) leases.add(delivery, delivery.keepAlive.value, startedAt, serving)
       const watch = watchCancel(delivery, self)
       let outcome: TaskOutcome = "abandoned"
+      // a task that died is answered failed once: a defect in sending that answer gives it back
+      let crashAnswered = false
+      const answerCrashed = (failure: unknown, what: string, cause: Cause.Cause<unknown>) => {
+        crashAnswered = true
+        serving.stage = "answering"
+        outcome = "failed"
+        return Effect.logError(`${what}; answering it failed (not giving it back to die again)`, Cause.pretty(cause)).pipe(
+          Effect.zipRight(answer(delivery, { _tag: "Reply", reply: failure, ok: false })),
+          aboutDelivery(delivery),
+          Effect.as(Option.none<Delivery>())
+        )
+      }
+      const givenBack = (defect: unknown) =>
+        Effect.logError("a defect while answering a task; giving it back", Cause.pretty(Cause.die(defect))).pipe(
+          Effect.zipRight(Effect.sync(() => {
+            outcome = "abandoned"
+            serving.stage = "givingBack"
+          })),
+          Effect.zipRight(giveBack(delivery, "the task")),
+          aboutDelivery(delivery),
+          Effect.as(Option.none<Delivery>())
+        )
       // the lease is kept until the task is answered or given back, so reply retries cannot outlast it
       const answered = (exit: Exit.Exit<Outcome<unknown>>): Effect.Effect<Option.Option<Delivery>> => {
         const cancelled = watch.end()
@@ -265,6 +304,10 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
           return cancelled ? Effect.as(answer(delivery, exit.value), Option.none()) : answerTakingNext(delivery, exit.value)
         }
         const cancelledReply = cancelled ? delivery.protocol.cancelled(delivery.payload) : Option.none()
+        if (Option.isNone(cancelledReply) && !Exit.isInterrupted(exit)) {
+          const failure = crashedReply(delivery, exit.cause)
+          if (Option.isSome(failure)) return answerCrashed(failure.value, "its processing died of a defect", exit.cause)
+        }
         serving.stage = Option.isSome(cancelledReply) ? "answering" : "givingBack"
         if (Option.isSome(cancelledReply)) outcome = "cancelled"
         return Effect.as(unanswered(delivery, exit, cancelledReply), Option.none())
@@ -272,18 +315,14 @@ export const makeDispatcher = <R>(env: DispatchEnv<R>) => {
       return Effect.flatMap(processed(delivery, label, limited), (exit) =>
         answered(exit).pipe(
           // a defect while answering (a transport that throws) must not end the fiber silently: the
-          // task is given back, still under its lease, and the defect is logged with its identity
-          Effect.catchAllDefect((defect) =>
-            Effect.logError("a defect while answering a task; giving it back", Cause.pretty(Cause.die(defect))).pipe(
-              Effect.zipRight(Effect.sync(() => {
-                outcome = "abandoned"
-                serving.stage = "givingBack"
-              })),
-              Effect.zipRight(giveBack(delivery, "the task")),
-              aboutDelivery(delivery),
-              Effect.as(Option.none<Delivery>())
-            )
-          ),
+          // task is answered failed where its protocol says how (what could not be sent may be the
+          // answer itself), else given back, still under its lease; logged with its identity
+          Effect.catchAllDefect((defect) => {
+            const failure = crashAnswered ? Option.none() : crashedReply(delivery, Cause.die(defect))
+            return Option.isSome(failure)
+              ? Effect.catchAllDefect(answerCrashed(failure.value, "a defect while answering a task", Cause.die(defect)), givenBack)
+              : givenBack(defect)
+          }),
           // uninterruptible and defects caught: success is the only way out, so no finalizer is needed
           Effect.flatMap((next) => {
             leases.remove(delivery)

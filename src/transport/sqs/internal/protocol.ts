@@ -22,6 +22,9 @@ export const WORKFLOW_TURN_REJECTED =
   "a workflow turn arrived on an SQS step queue: the SQS transport carries step tasks only " +
   "(the engine's SqsTransport cannot dispatch workflow turns); serve workflows over BullMQ or SQL"
 
+const stepResultOf = (reply: NestDurableProtocol.NestReply): Option.Option<StepResult> =>
+  reply._tag === "StepResult" ? Option.some(reply.result) : Option.none()
+
 /**
  * The step-only nestjs-durable protocol.
  *
@@ -42,8 +45,7 @@ export const stepsOnly = (partition: string | undefined): Protocol.Protocol<Step
             : outcome.reply._tag === "StepResult"
             ? Protocol.reply(outcome.reply.result, outcome.ok)
             : Protocol.reject(WORKFLOW_TURN_REJECTED)),
-    cancelled: (payload) =>
-      Option.flatMap(base.cancelled(payload), (reply) =>
-        reply._tag === "StepResult" ? Option.some(reply.result) : Option.none())
+    cancelled: (payload) => Option.flatMap(base.cancelled(payload), stepResultOf),
+    crashed: (payload, message) => Option.flatMap(base.crashed?.(payload, message) ?? Option.none(), stepResultOf)
   }
 }
