@@ -379,6 +379,60 @@ describe("Workflow turn outcomes", () => {
       }
     }))
 
+  it.effect("an Effect body that catches a suspension's interruption (catchAllCause, Effect.exit) cannot run past it", () =>
+    Effect.gen(function*() {
+      const charge: WorkflowCommand = { kind: "call", seq: 0, name: "charge", group: "default", input: undefined }
+      // the step's failure is inspected with Effect.exit, so the first turn's suspension is an Exit too
+      const inspected = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(ctx.step("charge"))
+          if (exit._tag === "Success") return exit.value
+          yield* Effect.all([ctx.step("refund"), ctx.sideEffect(Effect.succeed("noted"))], { concurrency: "unbounded" })
+          return "refunded"
+        }))
+      const first = yield* process([inspected], [])
+      assert.strictEqual(first.status, "continue")
+      assert.deepStrictEqual(first.commands, [charge])
+      const paid = yield* process([inspected], [{ seq: 0, kind: "call", name: "charge", output: "ok" }])
+      assert.strictEqual(paid.status, "completed")
+      assert.strictEqual(paid.output, "ok")
+      const declined = yield* process([inspected], [{ seq: 0, kind: "call", name: "charge", error: { message: "declined" } }])
+      assert.strictEqual(declined.status, "continue")
+      assert.deepStrictEqual(declined.commands.map((c) => c.kind), ["call", "recordStep"])
+      // caught and turned into a value, or into a failure: still a suspension, not the run's end
+      const fallback = Workflow.make("wf", (_: unknown, ctx) =>
+        ctx.step("charge").pipe(Effect.catchAllCause(() => Effect.succeed("fallback"))))
+      const failing = Workflow.make("wf", (_: unknown, ctx) =>
+        ctx.step("charge").pipe(Effect.catchAllCause((cause) => Effect.fail(new Error(`charge: ${cause._tag}`)))))
+      for (const wf of [fallback, failing]) {
+        const decision = yield* process([wf], [])
+        assert.strictEqual(decision.status, "continue")
+        assert.deepStrictEqual(decision.commands, [charge])
+      }
+      // a cancelled run stays cancelled when the body catches the interruption
+      const cancelled = yield* process([fallback], [], {}, { isCancelled: () => true })
+      assert.strictEqual(cancelled.status, "cancelled")
+      assert.deepStrictEqual(cancelled.commands, [])
+    }))
+
+  it.effect("an Effect race between a signal and a timer completes once the timer is in history", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.race(
+          Effect.as(ctx.waitForSignal("approve"), "approved"),
+          Effect.as(ctx.sleep("1h"), "timed out")
+        ).pipe(Effect.flatMap((outcome) => Effect.as(ctx.step("notify", outcome), outcome))))
+      const first = yield* process([wf], [])
+      assert.strictEqual(first.status, "continue")
+      assert.deepStrictEqual(first.commands.map((c) => c.kind), ["waitSignal", "sleep"])
+      const timedOut = yield* process([wf], [{ seq: 1, kind: "timer" }])
+      assert.strictEqual(timedOut.status, "continue")
+      assert.deepStrictEqual(timedOut.commands.map((c) => [c.kind, c.seq]), [["waitSignal", 0], ["call", 2]])
+      const done = yield* process([wf], [{ seq: 1, kind: "timer" }, { seq: 2, kind: "call", name: "notify", output: null }])
+      assert.strictEqual(done.status, "completed")
+      assert.strictEqual(done.output, "timed out")
+    }))
+
   it.effect("options the wire cannot carry fail clearly instead of being ignored", () =>
     Effect.gen(function*() {
       const retries = Workflow.make("r", (_: unknown, ctx) => ctx.step("pay", {}, { retries: 3 }))

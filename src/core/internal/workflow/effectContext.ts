@@ -2,6 +2,8 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import { SingleShotGen, YieldWrap } from "effect/Utils"
 import { captureEffectLogs } from "../stepLogger.js"
@@ -26,7 +28,8 @@ export type LocalBody<A, E, R> = Effect.Effect<A, E, R> | ((step: LocalStep) => 
  * turn, a new local op (`now`, `sideEffect`, `gather`) runs once and records its result.
  *
  * Stopping the turn is an interruption of the body (so `catchAll` and `catchTag` never see it; a
- * finalizer still runs). A failure recorded in history fails the op with {@link StepFailed}, which
+ * finalizer still runs). `catchAllCause` and `Effect.exit` do see it, but the fiber that caught it
+ * stops again at its next op, and a body that ends after catching it is still suspended there. A failure recorded in history fails the op with {@link StepFailed}, which
  * workflow code may catch to compensate. Non-determinism and unsupported ops are defects that fail
  * the turn even when caught.
  *
@@ -111,6 +114,37 @@ const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
+/**
+ * The turn whose suspension a fiber took: set (to the turn's {@link Turn.stopToken}) on the fiber
+ * whose op blocked or found the run cancelled. Inherited by the fibers it forks afterwards; a child's
+ * value never joins back into its parent, so a race or a concurrent `Effect.all` whose child blocked
+ * leaves the parent free to go on.
+ */
+const stoppedIn = FiberRef.unsafeMake<object | undefined>(undefined, { join: (parent) => parent })
+
+/**
+ * Whether the running fiber (or the fiber it was forked from) already took a suspension of `turn`.
+ * A suspension is an interruption, which `catchAllCause` or `Effect.exit` can catch: the body then
+ * runs on from a point the live run never passed. Only looked at once an op of the turn blocked or
+ * was cancelled, so a replay pays nothing for it.
+ */
+const isStopped = (turn: Turn): boolean => {
+  if (turn.stopToken === undefined) return false
+  const fiber = Fiber.getCurrentFiber()
+  return Option.isSome(fiber) && fiber.value.getFiberRef(stoppedIn) === turn.stopToken
+}
+
+/**
+ * Whether the body's own fiber took a suspension of `turn` and still ended with a value or a
+ * failure: it caught the interruption, so its result is not the run's (the turn is `continue` or
+ * `cancelled`, as if the suspension had not been caught). Call it on the fiber that ran the body.
+ *
+ * @internal
+ */
+export const bodyCaughtSuspension = (turn: Turn): boolean => isStopped(turn)
+
+const stop: Effect.Effect<never> = Effect.interrupt
+
 /** Turns a replay outcome into the op's Effect: blocked and cancelled ops interrupt the body. */
 const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E> => {
   switch (outcome._tag) {
@@ -122,8 +156,10 @@ const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E>
       return Effect.die(outcome.error)
     case "Blocked":
     case "Cancelled":
+      // marks the fiber, so an op it reaches after catching this interruption stops it again
+      return Effect.zipRight(FiberRef.set(stoppedIn, turn.stopToken ??= {}), stop)
     case "Closed":
-      return Effect.interrupt
+      return stop
   }
 }
 
@@ -136,20 +172,30 @@ const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E>
  * `Effect.all`) it is an ordinary suspended Effect.
  */
 class Op<A, E, R> extends Effectable.Class<A, E, R> {
-  constructor(private readonly resolve: () => Effect.Effect<A, E, R>) {
+  constructor(private readonly turn: Turn, private readonly resolve: () => Effect.Effect<A, E, R>) {
     super()
   }
 
+  /**
+   * The op's Effect. A fiber that already took a suspension of this turn (it caught the interruption)
+   * is stopped again without taking a seq, recording a command or running a body: the live run never
+   * went past that suspension, so nothing after it may reach the decision.
+   */
+  private run(): Effect.Effect<A, E, R> {
+    return isStopped(this.turn) ? stop : this.resolve()
+  }
+
   commit(): Effect.Effect<A, E, R> {
-    return this.resolve()
+    return this.run()
   }
 
   override [Symbol.iterator](): Effect.EffectGenerator<Effect.Effect<A, E, R>> {
-    return new SingleShotGen<YieldWrap<Effect.Effect<A, E, R>>, A>(new YieldWrap(this.resolve()))
+    return new SingleShotGen<YieldWrap<Effect.Effect<A, E, R>>, A>(new YieldWrap(this.run()))
   }
 }
 
-const op = <A, E = never, R = never>(resolve: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => new Op(resolve)
+const op = <A, E = never, R = never>(turn: Turn, resolve: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  new Op(turn, resolve)
 
 const bodyOf = <A, E, R>(body: LocalBody<A, E, R>, step: LocalStep): Effect.Effect<A, E, R> =>
   Effect.suspend(() => (typeof body === "function" ? body(step) : body))
@@ -181,7 +227,7 @@ const localOp = <A, E, R>(
   seqAlias: boolean,
   body: LocalBody<A, E, R>
 ): Effect.Effect<A, StepFailed, R> =>
-  op(() => {
+  op(turn, () => {
     const begin = turn.beginLocal<A>(name, seqAlias)
     if (begin._tag !== "Run") return fromOutcome<A, StepFailed>(turn, begin)
     const scope = turn.startLocal(begin.seq, begin.name, turn.now(), undefined)
@@ -193,20 +239,20 @@ const localOp = <A, E, R>(
 
 /** Builds the Effect context of one turn over its {@link Turn}. @internal */
 export const makeEffectContext = (turn: Turn): WorkflowContext => {
-  const unsupported = (name: string): Effect.Effect<never> => op(() => fromOutcome(turn, turn.unsupported(name)))
+  const unsupported = (name: string): Effect.Effect<never> => op(turn, () => fromOutcome(turn, turn.unsupported(name)))
   return {
     runId: turn.runId,
-    step: (name, input, options) => op(() => fromOutcome(turn, turn.step(name, input, options))),
+    step: (name, input, options) => op(turn, () => fromOutcome(turn, turn.step(name, input, options))),
     now: () => localOp(turn, "now", true, Effect.sync(() => turn.now())),
     sideEffect: (body) => localOp(turn, "sideEffect", false, body),
-    sleep: (duration) => op(() => fromOutcome(turn, turn.sleep(duration))),
-    waitForSignal: (name, options) => op(() => fromOutcome(turn, turn.waitForSignal(name, options))),
-    child: (workflow, input) => op(() => fromOutcome(turn, turn.child(workflow, input))),
+    sleep: (duration) => op(turn, () => fromOutcome(turn, turn.sleep(duration))),
+    waitForSignal: (name, options) => op(turn, () => fromOutcome(turn, turn.waitForSignal(name, options))),
+    child: (workflow, input) => op(turn, () => fromOutcome(turn, turn.child(workflow, input))),
     gather: <A, E, R>(
       items: ReadonlyArray<readonly [name: string, body: LocalBody<A, E, R>]>,
       options?: GatherOptions
     ): Effect.Effect<Array<A>, GatherFailed, R> =>
-      op(() => {
+      op(turn, () => {
         const begin = turn.beginGather<A>(items.map(([name]) => name))
         if (begin._tag !== "Run") return fromOutcome<Array<A>, GatherFailed>(turn, begin)
         const startedAt = turn.now()
@@ -230,8 +276,8 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
           return fromOutcome<Array<A>, GatherFailed>(turn, turn.finishGather<A>(scopes, finished, begin.parallelGroup))
         }))
       }),
-    gatherCalls: (calls, options) => op(() => fromOutcome(turn, turn.gatherCalls(calls, options))),
-    all: (workflow, inputs, options) => op(() => fromOutcome(turn, turn.all(workflow, inputs, options))),
+    gatherCalls: (calls, options) => op(turn, () => fromOutcome(turn, turn.gatherCalls(calls, options))),
+    all: (workflow, inputs, options) => op(turn, () => fromOutcome(turn, turn.all(workflow, inputs, options))),
     // Written out (not spread from a generated object): the context keeps one fast shape.
     sleepUntil: () => unsupported("sleepUntil"),
     continueAsNew: () => unsupported("continueAsNew"),

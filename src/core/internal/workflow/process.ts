@@ -8,7 +8,7 @@ import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
 import { taskSpanWanted } from "../fiberRefs.js"
 import { externalParent } from "../traceparent.js"
 import { runAsyncTurn } from "./asyncContext.js"
-import { makeEffectContext } from "./effectContext.js"
+import { bodyCaughtSuspension, makeEffectContext } from "./effectContext.js"
 import { failureOfCause } from "./failure.js"
 import type { FatalReplayError } from "./errors.js"
 import { type BodyOutcome, Turn } from "./replay.js"
@@ -73,6 +73,8 @@ const failedTurn = (task: WorkflowTask, error: { readonly message: string; reado
   error
 })
 
+const STOPPED: BodyOutcome = { _tag: "Stopped" }
+
 const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): BodyOutcome => {
   if (Exit.isSuccess(exit)) return { _tag: "Completed", value: exit.value }
   if (Cause.isInterruptedOnly(exit.cause)) return { _tag: "Stopped" }
@@ -135,7 +137,9 @@ export const runWorkflowTurn = <R = never>(
     if (body._tag === "Effect") {
       const run = Effect.map(
         Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))),
-        outcomeOfExit
+        // read on the body's own fiber: a body that caught its suspension's interruption and went on
+        // to a value or a failure is still suspended there (see `bodyCaughtSuspension`)
+        (exit) => bodyCaughtSuspension(turn) ? STOPPED : outcomeOfExit(exit)
       )
       // An interrupted turn is closed, so ops a fiber the body left behind still reaches do nothing.
       return Effect.map(Effect.onInterrupt(run, () => Effect.sync(() => turn.close())), decided)
