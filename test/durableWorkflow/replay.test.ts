@@ -560,6 +560,60 @@ describe("replay", () => {
       assert.match((yield* replayFailure(timer, [], ordered)).message, /asked for a timer, but history recorded ActivityScheduled/)
     }))
 
+  it.effect("the code may not end, nor ask for something new, where history shows the run still waiting", () =>
+    Effect.gen(function*() {
+      const scheduled = { event_type: "ActivityScheduled", payload: { activity_type: "charge", sequence: 1 } }
+      const timer = { event_type: "TimerScheduled", payload: { delay_seconds: 60, sequence: 1, timer_id: "t-1" } }
+      const wait = { event_type: "ConditionWaitOpened", payload: { condition_wait_id: "w1", condition_key: "approval", sequence: 1 } }
+      // the live run was blocked on these; the changed code returns at once
+      const ended = DurableWorkflow.make("t", () => Effect.succeed("done"))
+      for (const [history, recorded] of [[[scheduled], /ActivityScheduled \("charge"\) at workflow sequence 1 still waiting/], [[timer], /TimerScheduled at workflow sequence 1 still waiting/], [[wait], /condition wait "approval" \(w1\) that the code never reached/]] as const) {
+        const error = yield* replayFailure(ended, [], history)
+        assert.strictEqual(error._tag, "NonDeterministicReplayError")
+        assert.match(error.message, recorded)
+      }
+      // continue-as-new is an end too
+      const renewed = DurableWorkflow.make("t", (ctx) => Effect.succeed(ctx.continueAsNew([])))
+      assert.match((yield* replayFailure(renewed, [], [scheduled])).message, /still waiting for its result/)
+      // a new side effect or upsert where the live run waited on the activity
+      const sideEffect = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.sideEffect(() => 1), ctx.activity("charge")))
+      assert.match((yield* replayFailure(sideEffect, [], [scheduled])).message, /asked for a side effect, but history recorded ActivityScheduled \("charge"\)/)
+      const upsert = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.upsertSearchAttributes({ tier: "gold" }), ctx.activity("charge")))
+      assert.match((yield* replayFailure(upsert, [], [wait])).message, /asked for a search attributes upsert, but history opened the condition wait "approval"/)
+      const newWait = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.waitCondition(() => true), ctx.activity("charge")))
+      assert.match((yield* replayFailure(newWait, [], [scheduled])).message, /asked for a condition wait, but history recorded ActivityScheduled/)
+      // the same code replays: it blocks on the activity (sent again), and ends once it has its result
+      const same = DurableWorkflow.make("t", (ctx) => Effect.as(ctx.activity("charge"), "done"))
+      assert.deepStrictEqual((yield* commandsOf(same, [], [scheduled])).map((c) => c["type"]), ["schedule_activity"])
+      const done = yield* commandsOf(same, [], [scheduled, completed("ok", { activity_type: "charge", sequence: 1 })])
+      assert.deepStrictEqual(done.map((c) => c["type"]), ["complete_workflow"])
+      // a version marker added before the step the run waits on: history was written before it, the old path
+      const versioned = DurableWorkflow.make("t", (ctx) =>
+        Effect.flatMap(ctx.getVersion("pay-v2", -1, 1), (v) => ctx.activity(v === 1 ? "charge-v2" : "charge")))
+      assert.deepStrictEqual((yield* commandsOf(versioned, [], [scheduled])).map((c) => [c["type"], c["activity_type"]]), [["schedule_activity", "charge"]])
+      assert.deepStrictEqual((yield* commandsOf(versioned, [], [])).map((c) => [c["type"], c["activity_type"]]), [
+        ["record_version_marker", undefined],
+        ["schedule_activity", "charge-v2"]
+      ])
+    }))
+
+  it.effect("a wait the server opened again after its satisfying signal does not hold the workflow's end", () =>
+    Effect.gen(function*() {
+      const opened = (id: string) => ({ event_type: "ConditionWaitOpened", payload: { condition_wait_id: id, condition_key: "approval" } })
+      const signal = (n: number) => ({ event_type: "SignalReceived", payload: { signal_name: "add", arguments: blob([n]) } })
+      const wf = DurableWorkflow.make("t", (ctx) =>
+        Effect.gen(function*() {
+          let total = 0
+          ctx.onSignal("add", (n: number) => void (total += n))
+          yield* ctx.waitCondition(() => total >= 2, { key: "approval" })
+          return total
+        }))
+      // w1 saw 1 (not enough) and was opened again as w2, which saw 1 more; w3 opened before the task ran
+      const commands = yield* commandsOf(wf, [], [opened("w1"), signal(1), opened("w2"), signal(1), opened("w3")])
+      assert.deepStrictEqual(commands.map((c) => c["type"]), ["complete_workflow"])
+      assert.strictEqual(value(commands[0]!["result"]), 2)
+    }))
+
   it.effect("signals recorded before the first result apply after the code reaches its first operation", () =>
     Effect.gen(function*() {
       const seen: Array<string> = []

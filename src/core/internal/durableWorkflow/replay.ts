@@ -92,6 +92,8 @@ export interface RecordedReceiver {
 export interface OpenedWait {
   readonly waitId: string
   readonly key: string | undefined
+  /** Its workflow sequence, when the server recorded one. */
+  readonly sequence?: number | undefined
 }
 
 /** An `UpdateAccepted` event: the update an accepted-update task applies. @internal */
@@ -420,6 +422,8 @@ export const bindReceiversToWaits = (
 export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
   readonly resolutions: ReadonlyArray<Resolution>
   readonly scheduled: ReadonlyArray<Resolution>
+  /** The scheduled steps history has no result for yet (see {@link unresolvedSteps}). */
+  readonly unresolved: ReadonlyArray<Resolution>
   readonly receivers: ReadonlyArray<RecordedReceiver>
   readonly accepted: ReadonlyArray<AcceptedUpdate>
   readonly waits: ReadonlyArray<OpenedWait>
@@ -454,7 +458,8 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
       case "ConditionWaitOpened": {
         const waitId = waitIdOf(payload)
         const key = payload["condition_key"]
-        if (waitId !== undefined) waits.push({ waitId, key: typeof key === "string" ? key : undefined })
+        const sequence = sequenceOf(payload)
+        if (waitId !== undefined) waits.push({ waitId, key: typeof key === "string" ? key : undefined, ...(sequence === undefined ? {} : { sequence }) })
         continue
       }
       case "ConditionWaitSatisfied":
@@ -526,7 +531,41 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
     const index = payload["parallel_group_index"]
     resolutions.push({ shape, eventType: type, payload, groupIndex: typeof index === "number" ? index : undefined, codec: eventCodec })
   }
-  return { resolutions, scheduled, receivers, accepted, waits, outcomes, startedAt }
+  return { resolutions, scheduled, unresolved: unresolvedSteps(events, resolutions, scheduled), receivers, accepted, waits, outcomes, startedAt }
+}
+
+/**
+ * The steps history shows scheduled (an activity, a user timer, a child workflow) and still waiting
+ * for their result, by workflow sequence: a scheduling event whose sequence no result (nor a timer's
+ * cancellation) carries, once per sequence, in history order. Events without a sequence are left
+ * out (nothing ties them to their result). The live run was blocked on each of them, so replay must
+ * reach them before it asks for anything new or ends the workflow.
+ */
+const unresolvedSteps = (
+  events: ReadonlyArray<unknown>,
+  resolutions: ReadonlyArray<Resolution>,
+  scheduled: ReadonlyArray<Resolution>
+): ReadonlyArray<Resolution> => {
+  if (scheduled.length === 0) return []
+  const resolved = new Set<number>()
+  for (const resolution of resolutions) {
+    const sequence = sequenceOf(resolution.payload)
+    if (sequence !== undefined) resolved.add(sequence)
+  }
+  for (const event of events) {
+    if (Predicate.isRecord(event) && event["event_type"] === "TimerCancelled") {
+      const sequence = sequenceOf(payloadOf(event))
+      if (sequence !== undefined) resolved.add(sequence)
+    }
+  }
+  const unresolved: Array<Resolution> = []
+  for (const step of scheduled) {
+    const sequence = sequenceOf(step.payload)
+    if (sequence === undefined || resolved.has(sequence)) continue
+    resolved.add(sequence)
+    unresolved.push(step)
+  }
+  return unresolved
 }
 
 /**
@@ -591,8 +630,19 @@ export class Turn {
     /** The recorded `ConditionWaitOpened` events, matched in order to the code's condition waits. */
     readonly waits: ReadonlyArray<OpenedWait> = [],
     /** The recorded outcome of each condition wait, by id: `true` satisfied, `false` timed out. */
-    readonly outcomes: ReadonlyMap<string, boolean> = new Map()
+    readonly outcomes: ReadonlyMap<string, boolean> = new Map(),
+    /**
+     * The steps history shows scheduled and still waiting for their result: the live run was blocked
+     * on them, so the code must ask for them before anything new, and before it ends.
+     */
+    readonly unresolved: ReadonlyArray<Resolution> = []
   ) {}
+
+  /**
+   * The condition wait the code last reached: its key, and whether it went past a reopening of
+   * itself (history opened the same wait again after a signal that did not satisfy it).
+   */
+  private lastWait: { readonly key: string | undefined; readonly reopened: boolean } | undefined = undefined
 
   /** Whether recorded results remain (the code is replaying). */
   get replaying(): boolean {
@@ -673,6 +723,7 @@ export class Turn {
    * that has to settle is returned; asked again for the same op, the turn goes on from that wait.
    */
   private reachWait(op: Extract<Op, { readonly _tag: "Condition" }>): boolean | undefined | { readonly settle: Settle } {
+    let reopenedPast = false
     for (;;) {
       let opened: OpenedWait | undefined
       if (this.reaching === undefined) {
@@ -691,11 +742,18 @@ export class Turn {
         }
       }
       const outcome = opened === undefined ? undefined : this.outcomes.get(opened.waitId)
-      if (outcome === false) return false
+      if (outcome === false) {
+        this.lastWait = { key: op.key, reopened: false }
+        return false
+      }
       const again = opened === undefined ? undefined : this.waits[this.waitsReached]
       const reopened = again !== undefined && op.key !== undefined && op.key.length > 0 && again.key === op.key
       const holds = op.predicate()
-      if (reopened && !holds) continue
+      if (reopened && !holds) {
+        reopenedPast = true
+        continue
+      }
+      this.lastWait = { key: op.key, reopened: reopenedPast }
       if (outcome === true || holds) return true
       return undefined
     }
@@ -876,6 +934,7 @@ export class Turn {
           return this.valueOf(op, recorded)
         }
         if (recorded !== undefined) this.check(op, recorded)
+        this.checkNothingUnreached(op)
         const value = op.compute()
         this.pending.push(this.commandOf(op, value))
         return { _tag: "Resolved", value }
@@ -887,8 +946,9 @@ export class Turn {
           const version = this.valueOf(op, recorded)
           return version
         }
-        // replaying history written before this change: the old path
-        if (recorded !== undefined) return { _tag: "Resolved", value: -1 }
+        // replaying history written before this change: the old path (history goes on past this
+        // point with a result, or with a step or a condition wait the live run was blocked on)
+        if (recorded !== undefined || this.unreached() !== undefined) return { _tag: "Resolved", value: -1 }
         this.pending.push(this.commandOf(op))
         return { _tag: "Resolved", value: op.maxSupported }
       }
@@ -898,10 +958,16 @@ export class Turn {
           this.cursor += 1
           return { _tag: "Resolved", value: null }
         }
+        this.checkNothingUnreached(op)
         this.pending.push(this.commandOf(op))
         return { _tag: "Resolved", value: null }
       }
       case "Condition": {
+        // a wait history never opened, past every recorded result, is new: history must not hold a
+        // step the live run was blocked on
+        if (recorded === undefined && this.reaching === undefined && this.waitsReached >= this.waits.length) {
+          this.checkNothingUnreached(op)
+        }
         const outcome = this.reachWait(op)
         if (typeof outcome === "object") return { _tag: "Settle", effect: outcome.settle }
         if (outcome !== undefined) return { _tag: "Resolved", value: outcome }
@@ -976,7 +1042,42 @@ export class Turn {
     return failure ?? { _tag: "Resolved", value: values }
   }
 
-  /** The workflow returned or failed: recorded results it never asked for are non-determinism. */
+  /**
+   * What history holds past the code's position that the live run was blocked on: a scheduled step
+   * with no result yet (see {@link unresolved}), else a condition wait history opened that the code
+   * has not reached. Both only count once every recorded result has been replayed (a new op, or the
+   * workflow's end): no op has blocked by then, so the code never asked for them.
+   */
+  private unreached(): { readonly step: Resolution } | { readonly wait: OpenedWait } | undefined {
+    const step = this.unresolved[0]
+    if (step !== undefined) return { step }
+    const wait = this.waits[this.waitsReached]
+    return wait === undefined ? undefined : { wait }
+  }
+
+  /** A new op, while history shows the live run blocked on something the code has not asked for. */
+  private checkNothingUnreached(op: Op): void {
+    const unreached = this.unreached()
+    if (unreached === undefined) return
+    if ("step" in unreached) this.mismatch(op, unreached.step)
+    const sequence = this.sequence
+    throw new NonDeterministicReplayError({
+      workflowSequence: sequence,
+      expected: shapeOf(op),
+      recorded: "ConditionWaitOpened",
+      message: `non-deterministic replay at workflow sequence ${sequence}: the code asked for a ${describe(op)}, ` +
+        `but history opened the condition wait ${JSON.stringify(unreached.wait.key ?? "")} (${unreached.wait.waitId}) here`
+    })
+  }
+
+  /**
+   * The workflow returned or failed: recorded results it never asked for are non-determinism, and
+   * so are the steps history shows scheduled and unresolved, and the condition waits history opened
+   * that the code never reached (the code now ends where the live run was still waiting). Reopenings
+   * of the last wait the code reached, with no outcome and no receiver left for them, are not
+   * counted: after the satisfying signal, the server may have opened that wait again before the
+   * task that saw it ran.
+   */
   assertConsumed(): void {
     const left = this.resolutions[this.cursor]
     if (left !== undefined) {
@@ -987,6 +1088,41 @@ export class Turn {
         message: `non-deterministic replay: the workflow ended at sequence ${this.sequence}, but history recorded ` +
           `${this.resolutions.length - this.cursor} more result(s), the next being ${left.eventType}${detailOf(left)}`
       })
+    }
+    this.skipTrailingReopens()
+    const unreached = this.unreached()
+    if (unreached === undefined) return
+    if ("step" in unreached) {
+      const step = unreached.step
+      const sequence = sequenceOf(step.payload) ?? this.sequence + 1
+      throw new NonDeterministicReplayError({
+        workflowSequence: sequence,
+        expected: "workflow end",
+        recorded: step.eventType,
+        message: `non-deterministic replay: the workflow ended at sequence ${this.sequence}, but history shows ` +
+          `${step.eventType}${detailOf(step)} at workflow sequence ${sequence} still waiting for its result: ` +
+          "the code no longer asks for a step the run was waiting on"
+      })
+    }
+    const wait = unreached.wait
+    throw new NonDeterministicReplayError({
+      workflowSequence: wait.sequence ?? this.sequence + 1,
+      expected: "workflow end",
+      recorded: "ConditionWaitOpened",
+      message: `non-deterministic replay: the workflow ended at sequence ${this.sequence}, but history opened the ` +
+        `condition wait ${JSON.stringify(wait.key ?? "")} (${wait.waitId}) that the code never reached`
+    })
+  }
+
+  /** See {@link assertConsumed}: the last wait's trailing reopenings. */
+  private skipTrailingReopens(): void {
+    const last = this.lastWait
+    if (last === undefined || !last.reopened || last.key === undefined || last.key.length === 0) return
+    for (;;) {
+      const wait = this.waits[this.waitsReached]
+      if (wait === undefined || wait.key !== last.key || this.outcomes.has(wait.waitId)) return
+      if (this.receivers.slice(this.receiversApplied).some((r) => r.waitId === wait.waitId)) return
+      this.waitsReached += 1
     }
   }
 }

@@ -745,7 +745,8 @@ export const replay = <R>(definition: Definition<R>, input: ReplayInput): Effect
       definition.body.style === "generator" ? runUpdate : runUpdateMarked(definition.body.style === "async", owner),
       input.applyingUpdateId,
       history.waits,
-      history.outcomes
+      history.outcomes,
+      history.unresolved
     )
     const guard = new Guard(turn, runSettle)
     const ending = yield* play(definition, input, turn, guard, history.startedAt).pipe(
