@@ -399,6 +399,19 @@ describe("Workflow turn outcomes", () => {
       const declined = yield* process([inspected], [{ seq: 0, kind: "call", name: "charge", error: { message: "declined" } }])
       assert.strictEqual(declined.status, "continue")
       assert.deepStrictEqual(declined.commands.map((c) => c.kind), ["call", "recordStep"])
+      // the same fiber going on to its next op sequentially is stopped there, before it runs anything
+      let ran = 0
+      const sequential = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(ctx.step("charge"))
+          if (exit._tag === "Success") return exit.value
+          yield* ctx.sideEffect(Effect.sync(() => ++ran))
+          return yield* ctx.step("refund")
+        }))
+      const parked = yield* process([sequential], [])
+      assert.strictEqual(parked.status, "continue")
+      assert.deepStrictEqual(parked.commands, [charge])
+      assert.strictEqual(ran, 0)
       // caught and turned into a value, or into a failure: still a suspension, not the run's end
       const fallback = Workflow.make("wf", (_: unknown, ctx) =>
         ctx.step("charge").pipe(Effect.catchAllCause(() => Effect.succeed("fallback"))))
