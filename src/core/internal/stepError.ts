@@ -26,12 +26,9 @@ const describe = (value: unknown): string => {
  * @internal
  */
 export const toStepError = (failure: unknown): StepError => {
-  const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
   // a hostile value's getters may throw: read each one on its own, so the failure is still reported
-  const code = read(() => carrier.code)
-  const retryable = read(() => carrier.retryable)
-  const stack = failure instanceof Error ? read(() => failure.stack) : undefined
-  const message = read(() => describe(failure))
+  const { code, retryable, stack } = carriedBy(failure)
+  const message = readSafely(() => describe(failure))
   return {
     message: typeof message === "string" ? message : "step handler failed with a value whose properties throw when read",
     ...(typeof code === "string" ? { code } : {}),
@@ -40,8 +37,23 @@ export const toStepError = (failure: unknown): StepError => {
   }
 }
 
-/** `get()`, or `undefined` when it throws. */
-const read = (get: () => unknown): unknown => {
+/**
+ * The `code`, `retryable` and (of an `Error`) `stack` a thrown value carries, each read on its own:
+ * a getter that throws leaves only its own field out.
+ *
+ * @internal
+ */
+export const carriedBy = (failure: unknown): { readonly code: unknown; readonly retryable: unknown; readonly stack: unknown } => {
+  const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
+  return {
+    code: readSafely(() => carrier["code"]),
+    retryable: readSafely(() => carrier["retryable"]),
+    stack: failure instanceof Error ? readSafely(() => failure.stack) : undefined
+  }
+}
+
+/** `get()`, or `undefined` when it throws. @internal */
+export const readSafely = (get: () => unknown): unknown => {
   try {
     return get()
   } catch {

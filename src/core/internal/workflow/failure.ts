@@ -1,6 +1,7 @@
 import * as Cause from "effect/Cause"
 import * as Option from "effect/Option"
 import type { WorkflowStepError } from "../../../wire/WorkflowProtocol.js"
+import { carriedBy, readSafely } from "../stepError.js"
 
 const describe = (value: unknown, subject: string): string => {
   if (typeof value === "string") return value.length > 0 ? value : `${subject} failed with an empty string`
@@ -31,27 +32,15 @@ const describe = (value: unknown, subject: string): string => {
  * @internal
  */
 export const toWorkflowStepError = (failure: unknown, subject: string): WorkflowStepError => {
-  const carrier = typeof failure === "object" && failure !== null ? failure as Record<string, unknown> : {}
   // a hostile value's getters may throw: read each one on its own, so the turn is still answered
   // (a throw here would end it without a decision, to be given back and replayed for ever)
-  const code = read(() => carrier["code"])
-  const retryable = read(() => carrier["retryable"])
-  const stack = failure instanceof Error ? read(() => failure.stack) : undefined
-  const message = read(() => describe(failure, subject))
+  const { code, retryable, stack } = carriedBy(failure)
+  const message = readSafely(() => describe(failure, subject))
   return {
     message: typeof message === "string" ? message : `${subject} failed with a value whose properties throw when read`,
     ...(typeof code === "string" && code.length > 0 ? { code } : {}),
     ...(typeof retryable === "boolean" ? { retryable } : {}),
     ...(typeof stack === "string" ? { stack } : {})
-  }
-}
-
-/** `get()`, or `undefined` when it throws. */
-const read = (get: () => unknown): unknown => {
-  try {
-    return get()
-  } catch {
-    return undefined
   }
 }
 
