@@ -135,6 +135,20 @@ export interface Task {
   readonly store: (part: unknown) => Effect.Effect<unknown, TransportError>
   /** Reports a running task's progress; answers whether the task's cancellation was asked for. */
   readonly heartbeat: (details: unknown) => Effect.Effect<{ readonly cancelRequested: boolean }, TransportError>
+  /**
+   * Streams a progress event of the running task to its orchestrator, where the broker carries such
+   * events (the nestjs-durable engine over BullMQ: a workflow turn's live local-step events). Called
+   * as a method, synchronously, from inside the task's run: it hands the event off without waiting,
+   * and the broker delivers what it was handed in order and ahead of the task's answer. Best-effort:
+   * it never throws, and an event the broker fails to take is logged by the transport, never a failure
+   * of the task.
+   *
+   * Absent where the broker carries no such events (`Delivery.make` leaves it out), so a protocol
+   * builds no event for nothing.
+   *
+   * @since 0.4.0
+   */
+  readonly progress?: ((event: unknown) => void) | undefined
 }
 
 /**

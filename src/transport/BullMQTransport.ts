@@ -326,6 +326,12 @@ interface Broker {
   readonly publishIfHeld: (result: StepResult, key: string, token: string, keptMillis: number) => Effect.Effect<boolean, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
+  /**
+   * Adds a workflow turn's live step event (a `stepEvent` job on `<P>-step-events`), sent in the call
+   * on the connection decisions are written on, so it reaches Redis ahead of the turn's decision.
+   * Throws at once when the event cannot be encoded.
+   */
+  readonly addStepEvent: (event: unknown) => Promise<unknown>
 }
 
 /** What the deliveries of one task queue share. */
@@ -347,6 +353,8 @@ interface TaskQueue {
   readonly stepBeat: Duration.Duration | undefined
   /** The jobs its deliveries serve and the tokens with a take in flight, against which orphans are found. */
   readonly holdings: Orphans.Holdings
+  /** Runs what a delivery logs outside of its task's fiber (a live step event that failed). */
+  readonly runtime: Runtime.Runtime<never>
 }
 
 const noPages: Effect.Effect<ReadonlyArray<unknown>> = Effect.succeed([])
@@ -360,6 +368,8 @@ const notCancelled = Effect.succeed({ cancelRequested: false })
 class JobDelivery implements Delivery<NestReply> {
   readonly keepAlive: Option.Option<KeepAlive>
   readonly onCancel: (cancel: () => void) => () => void
+  /** Whether a live step event of this task failed already (only the first is logged). */
+  private progressFailed = false
 
   /** A job BullMQ handed over as a `Job` (the first of a serving chain). */
   static ofJob(queue: TaskQueue, job: Job, token: string): JobDelivery {
@@ -428,6 +438,36 @@ class JobDelivery implements Delivery<NestReply> {
   /** Runs are beaten for by the lease; a step's own beat never asks for a cancel (cancels come on `<P>-control`). */
   heartbeat(): Effect.Effect<{ readonly cancelRequested: boolean }, TransportError> {
     return notCancelled
+  }
+
+  /**
+   * A workflow turn's live local-step event, as a `stepEvent` job on `<P>-step-events` of the broker
+   * its decision goes to: sent at once, on the connection the decision is written on later, so Redis
+   * has it before the decision without the turn waiting for it (one command per event, pipelined with
+   * the rest). Best-effort, as the engine's own workers: an event that cannot be written is logged
+   * (the first of the task, as a warning) and the turn goes on; its decision records the same steps.
+   */
+  progress(event: unknown): void {
+    let sent: Promise<unknown>
+    try {
+      sent = this.queue.replyBroker(this.payload).addStepEvent(event)
+    } catch (cause) {
+      sent = Promise.reject(cause)
+    }
+    sent.then(undefined, (cause: unknown) => this.progressFailure(event, cause))
+  }
+
+  private progressFailure(event: unknown, cause: unknown): void {
+    if (this.progressFailed) return
+    this.progressFailed = true
+    const { queue } = this
+    const runId = (event as { readonly runId?: unknown } | null)?.runId
+    Runtime.runFork(queue.runtime)(Effect.logWarning(withReason(
+      `a live step event of run ${String(runId)} (job ${this.jobId} on ${queue.name}) could not be added to the ` +
+        `step-events queue on Redis at ${queue.replyBroker(this.payload).where}; the turn goes on, ` +
+        "its decision records the same steps (later events of this turn that fail are not logged)",
+      cause
+    )))
   }
 
   /** BullMQ's `Job`, made from the stored fields the first time a call needs it. */
@@ -769,7 +809,8 @@ const build = (config: Resolved): Transport["Type"] => {
           cancellations,
           lockMillis: Duration.toMillis(lockDuration),
           renewEvery,
-          stepBeat
+          stepBeat,
+          runtime
         }
 
         /**
@@ -874,6 +915,20 @@ const build = (config: Resolved): Transport["Type"] => {
                 "which costs Redis more per task"
             )
           }
+          // The step-events queue is made when a turn first streams a local step, not at the start
+          // (most turns replay without one, and a worker's start is short). Its jobs are sent on the
+          // decisions' connection, ready by then: an event is in Redis before its turn's decision.
+          let stepEvents: { readonly queue: Queue; readonly write: (data: unknown) => Promise<string> } | undefined
+          const addStepEvent = (event: unknown) => {
+            if (stepEvents === undefined) {
+              const queue = new Queue(Naming.stepEventsQueue(prefix), { connection: client })
+              // its own readiness and errors are of no use: every write goes through `decisions`' client
+              queue.on("error", () => undefined)
+              stepEvents = { queue, write: Jobs.sideWriter(decisions, queue, Naming.JobName.stepEvent, Naming.resultJobOptions) }
+            }
+            return stepEvents.write(event)
+          }
+          yield* Effect.addFinalizer(() => stepEvents === undefined ? Effect.void : Effect.promise(() => stepEvents!.queue.close()))
           /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
           const route = (reply: NestReply) =>
             reply._tag === "StepResult" ? { to: results, data: reply.result } : { to: decisions, data: reply.decision }
@@ -900,7 +955,8 @@ const build = (config: Resolved): Transport["Type"] => {
                 Effect.map((id) => id !== undefined),
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
-            publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message)
+            publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message),
+            addStepEvent
           }
           const subscriptions = yield* Effect.forEach(taskQueues, (opened) => subscribe(broker, opened))
           return { broker, subscriptions }

@@ -613,14 +613,17 @@ export class Turn {
   ): LocalScope {
     const events: Array<StepEvent> = []
     const log = makeStepLogger(events, this.clock, this.options.runtime)
-    this.emit({
-      runId: this.runId,
-      seq,
-      name,
-      phase: "running",
-      startedAt,
-      ...(parallelGroup === undefined ? {} : { parallelGroup })
-    })
+    // without a sink (a broker that carries no live events) no event is built
+    if (this.options.onStepEvent !== undefined) {
+      this.emit({
+        runId: this.runId,
+        seq,
+        name,
+        phase: "running",
+        startedAt,
+        ...(parallelGroup === undefined ? {} : { parallelGroup })
+      })
+    }
     return { step: { runId: this.runId, seq, name, log, signal: abort.signal }, events, startedAt }
   }
 
@@ -631,8 +634,11 @@ export class Turn {
     finishedAt: number,
     parallelGroup: string | undefined
   ): void {
-    const { events, startedAt, step } = scope
+    const { startedAt, step } = scope
     const outcome = result._tag === "Success" ? { output: result.value } : { error: result.error }
+    // the events as the wire can carry them, for the command and the streamed event alike (a sink
+    // that sends the event must not be handed what its encoding would throw on)
+    const events = scope.events.length > 0 ? encodableEvents(scope.events.slice()) : undefined
     this.commands.push({
       kind: "recordStep",
       seq: step.seq,
@@ -640,9 +646,10 @@ export class Turn {
       ...outcome,
       startedAt,
       finishedAt,
-      ...(events.length > 0 ? { events: encodableEvents(events.slice()) } : {}),
+      ...(events !== undefined ? { events } : {}),
       ...(parallelGroup === undefined ? {} : { parallelGroup })
     })
+    if (this.options.onStepEvent === undefined) return
     this.emit({
       runId: this.runId,
       seq: step.seq,
@@ -651,7 +658,7 @@ export class Turn {
       startedAt,
       finishedAt,
       ...outcome,
-      events: [...events],
+      events: events ?? [],
       ...(parallelGroup === undefined ? {} : { parallelGroup })
     })
   }

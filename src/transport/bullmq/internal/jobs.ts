@@ -47,6 +47,7 @@ import {
   type MinimalQueue,
   type Queue,
   raw2NextJobData,
+  type RedisClient,
   type RedisJobOptions,
   UnrecoverableError,
   Worker
@@ -58,6 +59,8 @@ import { createRequire } from "node:module"
 /** A reply queue's jobs: one name, one set of options. @internal */
 export interface JobWriter {
   readonly queue: Queue
+  /** The queue's connection, ready: what its writes are sent on. */
+  readonly client: RedisClient
   /** The jobs' name. */
   readonly name: string
   /** The job BullMQ's add script takes for `data` (JSON-serialised). */
@@ -90,16 +93,8 @@ export interface JobWriter {
  * @internal
  */
 export const jobWriter = async (queue: Queue, name: string, options: JobsOptions): Promise<JobWriter> => {
-  const merged = { ...queue.jobsOpts, ...options }
-  if (
-    merged.delay !== undefined || merged.priority !== undefined || merged.repeat !== undefined ||
-    merged.deduplication !== undefined || merged.debounce !== undefined || merged.parent !== undefined ||
-    merged.jobId !== undefined
-  ) {
-    throw new Error(`jobWriter: ${name} jobs on ${queue.name} need Queue.add (delayed, prioritised, repeated, deduplicated, parented or named)`)
-  }
+  const template = jobTemplate(queue, name, options)
   const client = await queue.client
-  const template = new Job(queue, name, undefined, merged).asJSON()
   const job = (data: unknown): JobJson => ({ ...template, data: jobData(data), timestamp: Date.now() })
   // the options as BullMQ's add script stores them: its encoding, decoded and re-encoded by Redis
   let encoded: unknown
@@ -110,12 +105,13 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     }
   }
   await queue.scripts.addJob(capture as never, job(undefined), template.opts, "")
-  const storedOptions = merged.lifo === true
+  const storedOptions = { ...queue.jobsOpts, ...options }.lifo === true
     ? undefined
     : String(await (client as unknown as Redis).eval("return cjson.encode(cmsgpack.unpack(ARGV[1]))", 0, encoded as Buffer))
   let addIfHeld: AddIfHeld | undefined
   return {
     queue,
+    client,
     name,
     job,
     options: template.opts,
@@ -138,6 +134,35 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     },
     storedOptions
   }
+}
+
+/** The job `Queue.add(name, undefined, options)` would build on `queue`, after the checks {@link jobWriter} states. */
+const jobTemplate = (queue: Queue, name: string, options: JobsOptions): JobJson => {
+  const merged = { ...queue.jobsOpts, ...options }
+  if (
+    merged.delay !== undefined || merged.priority !== undefined || merged.repeat !== undefined ||
+    merged.deduplication !== undefined || merged.debounce !== undefined || merged.parent !== undefined ||
+    merged.jobId !== undefined
+  ) {
+    throw new Error(`jobWriter: ${name} jobs on ${queue.name} need Queue.add (delayed, prioritised, repeated, deduplicated, parented or named)`)
+  }
+  return new Job(queue, name, undefined, merged).asJSON()
+}
+
+/**
+ * Adds `name` jobs with `options` on `queue` as {@link jobWriter}'s `write` does, sent on the ready
+ * connection of `via` (a writer on the same Redis), and made at once, without a round trip: for a
+ * queue written now and then (a workflow turn's live step events) that is not worth preparing at the
+ * worker's start. The add is sent synchronously, in the call, so what is written here reaches Redis
+ * ahead of anything sent later on that connection (Redis runs one connection's commands in order).
+ * Throws at once when `data` cannot be encoded.
+ *
+ * @internal
+ */
+export const sideWriter = (via: JobWriter, queue: Queue, name: string, options: JobsOptions): (data: unknown) => Promise<string> => {
+  const template = jobTemplate(queue, name, options)
+  const { client } = via
+  return (data) => queue.scripts.addJob(client, { ...template, data: jobData(data), timestamp: Date.now() }, template.opts, "")
 }
 
 /** The add-while-held command defined on a client: BullMQ's name of the add script it wraps, its key count, and the call. */
