@@ -77,81 +77,41 @@ const captureTurn = (payload: unknown, task: WorkflowTask, decision: WorkflowDec
   }))
 
 /**
- * A turn's local-step events as its delivery's `progress` is handed them. The engine persists each
- * as a local checkpoint at once, so a step finished before the worker dies mid-turn is history on
- * the next turn, not run again.
+ * A turn's local-step events as its delivery's `progress` is handed them: the end of each local step
+ * (`completed` or `failed`), which the engine persists as a local checkpoint at once, so a step
+ * finished before the worker dies mid-turn is history on the next turn, not run again.
  *
- * A `running` event is held back until two macrotasks have passed (a step still running then is
- * waiting on I/O or a timer), and dropped when its step ends first: only the `completed`/`failed`
- * event of a step that ends at once (`now`, a synchronous `sideEffect`) is sent. The engine consumes
- * step events and decisions on separate queues, and its `running` checkpoint overwrites a completed
- * one: a `running` it applies after the turn's decision, while the step's `completed` is still behind
- * it, leaves the step out of the next turn's history, which then runs it again. Holding `running`
- * back keeps that from the steps that end at once (most local steps, and every one of a long
- * synchronous replay) and halves what they cost; the one held across an Effect fiber's yield (one
- * macrotask) is not sent either. Held events of a turn that ends without their step's end (cancelled,
- * interrupted) are dropped: no step is left shown running.
+ * A step's `running` event is not sent, unlike the upstream Python worker's: the engine consumes step
+ * events and decisions on separate queues, and its `running` checkpoint overwrites a completed one.
+ * A `running` applied after the turn's decision (the step's `completed` behind it, or already
+ * applied) leaves the step out of the next turn's history, which then runs it again, in a run where
+ * no worker died (the 10,000-op replay test met it). The end of a step only ever re-persists what the
+ * decision's `recordStep` holds.
  *
  * Their `events` are JSON-safe already; a `completed` event whose output JSON cannot carry is not
  * sent: the turn fails on that output (`unserializable_output`), and the checkpoint the engine would
- * persist from it would hold what JSON made of it, or nothing.
+ * persist from it would hold what JSON made of it, or nothing. `progress` must not throw; one that
+ * does costs the event, never the turn.
  */
-class StepEventStream {
-  /** `running` events held since the last macrotask, and those held across one already, by seq. */
-  private young: Map<number, WorkflowStepEvent> | undefined
-  private old: Map<number, WorkflowStepEvent> | undefined
-  private tick: ReturnType<typeof setImmediate> | undefined
-
-  constructor(private readonly task: Protocol.Task) {}
-
-  readonly push = (event: WorkflowStepEvent): void => {
-    if (event.phase === "running") {
-      ;(this.young ??= new Map()).set(event.seq, event)
-      this.tick ??= setImmediate(this.age)
-      return
-    }
-    // a `running` still held is not sent at all: the step's end says all of it
-    if (this.young?.delete(event.seq) !== true) this.old?.delete(event.seq)
-    if (event.phase === "completed" && event.output !== undefined && unencodable(event.output) !== undefined) return
-    this.send(event)
+const stepEnds = (task: Protocol.Task) => (event: WorkflowStepEvent): void => {
+  if (event.phase === "running") return
+  if (event.phase === "completed" && event.output !== undefined && unencodable(event.output) !== undefined) return
+  try {
+    task.progress!(event)
+  } catch {
+    // contained: the event is best-effort
   }
-
-  private send(event: WorkflowStepEvent): void {
-    try {
-      this.task.progress!(event)
-    } catch {
-      // `progress` must not throw; one that does must not throw out of a macrotask (and end the process)
-    }
-  }
-
-  /** Sends what was held across a macrotask already; what was held since waits one more. */
-  private readonly age = (): void => {
-    this.tick = undefined
-    const { old, young } = this
-    if (old !== undefined) for (const event of old.values()) this.send(event)
-    this.old = young !== undefined && young.size > 0 ? young : undefined
-    this.young = undefined
-    if (this.old !== undefined) this.tick = setImmediate(this.age)
-  }
-
-  /** The turn is over: what is still held is dropped. */
-  readonly end = Effect.sync(() => {
-    if (this.tick !== undefined) clearImmediate(this.tick)
-    this.tick = this.young = this.old = undefined
-  })
 }
 
 const runTurn = <R>(
   handlers: Handlers<R>,
   payload: unknown,
   partition: string | undefined,
-  stream?: StepEventStream | undefined
+  onStepEvent?: ((event: WorkflowStepEvent) => void) | undefined
 ) =>
   Either.match(decodeWorkflowTask(payload), {
     onRight: (task) =>
-      (stream === undefined
-        ? processWorkflowTask(handlers.workflows, task, { partition })
-        : Effect.ensuring(processWorkflowTask(handlers.workflows, task, { partition, onStepEvent: stream.push }), stream.end)).pipe(
+      processWorkflowTask(handlers.workflows, task, { partition, onStepEvent }).pipe(
         Effect.tap((decision) => captureTurn(payload, task, decision)),
         Effect.map(decisionReply),
         Effect.annotateLogs({ runId: task.runId, workflow: task.workflow, taskId: task.taskId })
@@ -274,7 +234,7 @@ export const make = (options: { readonly partition?: string | undefined } = {}):
   // a turn streams its local steps where the delivery's broker carries progress events
   process: (handlers, task) =>
     task.progress !== undefined && isWorkflowTaskShape(task.payload)
-      ? runTurn(handlers, task.payload, options.partition, new StepEventStream(task))
+      ? runTurn(handlers, task.payload, options.partition, stepEnds(task))
       : processPayload(handlers, task.payload, options),
   cancelled: cancelledReply,
   crashed: crashedReply

@@ -1,6 +1,6 @@
 /**
  * A workflow turn's live local-step events over BullMQ, on the real Redis: a local step's
- * `completed`/`failed` event (and the `running` event of one that did not end at once) is a
+ * `completed`/`failed` event (never its `running` event) is a
  * `stepEvent` job on `<P>-step-events`, in order and in Redis before the turn's decision; an event Redis refuses is logged once and the turn is answered
  * all the same; a turn that runs no local step writes none.
  */
@@ -130,25 +130,22 @@ describe("BullMQ transport: live step events of a workflow turn", () => {
       const { order, prefix, redis, runId } = yield* fixture("flow")
       const outcome = yield* serveTurn(prefix)
       assert.strictEqual(outcome._tag === "Reply" && outcome.reply._tag === "WorkflowDecision" && outcome.reply.decision.status, "continue")
-      yield* until("the adds to reach the monitor", async () => order.length === 4)
-      assert.deepStrictEqual(order, ["stepEvent", "stepEvent", "stepEvent", "decision"])
+      yield* until("the adds to reach the monitor", async () => order.length === 3)
+      assert.deepStrictEqual(order, ["stepEvent", "stepEvent", "decision"])
       const jobs = yield* stepEventJobs(redis, prefix)
-      assert.deepStrictEqual(jobs.map((job) => job.name), ["stepEvent", "stepEvent", "stepEvent"])
+      assert.deepStrictEqual(jobs.map((job) => job.name), ["stepEvent", "stepEvent"])
       for (const job of jobs) assert.deepInclude(job.opts, { removeOnComplete: true, removeOnFail: true })
       const events = jobs.map((job) => job.data)
-      // the op that ended at once: its end only; the one that waited: its start, then its end
+      // the op that ended at once and the one that waited: each its end only
       assert.deepStrictEqual(events.map(({ name, phase, runId, seq }) => ({ runId, seq, name, phase })), [
         { runId, seq: 0, name: "sideEffect", phase: "completed" },
-        { runId, seq: 1, name: "sideEffect", phase: "running" },
         { runId, seq: 1, name: "sideEffect", phase: "completed" }
       ])
-      // running: no events, no end; completed: the output, the window and its (empty) events
-      assert.notProperty(events[1], "events")
-      assert.notProperty(events[1], "finishedAt")
+      // completed: the output, the window and its (empty) events
       assert.strictEqual(events[0].output, 1)
-      assert.strictEqual(events[2].output, 2)
-      assert.deepStrictEqual(events[2].events, [])
-      assert.isAtLeast(events[2].finishedAt, events[2].startedAt)
+      assert.strictEqual(events[1].output, 2)
+      assert.deepStrictEqual(events[1].events, [])
+      assert.isAtLeast(events[1].finishedAt, events[1].startedAt)
     }))
 
   it.scoped("a step event Redis refuses is logged once; the turn is answered all the same", () =>
@@ -162,8 +159,8 @@ describe("BullMQ transport: live step events of a workflow turn", () => {
       })
       const outcome = yield* serveTurn(prefix).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
       assert.strictEqual(outcome._tag === "Reply" && outcome.reply._tag === "WorkflowDecision" && outcome.reply.decision.status, "continue")
-      yield* until("the adds to reach the monitor", async () => order.length === 4)
-      assert.deepStrictEqual(order, ["stepEvent", "stepEvent", "stepEvent", "decision"])
+      yield* until("the adds to reach the monitor", async () => order.length === 3)
+      assert.deepStrictEqual(order, ["stepEvent", "stepEvent", "decision"])
       assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-decisions:wait`)), 1)
       assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-step-events:wait`)), 0)
       yield* until("the warning", async () => warnings.length > 0)
