@@ -677,15 +677,19 @@ export const make = (
             reported(`/worker/workflow-tasks/${taskId}/fail`, { lease_owner: workerId, workflow_task_attempt: workflowAttempt, failure })
           const failActivity = (failure: FailureBody) =>
             reported(`/worker/activity-tasks/${taskId}/fail`, { activity_attempt_id: attemptId, lease_owner: workerId, failure })
+          // a query's and a validation's answers ride out a server away for a moment like any report:
+          // a caller waits for each (a query up to DW_QUERY_TASK_TIMEOUT, 30 s by default; an update
+          // until it is validated), and a query answer dropped after the transport retry's 0.3 s is
+          // not asked for again in time (its task's lease, 60 s, outlasts the caller's wait)
           const failQuery = (failure: FailureBody) =>
-            post(`/worker/query-tasks/${taskId}/fail`, {
+            reported(`/worker/query-tasks/${taskId}/fail`, {
               lease_owner: workerId,
               query_task_attempt: queryAttempt,
               failure: { reason: "query_rejected", ...failure }
             })
           /** Approve/reject call: the outcome, `expired` when the server fenced the validation task off. */
           const answerValidation = (verdict: "approve" | "reject", extra: Record<string, unknown>, outcome: string) =>
-            post(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/${verdict}`, {
+            reported(`/worker/update-validation-tasks/${encodeURIComponent(taskId)}/${verdict}`, {
               lease_owner: workerId,
               update_validation_attempt: validationAttempt,
               ...extra
@@ -708,7 +712,7 @@ export const make = (
               ),
             ActivityFailed: ({ failure, outcome }) => Effect.as(logged("reporting a failed activity", failActivity(failure)), outcome),
             QueryCompleted: ({ envelope, outcome, result }) =>
-              post(`/worker/query-tasks/${taskId}/complete`, {
+              reported(`/worker/query-tasks/${taskId}/complete`, {
                 lease_owner: workerId,
                 query_task_attempt: queryAttempt,
                 result: toJson(result),

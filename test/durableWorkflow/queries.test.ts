@@ -66,6 +66,31 @@ describe("Durable Workflow query tasks", () => {
       assert.strictEqual(outcome.body["query_task_attempt"], 1)
     }))
 
+  it.scoped("a query answer the server cannot take for a moment (503 x3, then a Retry-After) is retried until it is recorded", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      yield* startWorker(server, { durableWorkflows: [counter] })
+      server.failNext("queryTaskComplete", 503, undefined, 3)
+      server.injectFault("queryTaskComplete", { status: 429, headers: { "Retry-After": "4" }, times: 1 })
+      const { queryTaskId } = server.enqueueQueryTask({
+        workflowType: "orders.counter",
+        queryName: "count",
+        taskQueue: QUEUE,
+        queryInput: [2],
+        historyEvents: [{ event_type: "SignalReceived", payload: { signal_name: "add", arguments: blob([5]) } }]
+      })
+      // the retry sleeps on the test clock: move it on until the answer is recorded (the caller of
+      // the query waits for it; a dropped answer is not asked for again before the caller gives up)
+      for (let i = 0; i < 200 && server.completedQueryTasks.length === 0; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      }
+      assert.deepStrictEqual(server.requestsTo("queryTaskComplete").map((r) => r.status), [503, 503, 503, 429, 200])
+      assert.strictEqual(server.completedQueryTasks[0]!.queryTaskId, queryTaskId)
+      assert.strictEqual(server.completedQueryTasks[0]!.body["result"], 7)
+      assert.strictEqual(server.requestsTo("queryTaskFail").length, 0, "no failure reported for an answer that went through")
+    }))
+
   it.scoped("query failures carry their reasons", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()

@@ -485,7 +485,22 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
       assert.strictEqual(slots.workflow.inUse, 0, "an idle poll holds no permit in use")
     }))
 
-  it.scoped("with one workflow slot, approval, rejection and a failed answer (transport retries exhausted) each release it", () =>
+  it.scoped("an approval the server cannot take for a moment (503 x3) is retried until it is recorded", () =>
+    Effect.gen(function*() {
+      const { server } = yield* validationSetup()
+      yield* startWorker(server, { durableWorkflows: [approval] })
+      server.failNext("updateValidationApprove", 503, undefined, 3)
+      enqueue(server, [5])
+      // the retry sleeps on the test clock: move it on until the answer is recorded
+      for (let i = 0; i < 100 && server.updateValidations.length === 0; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      }
+      assert.deepStrictEqual(server.requestsTo("updateValidationApprove").map((r) => r.status), [503, 503, 503, 200])
+      assert.deepStrictEqual(server.updateValidations.map((v) => v.outcome), ["approved"])
+    }))
+
+  it.scoped("with one workflow slot, approval, rejection and a failed answer (report retry's budget spent) each release it", () =>
     Effect.gen(function*() {
       const queue = `release-${Math.random().toString(16).slice(2)}`
       const { server } = yield* validationSetup()
@@ -495,15 +510,16 @@ describe("Durable Workflow update-validation tasks (multiplexed polls)", () => {
       yield* until(server, () => server.updateValidations.length === 1)
       task(90)
       yield* until(server, () => server.updateValidations.length === 2)
-      server.failNext("updateValidationApprove", 503, undefined, 3)
+      server.failNext("updateValidationApprove", 503, undefined, 1000)
       task(6)
-      // the transport retry (3 attempts, backoff on the Effect clock) gives up: outcome error
-      // (the retry sleeps on the test clock: move it on until the third attempt was answered)
-      while (server.requestsTo("updateValidationApprove").filter((r) => r.status === 503).length < 3) {
+      // the report retry (backoff on the Effect clock, at most 30 s) gives up: outcome error
+      const errors = counterValue("durable_workflow_worker_tasks", { task_kind: "update_validation", task_queue: queue, outcome: "error" })
+      for (let i = 0; i < 60 && (yield* errors) === 0; i++) {
         yield* TestClock.adjust("1 second")
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
       }
-      yield* eventually(counterValue("durable_workflow_worker_tasks", { task_kind: "update_validation", task_queue: queue, outcome: "error" }), (n) => n === 1)
+      yield* eventually(errors, (n) => n === 1)
+      server.clearFaults()
       // the only slot is free again: the next task is taken and approved
       task(7)
       yield* until(server, () => server.updateValidations.length === 3)
