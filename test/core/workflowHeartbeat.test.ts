@@ -83,6 +83,46 @@ describe("run-scoped heartbeat while a turn replays (D.3)", () => {
       yield* Fiber.interrupt(fiber)
     }))
 
+  it.effect("a slow publish does not push the later beats back: one starts every interval from the first", () =>
+    Effect.gen(function*() {
+      const at: Array<number> = []
+      const fiber = yield* Effect.never.pipe(
+        Workflow.withRunHeartbeat({
+          beat: Workflow.runHeartbeat(task),
+          // each publish takes 3 s to be answered (a broker slow to answer)
+          publish: () => Effect.flatMap(TestClock.currentTimeMillis, (now) => Effect.sync(() => { at.push(now) })).pipe(
+            Effect.zipLeft(Effect.sleep("3 seconds"))
+          )
+        }),
+        Effect.fork
+      )
+      yield* TestClock.adjust("16 seconds")
+      assert.deepStrictEqual(at, [0, 5000, 10_000, 15_000])
+      yield* Fiber.interrupt(fiber)
+    }))
+
+  it.effect("a publish that never answers is given up at the next beat, which goes on time", () =>
+    Effect.gen(function*() {
+      const at: Array<number> = []
+      const fiber = yield* Effect.never.pipe(
+        Workflow.withRunHeartbeat({
+          beat: Workflow.runHeartbeat(task),
+          // the first publish hangs (a connection that takes the command and never answers)
+          publish: () =>
+            Effect.flatMap(TestClock.currentTimeMillis, (now) =>
+              Effect.suspend(() => {
+                at.push(now)
+                return at.length === 1 ? Effect.never : Effect.void
+              }))
+        }),
+        Effect.fork
+      )
+      yield* TestClock.adjust("11 seconds")
+      assert.deepStrictEqual(at, [0, 5000, 10_000])
+      assert.isNull(fiber.unsafePoll())
+      yield* Fiber.interrupt(fiber)
+    }))
+
   it.effect("a slow turn beats while it replays and stops once it settles", () =>
     Effect.gen(function*() {
       const beatsAt: Array<number> = []

@@ -1,7 +1,6 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
-import * as Schedule from "effect/Schedule"
 import type { WorkflowTask } from "../../../wire/WorkflowProtocol.js"
 
 /**
@@ -58,9 +57,12 @@ export interface RunHeartbeatOptions<E, R> {
 
 /**
  * Runs `self` (a workflow turn) while beating for its run: one beat at once, then one every
- * `interval` (default {@link RUN_HEARTBEAT_INTERVAL}) until `self` ends, for any reason. The beat stops
- * before `self`'s result is returned, so it stops before the decision is sent. A failing or dying
- * `publish` is ignored: the turn and later beats go on.
+ * `interval` (default {@link RUN_HEARTBEAT_INTERVAL}) from the first, until `self` ends, for any
+ * reason. The beat stops before `self`'s result is returned, so it stops before the decision is
+ * sent. A failing or dying `publish` is ignored: the turn and later beats go on. A `publish` still
+ * unanswered when the next beat is due is given up (interrupted, without waiting for it) and the
+ * next one goes on time: the engine re-drives a run it has not heard of within its silence window
+ * (`remoteAdvanceSilenceMs`), so neither a slow answer nor one that never comes may delay the beats.
  *
  * @since 0.1.0
  * @category combinators
@@ -72,7 +74,17 @@ export const withRunHeartbeat: {
   self: Effect.Effect<A, E, R>,
   options: RunHeartbeatOptions<E2, R2>
 ): Effect.Effect<A, E, R | R2> => {
-  const beatOnce = Effect.catchAllCause(Effect.suspend(() => options.publish(options.beat)), () => Effect.void)
-  const loop = Effect.repeat(beatOnce, Schedule.spaced(options.interval ?? RUN_HEARTBEAT_INTERVAL))
+  const interval = Duration.decode(options.interval ?? RUN_HEARTBEAT_INTERVAL)
+  // bounded by the interval, and disconnected so that an uninterruptible publish is left behind
+  // rather than waited for
+  const beatOnce = Effect.suspend(() => options.publish(options.beat)).pipe(
+    Effect.disconnect,
+    Effect.timeout(interval),
+    Effect.catchAllCause(() => Effect.void)
+  )
+  // each beat together with a wait of one interval, so they start one interval apart from the first
+  // whatever each publish takes (`Schedule.spaced` counts from a publish's end; `Schedule.fixed`
+  // from the first one's end)
+  const loop = Effect.forever(Effect.all([beatOnce, Effect.sleep(interval)], { concurrency: 2, discard: true }))
   return Effect.scoped(Effect.zipRight(Effect.forkScoped(loop), self))
 })
