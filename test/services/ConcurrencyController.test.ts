@@ -467,6 +467,19 @@ describe("ConcurrencyController", () => {
         assert.isUndefined((yield* ctl.snapshot).lastAdjust)
       }).pipe(withController({ ...fixture, start: 2, growHeadroomTicks: 1 })))
 
+    it.scoped("tasks of a pool of its own completing do not hide a stall of the limit's tasks", () =>
+      Effect.gen(function*() {
+        const { ctl } = yield* env
+        // an activity stuck in flight, while the worker's workflow tasks (their own pool) keep completing
+        yield* hold(ctl, "slow")
+        for (let i = 0; i < 2; i++) {
+          yield* ctl.run(undefined, Effect.void, { kind: "workflow", limited: false })
+          yield* TestClock.adjust(fixture.tickMs)
+        }
+        assert.strictEqual(yield* ctl.limit, 7)
+        assert.strictEqual((yield* ctl.snapshot).lastAdjust?.reason, "backpressure")
+      }).pipe(withController(fixture)))
+
     it.scoped("sheds one when CPU is at or above cpuCeilingPct; cpuPct appears from the second tick", () =>
       Effect.gen(function*() {
         const micros = yield* Ref.make(0)

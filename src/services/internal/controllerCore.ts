@@ -224,7 +224,9 @@ export class ControllerCore {
       this.learn(record, r)
     }
     if (this.inflight.size === 0 && r.usage !== undefined) this.idleUsage = r.usage
-    this.completionsThisTick += 1
+    // only the limit's own tasks show it is not stalled: a task of a pool of its own completing (a
+    // Durable Workflow workflow task) says nothing of the activities stuck in its slots
+    if (record.limited) this.completionsThisTick += 1
     if (record.kind !== "step") return
     this.window.push(now, durationMs, ok)
   }
