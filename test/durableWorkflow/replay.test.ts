@@ -580,7 +580,8 @@ describe("replay", () => {
       assert.match((yield* replayFailure(sideEffect, [], [scheduled])).message, /asked for a side effect, but history recorded ActivityScheduled \("charge"\)/)
       const upsert = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.upsertSearchAttributes({ tier: "gold" }), ctx.activity("charge")))
       assert.match((yield* replayFailure(upsert, [], [wait])).message, /asked for a search attributes upsert, but history opened the condition wait "approval"/)
-      const newWait = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.waitCondition(() => true), ctx.activity("charge")))
+      // (a new condition wait is checked where it blocks: one satisfied at once records nothing, see below)
+      const newWait = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.waitCondition(() => false), ctx.activity("charge")))
       assert.match((yield* replayFailure(newWait, [], [scheduled])).message, /asked for a condition wait, but history recorded ActivityScheduled/)
       // the same code replays: it blocks on the activity (sent again), and ends once it has its result
       const same = DurableWorkflow.make("t", (ctx) => Effect.as(ctx.activity("charge"), "done"))
@@ -595,6 +596,27 @@ describe("replay", () => {
         ["record_version_marker", undefined],
         ["schedule_activity", "charge-v2"]
       ])
+    }))
+
+  it.effect("a condition wait satisfied at once (nothing recorded) replays past a step the run still waits on", () =>
+    Effect.gen(function*() {
+      const scheduled = { event_type: "ActivityScheduled", payload: { activity_type: "charge", sequence: 1 } }
+      const signal = { event_type: "SignalReceived", payload: { signal_name: "note", arguments: blob([1]) } }
+      // the live run found the condition true, recorded nothing for it, and scheduled the activity;
+      // a signal arriving while it runs makes a workflow task that replays this very code
+      const wf = DurableWorkflow.make("t", (ctx) =>
+        Effect.gen(function*() {
+          ctx.onSignal("note", () => undefined)
+          yield* ctx.waitCondition(() => true)
+          return yield* ctx.activity("charge")
+        }))
+      assert.deepStrictEqual((yield* commandsOf(wf, [], [])).map((c) => c["type"]), ["schedule_activity"])
+      for (const history of [[scheduled], [scheduled, signal]]) {
+        assert.deepStrictEqual((yield* commandsOf(wf, [], history)).map((c) => c["type"]), ["schedule_activity"])
+      }
+      // a wait that blocks where the live run waited on the activity is still non-determinism
+      const blocks = DurableWorkflow.make("t", (ctx) => Effect.zipRight(ctx.waitCondition(() => false), ctx.activity("charge")))
+      assert.match((yield* replayFailure(blocks, [], [scheduled])).message, /asked for a condition wait, but history recorded ActivityScheduled/)
     }))
 
   it.effect("a wait the server opened again after its satisfying signal does not hold the workflow's end", () =>

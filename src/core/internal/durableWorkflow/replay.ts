@@ -963,13 +963,13 @@ export class Turn {
         return { _tag: "Resolved", value: null }
       }
       case "Condition": {
-        // a wait history never opened, past every recorded result, is new: history must not hold a
-        // step the live run was blocked on
-        if (recorded === undefined && this.reaching === undefined && this.waitsReached >= this.waits.length) {
-          this.checkNothingUnreached(op)
-        }
+        // a wait history never opened, past every recorded result, is new
+        const fresh = recorded === undefined && this.reaching === undefined && this.waitsReached >= this.waits.length
         const outcome = this.reachWait(op)
         if (typeof outcome === "object") return { _tag: "Settle", effect: outcome.settle }
+        // a new wait satisfied at once records nothing (the live run went on past it just the same),
+        // so only one that blocks is new history: that must not hold a step the live run was blocked on
+        if (outcome === undefined && fresh) this.checkNothingUnreached(op)
         if (outcome !== undefined) return { _tag: "Resolved", value: outcome }
         // still waiting while history went on: the code took another path than the live run
         if (recorded !== undefined) this.check(op, recorded)
