@@ -538,7 +538,8 @@ export const readHistory = (events: ReadonlyArray<unknown>, codec: unknown): {
  * The steps history shows scheduled (an activity, a user timer, a child workflow) and still waiting
  * for their result, by workflow sequence: a scheduling event whose sequence no result (nor a timer's
  * cancellation) carries, once per sequence, in history order. Events without a sequence are left
- * out (nothing ties them to their result). The live run was blocked on each of them, so replay must
+ * out (nothing ties them to their result), and none is found when a result of a scheduled kind
+ * carries no sequence (a server that writes none on results: the check is off, not guessed). The live run was blocked on each of them, so replay must
  * reach them before it asks for anything new or ends the workflow.
  */
 const unresolvedSteps = (
@@ -548,8 +549,12 @@ const unresolvedSteps = (
 ): ReadonlyArray<Resolution> => {
   if (scheduled.length === 0) return []
   const resolved = new Set<number>()
+  const scheduledShapes = new Set(scheduled.map((step) => step.shape))
   for (const resolution of resolutions) {
     const sequence = sequenceOf(resolution.payload)
+    // a result of a scheduled kind that carries no sequence may be any scheduled step's: nothing
+    // tells which are still waiting, and guessing would fail a workflow that ends rightly
+    if (sequence === undefined && scheduledShapes.has(resolution.shape)) return []
     if (sequence !== undefined) resolved.add(sequence)
   }
   for (const event of events) {
