@@ -12,19 +12,12 @@ import * as Logger from "effect/Logger"
 import { Redis } from "ioredis"
 import * as Workflow from "../../src/core/Workflow.js"
 import type { Handlers } from "../../src/seam/Protocol.js"
-import type { WorkerDescription } from "../../src/seam/Transport.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
+import { describedWorker, untilTrue } from "../support/handlers.js"
 
 /** Waits on the wall clock for Redis I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
-const until = (what: string, check: () => Promise<boolean>) =>
-  Effect.promise(async () => {
-    for (let i = 0; i < 1_000; i++) {
-      if (await check()) return
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-    assert.fail(`timed out waiting for ${what}`)
-  })
+const until = untilTrue
 
 /**
  * A local op that ends at once, one that waits on a timer, then a dispatched step: the turn ends
@@ -46,14 +39,7 @@ const handlers: Handlers = {
   durableWorkflows: new Map()
 }
 
-const description: WorkerDescription = {
-  workerId: "worker-a",
-  buildId: undefined,
-  handlers,
-  startedAt: 0,
-  pollTimeout: Duration.seconds(1),
-  status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
-}
+const description = describedWorker("worker-a", handlers, Duration.seconds(1))
 
 /**
  * A fresh prefix with one turn of `workflow` waiting, a Redis client, and the order in which Redis

@@ -13,28 +13,14 @@ import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import { TaskWorker } from "../../src/transport/bullmq/internal/jobs.js"
-import type { Delivery, WorkerDescription } from "../../src/seam/Transport.js"
+import type { Delivery } from "../../src/seam/Transport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
-import { servingSteps } from "../support/handlers.js"
+import { describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
 
 /** Waits on the wall clock for Redis I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
-const until = (what: string, check: () => Promise<boolean>) =>
-  Effect.promise(async () => {
-    for (let i = 0; i < 1_000; i++) {
-      if (await check()) return
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-    assert.fail(`timed out waiting for ${what}`)
-  })
+const until = untilTrue
 
-const description: WorkerDescription = {
-  workerId: "worker-a",
-  buildId: undefined,
-  handlers: servingSteps(["work"]),
-  startedAt: 0,
-  pollTimeout: Duration.seconds(1),
-  status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
-}
+const description = describedWorker("worker-a", servingSteps(["work"]), Duration.seconds(1))
 
 /** A fresh prefix with `tasks` step tasks waiting, a Redis client, and a command monitor; keys deleted at the end. */
 const fixture = (tasks: number) =>

@@ -3,20 +3,18 @@
  * PostgreSQL backend (the LISTEN connection, a statement's connection) and a stopped fauxqs server.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Step from "../../src/core/Step.js"
 import * as Worker from "../../src/runtime/Worker.js"
-import type { WorkerDescription } from "../../src/seam/Transport.js"
 import * as WorkerMetrics from "../../src/seam/WorkerMetrics.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
 import * as SqsTransport from "../../src/transport/SqsTransport.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
 import { sqsPrefix, startFauxqs } from "../support/fauxqs.js"
-import { servingSteps } from "../support/handlers.js"
+import { describedWorker, servingSteps } from "../support/handlers.js"
 import { databaseUrl, dropTables, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 
 const lost = (transport: string) =>
@@ -32,14 +30,7 @@ const until = (what: string, check: Effect.Effect<boolean>) =>
     return assert.fail(`timed out waiting for ${what}`)
   })
 
-const description = (workerId: string): WorkerDescription => ({
-  workerId,
-  buildId: undefined,
-  handlers: servingSteps(["work"]),
-  startedAt: 0,
-  pollTimeout: Duration.seconds(35),
-  status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
-})
+const description = (workerId: string) => describedWorker(workerId, servingSteps(["work"]))
 
 /** A fresh table prefix and a plain pool of the test's own; tables dropped at the end. */
 const database = Effect.acquireRelease(

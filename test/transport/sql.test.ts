@@ -14,7 +14,6 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -32,8 +31,8 @@ import { byCreatedAt, mysqlWrittenSize, toPayload, toResultRow } from "../../src
 import { format as formatMysql } from "mysql2"
 import * as Statements from "../../src/transport/sql/internal/statements.js"
 import * as SqlTransport from "../../src/transport/SqlTransport.js"
-import { type Delivery, type Poller, Transport, type WorkerDescription } from "../../src/seam/Transport.js"
-import { servingSteps } from "../support/handlers.js"
+import { type Delivery, type Poller, Transport } from "../../src/seam/Transport.js"
+import { describedWorker, servingSteps } from "../support/handlers.js"
 import { captureLogs } from "../support/local.js"
 import { databaseUrl, type Db, type DialectName, dropTables, executor, openDb, uniqueTablePrefix } from "../support/sqlEngine.js"
 import { SqlTransport as PostgresSql } from "../../src/postgres.js"
@@ -84,14 +83,7 @@ const connect = (dialect: DialectName) =>
     ? PostgresSql.connectPostgres({ url: databaseUrl("postgres") })
     : MysqlSql.connectMysql({ url: databaseUrl("mysql") })
 
-const description = (workerId: string, steps: ReadonlyArray<string>): WorkerDescription => ({
-  workerId,
-  buildId: undefined,
-  handlers: servingSteps(steps),
-  startedAt: 0,
-  pollTimeout: Duration.seconds(35),
-  status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
-})
+const description = (workerId: string, steps: ReadonlyArray<string>) => describedWorker(workerId, servingSteps(steps))
 
 /**
  * A fixture, `tasks` tasks dispatched for `work` (their step ids), and a transport over a connection
