@@ -4,10 +4,11 @@
  * the engine from the step's live event, so the next turn, served by a fresh worker, has it in its
  * history and does not run it again.
  */
-import { spawn } from "node:child_process"
+
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, describe, it } from "vitest"
 import { chargeOnce } from "../support/chargeOnce.js"
+import { spawnSource } from "../support/local.js"
 import { engines, plain, serveFacade } from "../support/workflowWorkers.js"
 
 const fleet = engines()
@@ -20,24 +21,15 @@ describe("a local step of a turn the worker dies in", () => {
   it("is persisted from its live event, and the next turn, on a fresh worker, does not run it again", async () => {
     const engine = await fleet.start({ engine: { remoteAdvanceSilenceMs: SILENCE_MS } })
     engine.remote("charge-once")
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        "--conditions=source",
-        fileURLToPath(new URL("../support/stepEventWorker.ts", import.meta.url)),
-        engine.prefix,
-        `redis://${engine.connection.host}:${engine.connection.port}`
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] }
+    const { child, exited, output } = spawnSource(
+      fileURLToPath(new URL("../support/stepEventWorker.ts", import.meta.url)),
+      [engine.prefix, `redis://${engine.connection.host}:${engine.connection.port}`]
     )
     let charges = 0
-    let stderr = ""
     let pending = ""
     let blocked: () => void = () => {}
     const blockedSeen = new Promise<void>((resolve) => (blocked = resolve))
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       pending += chunk
       for (let at = pending.indexOf("\n"); at >= 0; at = pending.indexOf("\n")) {
         const line = pending.slice(0, at)
@@ -46,14 +38,12 @@ describe("a local step of a turn the worker dies in", () => {
         if (line === "blocked") blocked()
       }
     })
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
     try {
       await engine.waitForWorkerGroup("charge-once", { timeoutMs: 30_000 })
       const runId = await engine.start("charge-once", {})
       await Promise.race([
         blockedSeen,
-        exited.then(() => Promise.reject(new Error(`the worker process exited: ${stderr}`)))
+        exited.then(() => Promise.reject(new Error(`the worker process exited: ${output()}`)))
       ])
       assert.strictEqual(charges, 1)
       // Give the engine a moment to persist the charge from its event (not a timing assertion: a
