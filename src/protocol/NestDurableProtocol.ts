@@ -91,16 +91,13 @@ const captureTurn = (payload: unknown, task: WorkflowTask, decision: WorkflowDec
  * Their `events` are JSON-safe already; a `completed` event whose output JSON cannot carry is not
  * sent: the turn fails on that output (`unserializable_output`), and the checkpoint the engine would
  * persist from it would hold what JSON made of it, or nothing. `progress` must not throw; one that
- * does costs the event, never the turn.
+ * does costs the event, never the turn (the replay contains it).
  */
 const stepEnds = (task: Protocol.Task) => (event: WorkflowStepEvent): void => {
   if (event.phase === "running") return
   if (event.phase === "completed" && event.output !== undefined && unencodable(event.output) !== undefined) return
-  try {
-    task.progress!(event)
-  } catch {
-    // contained: the event is best-effort
-  }
+  // a throw is contained where the replay hands events to its sink (best-effort, never the turn's)
+  task.progress!(event)
 }
 
 const runTurn = <R>(
