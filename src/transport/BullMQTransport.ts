@@ -474,7 +474,7 @@ class JobDelivery implements Delivery<NestReply> {
   private get job(): Job {
     const { source } = this
     if (source instanceof Job) return source
-    const job = Job.fromJSON(this.queue.bull, source, this.jobId)
+    const job = Jobs.TaskJob.fromJSON(this.queue.bull, source, this.jobId)
     this.source = job
     return job
   }
@@ -492,8 +492,12 @@ class JobDelivery implements Delivery<NestReply> {
   }
 
   reject(reason: string): Effect.Effect<void, TransportError> {
-    return Effect.tryPromise(() => this.job.moveToFailed(new Error(reason), this.token)).pipe(
+    return Effect.tryPromise(() => {
+      const { job } = this
+      return job.moveToFailed(new Error(reason), this.token).then(() => job)
+    }).pipe(
       Effect.mapError(transportError(`rejecting job ${this.jobId}`)),
+      Effect.flatMap(droppedParentLog),
       Effect.ensuring(this.released)
     )
   }
@@ -593,12 +597,23 @@ class JobDelivery implements Delivery<NestReply> {
         const going = Effect.sync(() => then(next))
         resume(replayed ? Effect.zipRight(applied, going) : going)
       }
-      const answered = target === queue.home
-        ? target.answer(reply, queue.bull, job, token, fetchNext)
-        : Jobs.holdsLock(queue.bull, jobId, token)
-          .then((held) => held ? target.addNestReply(reply) : undefined)
-          .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
-          .then((next) => ({ next, replayed: false }))
+      const answer = () =>
+        target === queue.home
+          ? target.answer(reply, queue.bull, job, token, fetchNext)
+          : Jobs.holdsLock(queue.bull, jobId, token)
+            .then((held) => held ? target.addNestReply(reply) : undefined)
+            .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
+            .then((next) => ({ next, replayed: false }))
+      // a parent reference BullMQ's acknowledgement could not follow is removed first (never on an
+      // engine's task: it has none), and said
+      const answered = Jobs.hasParentReference(this.source)
+        ? Jobs.dropUnfollowableParent(queue.bull, jobId, token).then((dropped) => {
+          if (dropped !== undefined) {
+            Runtime.runFork(queue.runtime)(Effect.logWarning(Jobs.unfollowableParentMessage(queue.name, jobId, dropped)))
+          }
+          return answer()
+        })
+        : answer()
       answered.then(acknowledged, failed).catch((defect: unknown) => {
         // a throw after the answer went through is a bug here: a defect in the fiber, not a
         // rejection no one handles (which would end the process) and a fiber that never resumes
@@ -620,12 +635,19 @@ const failUnreadable = (queue: TaskQueue, next: Jobs.NextJob, token: string) =>
       const reason = job.deferredFailure ?? `job ${next.id} on ${queue.name} cannot be read`
       return Effect.zipRight(
         Effect.logError(`${reason}; failing it`),
-        Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token))
+        Effect.zipRight(Effect.tryPromise(() => job.moveToFailed(new UnrecoverableError(reason), token)), droppedParentLog(job))
       )
     }),
     Effect.catchAll((error) => Effect.logWarning(withReason(`could not fail job ${next.id} on ${queue.name}`, error)))
   )
 
+
+/** Says so when failing `job` removed a parent reference BullMQ could not follow (see `Jobs.UnfollowableParent`). */
+const droppedParentLog = (job: Job): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const dropped = job instanceof Jobs.TaskJob ? job.droppedParent : undefined
+    return dropped === undefined ? Effect.void : Effect.logWarning(Jobs.unfollowableParentMessage(job.queueName, job.id!, dropped))
+  })
 
 /**
  * After each reconnect of `broker`'s connection, once the commands the client sent again have

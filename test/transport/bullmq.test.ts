@@ -144,7 +144,6 @@ describe("BullMQ transport answers", () => {
       }))
   }
 
-  // (a `parent` that is not JSON fails BullMQ's own scripts: such a job cannot be failed at all)
   for (const field of ["data", "opts", "progress"] as const) {
     it.scoped(`a job taken from the queue whose ${field} is not JSON is failed at once; the next one is taken`, () =>
       Effect.gen(function*() {
@@ -160,6 +159,100 @@ describe("BullMQ transport answers", () => {
         assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["2"])
       }))
   }
+
+  // a parent reference (BullMQ flows) that BullMQ's finishing script cannot follow stops that script
+  // part way, after it deleted the job's lock (and, failing it, took it off the active list): the job
+  // was left active without a lock to be taken and failed again forever, or in no list at all, or its
+  // reply written without its acknowledgement. It is removed first, and said.
+  const taskJob = (prefix: string, id: string) => `bull:${prefix}-tasks-work:${id}`
+  const failedJobs = (redis: Redis, prefix: string) => redis.zrange(`bull:${prefix}-tasks-work:failed`, 0, -1)
+
+  it.scoped("a job taken from the queue whose parent is not JSON is failed at once, its parent reference removed; the next one is taken", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      yield* Effect.promise(() => redis.hset(taskJob(prefix, "1"), "parent", "{not json"))
+      const poller = yield* workQueuePoller(prefix)
+
+      const taken = yield* poller.poll(2)
+      assert.deepStrictEqual(taken.map((delivery) => delivery.id), [`${prefix}-tasks-work#2`])
+      assert.deepStrictEqual(yield* Effect.promise(() => failedJobs(redis, prefix)), ["1"])
+      const stored = yield* Effect.promise(() => redis.hgetall(taskJob(prefix, "1")))
+      assert.isUndefined(stored.parent)
+      assert.match(stored.failedReason!, /its parent is not JSON .*; job 1 on .* had a parent reference BullMQ cannot follow \(parent \{not json\)/)
+    }))
+
+  it.scoped("a job handed over with an answer whose parent is not JSON is answered once, its reply and its acknowledgement both written", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      const poller = yield* workQueuePoller(prefix)
+      const [first] = yield* poller.poll(1)
+      yield* Effect.promise(() => redis.hset(taskJob(prefix, "2"), "parent", "{not json"))
+      const second = Option.getOrThrow(yield* first!.completeAndTakeNext!(reply(first!)))
+      yield* second.complete(reply(second))
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 2)
+      assert.strictEqual(yield* Effect.promise(() => redis.exists(taskJob(prefix, "2"))), 0)
+      assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-tasks-work:active`)), 0)
+    }))
+
+  for (
+    const [what, fields] of [
+      ["a parent with no queueKey", { parent: JSON.stringify({ id: "p" }) }],
+      ["a parentKey that is no job key", { parentKey: "no-separator" }]
+    ] as const
+  ) {
+    it.scoped(`a job stalled past the limit with ${what} is failed with it removed, not left in no list`, () =>
+      Effect.gen(function*() {
+        const { prefix, redis } = yield* fixture(2)
+        // as BullMQ's stalled check leaves a job stalled more than allowed: back in wait, to be failed when taken
+        yield* Effect.promise(() => redis.hset(taskJob(prefix, "1"), { ...fields, defa: "job stalled more than allowable limit" }))
+        const poller = yield* workQueuePoller(prefix)
+
+        const taken = yield* poller.poll(2)
+        assert.deepStrictEqual(taken.map((delivery) => delivery.id), [`${prefix}-tasks-work#2`])
+        assert.deepStrictEqual(yield* Effect.promise(() => failedJobs(redis, prefix)), ["1"])
+        const stored = yield* Effect.promise(() => redis.hgetall(taskJob(prefix, "1")))
+        assert.isUndefined(stored.parent)
+        assert.isUndefined(stored.parentKey)
+        assert.match(stored.failedReason!, /^job stalled more than allowable limit; job 1 on .* had a parent reference BullMQ cannot follow/)
+      }))
+
+    it.scoped(`a job with ${what} is answered once, its reply and its acknowledgement both written; rejected, it is failed`, () =>
+      Effect.gen(function*() {
+        const { prefix, redis } = yield* fixture(3)
+        const poller = yield* workQueuePoller(prefix)
+        const [first] = yield* poller.poll(1)
+        // the second comes with the first one's answer (its fields read as they are), the third is taken
+        yield* Effect.promise(() => redis.hset(taskJob(prefix, "2"), fields))
+        yield* Effect.promise(() => redis.hset(taskJob(prefix, "3"), fields))
+        const second = Option.getOrThrow(yield* first!.completeAndTakeNext!(reply(first!)))
+        yield* second.complete(reply(second))
+        assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 2)
+        assert.strictEqual(yield* Effect.promise(() => redis.exists(taskJob(prefix, "2"))), 0)
+
+        const [third] = yield* poller.poll(1)
+        yield* third!.reject("not a task")
+        assert.deepStrictEqual(yield* Effect.promise(() => failedJobs(redis, prefix)), ["3"])
+        assert.match((yield* Effect.promise(() => redis.hget(taskJob(prefix, "3"), "failedReason")))!, /^not a task; job 3 on /)
+        assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-tasks-work:active`)), 0)
+        assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 2)
+      }))
+  }
+
+  it.scoped("a job whose parent job is gone keeps its reference (BullMQ follows it) and is failed as BullMQ fails it", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      const parent = JSON.stringify({ id: "p", queueKey: `bull:${prefix}-gone`, fpof: true })
+      yield* Effect.promise(() =>
+        redis.hset(taskJob(prefix, "1"), { parent, parentKey: `bull:${prefix}-gone:p`, defa: "job stalled more than allowable limit" })
+      )
+      const poller = yield* workQueuePoller(prefix)
+
+      assert.strictEqual((yield* poller.poll(2)).length, 1)
+      assert.deepStrictEqual(yield* Effect.promise(() => failedJobs(redis, prefix)), ["1"])
+      const stored = yield* Effect.promise(() => redis.hgetall(taskJob(prefix, "1")))
+      assert.strictEqual(stored.parent, parent)
+      assert.strictEqual(stored.failedReason, "job stalled more than allowable limit")
+    }))
 
   it.scoped("a take that fails in a batched poll leaves the jobs taken with it served, none stranded in active", () =>
     Effect.gen(function*() {

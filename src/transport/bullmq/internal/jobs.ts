@@ -646,20 +646,131 @@ export const decodeData = (fields: JobJsonRaw): unknown => JSON.parse(fields.dat
 const JSON_FIELDS = [["data", "{}"], ["opts", "{}"], ["progress", "0"], ["parent", undefined]] as const
 
 /**
+ * A job's parent reference (BullMQ flows: its `parent` and `parentKey` fields) that BullMQ's finishing
+ * script cannot follow, and what it was, removed from the job.
+ *
+ * BullMQ's `moveToFinished` (completing or failing a job) follows the reference of a job that has one,
+ * after it has already deleted the job's lock (and, failing it, taken it off the active list); Redis
+ * does not undo a script's writes when it stops with an error. A reference it cannot follow (a
+ * `parent` that is not JSON, or not an object with an `id` and a `queueKey`; a `parentKey` that is not
+ * a job key), written by hand or by another tool since BullMQ writes none such, stops it there: the
+ * job is left active without a lock (stalled, taken again and failed again, forever), or in no list
+ * at all (failed: reported by no one), its reply written without its acknowledgement (taken again
+ * and answered twice). A reference to a parent that is gone is followed (it finds nothing), so it
+ * is kept.
+ *
+ * @internal
+ */
+export interface UnfollowableParent {
+  /** The job's `parent` field as it was stored, if it had one. */
+  readonly parent: string | undefined
+  /** The job's `parentKey` field as it was stored, if it had one. */
+  readonly parentKey: string | undefined
+}
+
+/**
+ * Removes the parent reference of job `KEYS[1]` when BullMQ's `moveToFinished` could not follow it
+ * (see {@link UnfollowableParent}), while its lock holds the token `ARGV[1]`: returns `{parent,
+ * parentKey}` as they were, else nil, writing nothing. What it accepts is what that script follows
+ * without an error: a `parent` decoding to an object whose `id` and `queueKey` are strings (not
+ * empty) or numbers, a `parentKey` with a `:` (the separator of a job key).
+ */
+const DROP_UNFOLLOWABLE_PARENT = `local jobKey = KEYS[1]
+if redis.call("GET", jobKey .. ":lock") ~= ARGV[1] then return false end
+local fields = redis.call("HMGET", jobKey, "parent", "parentKey")
+local parent, parentKey = fields[1], fields[2]
+local function part(value)
+  return (type(value) == "string" and value ~= "") or type(value) == "number"
+end
+local followable = true
+if parent then
+  local decoded, value = pcall(cjson.decode, parent)
+  followable = decoded and type(value) == "table" and part(value["id"]) and part(value["queueKey"])
+end
+if followable and parentKey and not string.find(parentKey, ":", 1, true) then followable = false end
+if followable then return false end
+redis.call("HDEL", jobKey, "parent", "parentKey")
+return {parent, parentKey}`
+
+/**
+ * Removes job `id`'s parent reference (on `queue`, the job locked with `token`) when BullMQ could not
+ * follow it as it completes or fails the job (see {@link UnfollowableParent}), so that it can be: what
+ * was removed, or undefined when the reference is sound (or the lock is not `token`'s), nothing
+ * written. One round trip; made only for a job stored with a parent reference, which the engine's
+ * tasks never are.
+ *
+ * @internal
+ */
+export const dropUnfollowableParent = async (
+  queue: Pick<MinimalQueue, "client" | "toKey">,
+  id: string,
+  token: string
+): Promise<UnfollowableParent | undefined> => {
+  const client = (await queue.client) as unknown as Redis
+  const dropped = (await client.eval(DROP_UNFOLLOWABLE_PARENT, 1, queue.toKey(id), token)) as
+    | [string | null, (string | null)?]
+    | null
+  return dropped === null ? undefined : { parent: dropped[0] ?? undefined, parentKey: dropped[1] ?? undefined }
+}
+
+/**
+ * What the log and the job's failure reason say of a parent reference removed from job `id` on
+ * `queueName`: what it was, why, and where to look.
+ *
+ * @internal
+ */
+export const unfollowableParentMessage = (queueName: string, id: string, { parent, parentKey }: UnfollowableParent): string =>
+  `job ${id} on ${queueName} had a parent reference BullMQ cannot follow (${
+    [parent === undefined ? [] : [`parent ${parent}`], parentKey === undefined ? [] : [`parentKey ${parentKey}`]].flat().join(", ")
+  }); it was removed so that the job could be finished, and no parent job hears of it: ` +
+  "check what added the job with it (BullMQ's FlowProducer writes no such reference)"
+
+/** Whether a stored job (as a `Job` or its raw fields) has a parent reference. @internal */
+export const hasParentReference = (job: Job | JobJsonRaw): boolean =>
+  job instanceof TaskJob
+    ? job.parentStored
+    : job.parent !== undefined || job.parentKey !== undefined
+
+/**
  * BullMQ's `Job`, read so that a job with a field that is not JSON (its data, its options, its
  * progress or its parent, written by hand or by another tool) does not throw: it is read with those
  * fields empty and, as its deferred failure, the reason. BullMQ's worker fails a job with a deferred
  * failure as unrecoverable as soon as it takes it (`getNextJob`), and takes the next one, so such a
  * job neither stalls under its lock nor stops the queue.
  *
+ * Failed, a job stored with a parent reference BullMQ cannot follow has it removed first (see
+ * {@link UnfollowableParent}), and the failure's reason says so.
+ *
  * @internal
  */
 export class TaskJob<DataType = any, ReturnType = any, NameType extends string = string> extends Job<DataType, ReturnType, NameType> {
+  /** Whether the job was stored with a parent reference (a `parent` or `parentKey` field, readable or not). */
+  parentStored = false
+  /** The parent reference removed as the job was failed, if one was. */
+  droppedParent: UnfollowableParent | undefined = undefined
+
   static override fromJSON<T = any, R = any, N extends string = string>(
     queue: MinimalQueue,
     json: JobJsonRaw,
     jobId?: string
   ): Job<T, R, N> {
+    const job = TaskJob.read<T, R, N>(queue, json, jobId)
+    if (json.parent !== undefined || json.parentKey !== undefined) (job as unknown as TaskJob).parentStored = true
+    return job
+  }
+
+  override async moveToFailed<E extends Error>(err: E, token: string, fetchNext = false): Promise<void | Array<any>> {
+    if (this.parentStored && this.droppedParent === undefined) {
+      this.droppedParent = await dropUnfollowableParent(this.queue, this.id!, token)
+      // what BullMQ stores as the failure's reason, and what the worker's `failed` event carries
+      if (this.droppedParent !== undefined) {
+        err.message = `${err.message}; ${unfollowableParentMessage(this.queueName, this.id!, this.droppedParent)}`
+      }
+    }
+    return super.moveToFailed(err, token, fetchNext)
+  }
+
+  private static read<T, R, N extends string>(queue: MinimalQueue, json: JobJsonRaw, jobId?: string): Job<T, R, N> {
     try {
       return super.fromJSON<T, R, N>(queue, json, jobId)
     } catch (cause) {
