@@ -529,6 +529,29 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       const remakeResults = remakeIfDeleted(resultsOption === undefined ? Naming.resultsQueueName(prefix) : undefined)
 
       /**
+       * The results queue's `MaximumMessageSize`, read when SQS refuses a result with the code it gives a
+       * message over it (among others), and for the message of a refused result; undefined when unreadable.
+       */
+      const resultsLimit = call(
+        "reading the results queue's MaximumMessageSize",
+        (signal) =>
+          client.send(new GetQueueAttributesCommand({ QueueUrl: resultsUrl, AttributeNames: ["MaximumMessageSize"] }), {
+            abortSignal: signal
+          })
+      ).pipe(
+        Effect.map((out) => Number(out.Attributes?.MaximumMessageSize)),
+        Effect.map((limit) => Number.isFinite(limit) && limit > 0 ? limit : undefined),
+        Effect.orElseSucceed(() => undefined)
+      )
+
+      /** The results queue's limit, read only when one of `codes` is a refusal told apart by the size refused. */
+      const limitFor = (codes: ReadonlyArray<string | undefined>) =>
+        codes.some((code) => ResultSize.measuredRefusal(code)) ? resultsLimit : Effect.succeed(undefined)
+
+      /** A result's size as SQS counts it against the queue's limit: its body, and the marker attribute's name, type and value. */
+      const messageSize = (body: string) => Buffer.byteLength(body) + (marker === undefined ? 0 : marker.length + 7)
+
+      /**
        * Sends a result to the results queue (with the marker, if any). A result SQS refuses for its
        * size ends as `TooLarge` rather than as an error: sending it again cannot help (see
        * sqs/internal/resultSize.ts).
@@ -536,7 +559,7 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
       const sendResult = yield* Batcher.make<string, ResultSize.Sent, TransportError>({
         maxItems: Naming.MAX_RECEIVE,
         parallelism: BATCH_CALLS,
-        size: (body) => Buffer.byteLength(body) + (marker === undefined ? 0 : marker.length + 7),
+        size: messageSize,
         maxSize: MAX_BATCH_BYTES,
         run: (bodies) =>
           call(
@@ -555,45 +578,42 @@ const build = (config: SqsConfig.Resolved): Transport["Type"] => {
               )
           ).pipe(
             Effect.catchAll(remakeResults),
-            Effect.map((out) => {
-              const outcomes: Array<Exit.Exit<ResultSize.Sent, TransportError>> = bodies.map(() => Exit.succeed(ResultSize.SENT))
-              for (const failed of out.Failed ?? []) {
-                const reason = `${failed.Code}: ${failed.Message ?? ""}`
-                outcomes[Number(failed.Id)] = failed.SenderFault !== false && ResultSize.isSizeRefusal(failed.Code, failed.Message)
-                  ? Exit.succeed(ResultSize.tooLarge(reason))
-                  : Exit.fail(
-                    new TransportError({
-                      transport: NAME,
-                      operation: "sending a result",
-                      message: `sending a result failed: ${reason}`
-                    })
-                  )
-              }
-              return outcomes
+            Effect.flatMap((out) => {
+              const refused = (out.Failed ?? []).filter((failed) => failed.SenderFault !== false)
+              // the queue's limit is read only when SQS gave the refusal it gives a message over it (among others)
+              return Effect.map(limitFor(refused.map((failed) => failed.Code)), (limit) => {
+                const outcomes: Array<Exit.Exit<ResultSize.Sent, TransportError>> = bodies.map(() => Exit.succeed(ResultSize.SENT))
+                for (const failed of out.Failed ?? []) {
+                  const reason = `${failed.Code}: ${failed.Message ?? ""}`
+                  const body = bodies[Number(failed.Id)] ?? ""
+                  outcomes[Number(failed.Id)] = failed.SenderFault !== false &&
+                      ResultSize.isSizeRefusal(failed.Code, failed.Message, { bytes: messageSize(body), limit })
+                    ? Exit.succeed(ResultSize.tooLarge(reason))
+                    : Exit.fail(
+                      new TransportError({
+                        transport: NAME,
+                        operation: "sending a result",
+                        message: `sending a result failed: ${reason}`
+                      })
+                    )
+                }
+                return outcomes
+              })
             }),
             // a call refused as a whole for its size: sent alone, the result itself is too large (the
             // batcher sends the items of a larger batch refused as a whole one by one)
-            Effect.catchIf(
-              (error) =>
-                bodies.length === 1 && AnswerRetry.isServiceError(error.cause) &&
-                ResultSize.isSizeRefusal(errorName(error.cause), messageOf(error.cause)),
-              (error) => Effect.succeed([Exit.succeed(ResultSize.tooLarge(`${errorName(error.cause)}: ${messageOf(error.cause)}`))])
-            )
+            Effect.catchAll((error) => {
+              const code = errorName(error.cause)
+              if (bodies.length !== 1 || !AnswerRetry.isServiceError(error.cause) || !ResultSize.maybeSizeRefusal(code)) {
+                return Effect.fail(error)
+              }
+              return Effect.flatMap(limitFor([code]), (limit) =>
+                ResultSize.isSizeRefusal(code, messageOf(error.cause), { bytes: messageSize(bodies[0]!), limit })
+                  ? Effect.succeed([Exit.succeed(ResultSize.tooLarge(`${code}: ${messageOf(error.cause)}`))])
+                  : Effect.fail(error))
+            })
           )
       })
-
-      /** The results queue's `MaximumMessageSize`, for the message of a refused result; undefined when unreadable. */
-      const resultsLimit = call(
-        "reading the results queue's MaximumMessageSize",
-        (signal) =>
-          client.send(new GetQueueAttributesCommand({ QueueUrl: resultsUrl, AttributeNames: ["MaximumMessageSize"] }), {
-            abortSignal: signal
-          })
-      ).pipe(
-        Effect.map((out) => Number(out.Attributes?.MaximumMessageSize)),
-        Effect.map((limit) => Number.isFinite(limit) && limit > 0 ? limit : undefined),
-        Effect.orElseSucceed(() => undefined)
-      )
 
       /**
        * Answers a step whose result SQS refused for its size with a failed result saying so (not

@@ -25,6 +25,27 @@ describe("SQS result size refusals (pure)", () => {
     assert.isFalse(isSizeRefusal("TimeoutError", "Connection timed out after 1000 ms, too long"))
   })
 
+  // SQS has no code of its own for a message over its queue's MaximumMessageSize: it gives
+  // InvalidParameterValue, as for many other invalid values, so the size refused tells, not the wording
+  it("an InvalidParameterValue is a size refusal when what was refused is over the queue's limit, whatever its wording", () => {
+    const over = { bytes: 2_000, limit: 1_024 }
+    const within = { bytes: 1_000, limit: 1_024 }
+    assert.isTrue(isSizeRefusal("InvalidParameterValue", "Message body exceeds the queue's limit.", over))
+    assert.isTrue(isSizeRefusal("AWS.SimpleQueueService.InvalidParameterValue", undefined, over))
+    assert.isFalse(isSizeRefusal("InvalidParameterValue", "Message attribute name must be shorter than 256 characters.", within))
+    assert.isFalse(isSizeRefusal("InvalidParameterValue", "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.", within))
+    // the codes that are only ever for a size need no measure; the others are never one, whatever the size
+    assert.isTrue(isSizeRefusal("BatchRequestTooLong", "Batch requests cannot be longer than 1048576 bytes.", within))
+    assert.isFalse(isSizeRefusal("InvalidMessageContents", "Invalid characters found.", over))
+    assert.isFalse(isSizeRefusal("RequestThrottled", "Request is throttled.", over))
+  })
+
+  it("the wording is read only when the queue's limit could not be", () => {
+    const unknownLimit = { bytes: 2_000, limit: undefined }
+    assert.isTrue(isSizeRefusal("InvalidParameterValue", "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.", unknownLimit))
+    assert.isFalse(isSizeRefusal("InvalidParameterValue", "Value 5 for parameter DelaySeconds is invalid.", unknownLimit))
+  })
+
   it("the replacing failure keeps the run, seq, step and start, is not retryable, and names size, limit and remedy", () => {
     const failed = tooLargeResult(
       { runId: "r", seq: 3, stepId: "r:3", status: "completed", output: "x".repeat(10), startedAt: 5, events: [] },

@@ -588,6 +588,44 @@ describe("SQS transport on fauxqs", () => {
       assert.match(errors[0]!, /step r-huge:0 .*result_too_large, not retryable\) and its task deleted/)
     }), 20_000)
 
+  it.scopedLive("a result over the results queue's MaximumMessageSize, refused per entry as InvalidParameterValue, is answered by a failure saying so, however the refusal is worded", () =>
+    Effect.gen(function*() {
+      const f = yield* fixture({ visibilityTimeout: "2 seconds" })
+      // a results queue that takes 1 KiB (SQS's least), made before the worker resolves it
+      yield* Effect.promise(() =>
+        server().client.send(new CreateQueueCommand({ QueueName: f.resultsQueue, Attributes: { MaximumMessageSize: "1024" } }))
+      )
+      // a server that words the refusal otherwise than fauxqs and AWS (the code is SQS's own)
+      f.recorder.client.middlewareStack.add(
+        (next) => async (args) => {
+          const out = await next(args)
+          const failed = (out.output as { Failed?: Array<{ Message?: string }> }).Failed ?? []
+          for (const entry of failed) entry.Message = "Message body exceeds the queue's limit."
+          return out
+        },
+        { step: "initialize", name: "rewordRefusals" }
+      )
+      let runs = 0
+      const worker = yield* Worker.make({
+        steps: [Step.make("big", () => Effect.sync(() => (runs++, "x".repeat(2_000))))],
+        pollTimeout: "1 second"
+      })
+      yield* f.send("big", task("r-big", "big"))
+      const running = yield* f.start(worker.run)
+      const [result] = yield* f.results(1)
+      assert.deepStrictEqual([result!.stepId, result!.status], ["r-big:0", "failed"])
+      const error = result!.error as { message: string; code: string; retryable: boolean }
+      assert.deepStrictEqual([error.code, error.retryable], ["result_too_large", false])
+      assert.match(error.message, /more than the SQS results queue takes \(1024 bytes, its MaximumMessageSize\); SQS refused it \(InvalidParameterValue: Message body exceeds/)
+      yield* eventually("the task deleted", async () => {
+        const counts = await server().counts(f.tasksQueue("big"))
+        return counts.visible + counts.inFlight === 0 ? true : undefined
+      })
+      yield* worker.stop
+      yield* Fiber.join(running)
+      assert.strictEqual(runs, 1)
+    }), 20_000)
+
   it.scopedLive("a workflow turn or an unreadable body on a step queue is rejected (deleted), and the worker goes on", () =>
     Effect.gen(function*() {
       const f = yield* fixture()

@@ -27,7 +27,12 @@ export const SENT: Sent = { _tag: "Sent" }
 export const tooLarge = (reason: string): Sent => ({ _tag: "TooLarge", reason })
 
 
-/** Error codes SQS (and compatible servers) give only for a message or a batch over its size limit. */
+/**
+ * The codes of SQS's refusals that are only ever for a size: a batch over the limit of a call,
+ * refused as a whole (`BatchRequestTooLong`, an error class of its own in `@aws-sdk/client-sqs`; its
+ * `Code` under the query-compatible protocol is `AWS.SimpleQueueService.BatchRequestTooLong`), and
+ * `MessageTooLong`, which some compatible servers give.
+ */
 const SIZE_CODES: ReadonlySet<string> = new Set([
   "BatchRequestTooLong",
   "AWS.SimpleQueueService.BatchRequestTooLong",
@@ -35,21 +40,57 @@ const SIZE_CODES: ReadonlySet<string> = new Set([
   "AWS.SimpleQueueService.MessageTooLong"
 ])
 
-/** `InvalidParameterValue` covers much else; only its size wording ("Message must be shorter than 262144 bytes") counts. */
+/**
+ * The code of SQS's refusal of a message over its queue's `MaximumMessageSize` (a failed batch
+ * entry's `Code`; as an error, its `name` is the query-compatible code): SQS has no code of its own
+ * for that, and gives `InvalidParameterValue` for many other invalid values too.
+ */
+const INVALID_VALUE_CODES: ReadonlySet<string> = new Set(["InvalidParameterValue", "AWS.SimpleQueueService.InvalidParameterValue"])
+
+/**
+ * SQS's wording of a message over its queue's limit ("Message must be shorter than 262144 bytes", as
+ * AWS and fauxqs word it): read only when the queue's limit could not be, to tell that
+ * `InvalidParameterValue` from the others.
+ */
 const SIZE_WORDING = /must be shorter than|too long|longer than/i
 
 /**
- * Whether SQS refused a message for its size, from the code and message of its answer (a failed
- * batch entry, or a service error refusing the whole call). A throttling, a server error or a
- * connection that failed is never one: those may pass when sent again.
+ * Whether a refusal with this code may be for a size, so that the size of what was refused (and the
+ * queue's limit) should be looked at: a size code, or `InvalidParameterValue`.
  *
  * @internal
  */
-export const isSizeRefusal = (code: string | undefined, message: string | undefined): boolean => {
+export const maybeSizeRefusal = (code: string | undefined): boolean =>
+  code !== undefined && (SIZE_CODES.has(code) || INVALID_VALUE_CODES.has(code))
+
+/**
+ * Whether a refusal with this code is told apart as a size refusal by the size of what was refused
+ * against the queue's limit (`InvalidParameterValue`), so that the limit should be read.
+ *
+ * @internal
+ */
+export const measuredRefusal = (code: string | undefined): boolean => code !== undefined && INVALID_VALUE_CODES.has(code)
+
+/**
+ * Whether SQS refused a message for its size, from the code of its answer (a failed batch entry's
+ * `Code`, or the `name` of a service error refusing the whole call) and, for the `InvalidParameterValue`
+ * SQS gives a message over its queue's limit among other invalid values, the message's size as SQS
+ * counts it (`bytes`: its body, its attributes' names, types and values) against the queue's
+ * `MaximumMessageSize` (`limit`). Only when that limit could not be read is SQS's wording (`message`)
+ * read instead. A throttling, a server error or a connection that failed is never one: those may
+ * pass when sent again.
+ *
+ * @internal
+ */
+export const isSizeRefusal = (
+  code: string | undefined,
+  message: string | undefined,
+  measured: { readonly bytes: number; readonly limit: number | undefined } = { bytes: 0, limit: undefined }
+): boolean => {
   if (code === undefined) return false
   if (SIZE_CODES.has(code)) return true
-  return (code === "InvalidParameterValue" || code === "AWS.SimpleQueueService.InvalidParameterValue") &&
-    SIZE_WORDING.test(message ?? "")
+  if (!INVALID_VALUE_CODES.has(code)) return false
+  return measured.limit === undefined ? SIZE_WORDING.test(message ?? "") : measured.bytes > measured.limit
 }
 
 /**
