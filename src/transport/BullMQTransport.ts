@@ -815,8 +815,9 @@ const build = (config: Resolved): Transport["Type"] => {
         { bull, queueName, token }: Effect.Effect.Success<ReturnType<typeof openTaskQueue>>
       ) => Effect.gen(function*() {
         const subscription = token
-        // a failure goes where the task's answer would have gone: the broker its `transport` names
-        yield* bridgeFailures(home, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data), lastScans)
+        // a failure goes where the task's answer would have gone: the broker its `transport` names.
+        // Started once every broker is open (see `register`), not here
+        const bridge = bridgeFailures(home, bull, Duration.millis(stalledInterval), worker.workerId, (data) => replyBroker(home, data), lastScans)
         const marker = bull.keys.marker!
         const blockSeconds = Math.max(0.01, Math.min(5, Duration.toSeconds(worker.pollTimeout)))
 
@@ -894,7 +895,7 @@ const build = (config: Resolved): Transport["Type"] => {
           ),
           poll: fetch
         })
-        return { queue, poller }
+        return { queue, poller, bridge }
       })
 
       /**
@@ -990,6 +991,13 @@ const build = (config: Resolved): Transport["Type"] => {
       const brokers = opened.map(({ broker }) => broker)
       for (const broker of brokers) brokerById.set(broker.id, broker)
       const subscriptions = opened.flatMap((broker) => broker.subscriptions)
+      // The failed-job bridges start once every broker is open, so that their scans at the stop (a
+      // finalizer, run in the reverse order of their scope's) come before any broker's connection is
+      // closed: a queue's failure may be reported on another broker (its task's `transport`), whose
+      // connection, opened after the queue's bridge started (a broker waited for with
+      // `waitForBroker`), was closed before that scan, and the report failed. Left to the scan of a
+      // worker started within the window after it, it was lost when none was (every worker stopped).
+      yield* Effect.forEach(subscriptions, ({ bridge }) => bridge, { discard: true })
       const pollers = subscriptions.map(({ poller }) => poller)
       const taskQueues = subscriptions.map(({ queue }) => queue)
 

@@ -6,7 +6,7 @@
  * fails in a batch leaves the jobs taken with it served.
  */
 import { assert, describe, it, vi } from "@effect/vitest"
-import { Queue } from "bullmq"
+import { Queue, Worker as BullWorker } from "bullmq"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -14,6 +14,7 @@ import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import { TaskWorker } from "../../src/transport/bullmq/internal/jobs.js"
 import type { Delivery } from "../../src/seam/Transport.js"
+import { cuttingProxy } from "../support/cuttingProxy.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
 import { describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
 
@@ -352,4 +353,48 @@ describe("BullMQ transport answers", () => {
       assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 0)
       assert.strictEqual(yield* Effect.promise(() => redis.exists(`bull:${prefix}-tasks-work:1`)), 0)
     }))
+
+  it.live("with several brokers, the scan at a stop reports a failure on a broker whose connection opened after the others", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(0)
+      // broker b: the same server, another database, behind a proxy that is down when the worker starts
+      const other = { ...redisConnection(), db: 1 }
+      const otherRedis = yield* Effect.acquireRelease(
+        Effect.sync(() => new Redis(other)),
+        (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
+      )
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(redisConnection().port)), (p) => Effect.promise(() => p.close()))
+      // a task of broker a, its answer for broker b, failed at BullMQ's level by a peer that took it
+      const tasks = new Queue(`${prefix}-tasks-work`, { connection: redisConnection() })
+      const peer = new BullWorker(`${prefix}-tasks-work`, undefined, { connection: { ...redisConnection(), maxRetriesPerRequest: null }, autorun: false })
+      yield* Effect.promise(async () => {
+        await tasks.add("task", { runId: "r-b", seq: 0, name: "work", stepId: "r-b:0", group: "work", attempt: 1, transport: "b" })
+        const job = await peer.getNextJob("peer-token", { block: false })
+        await job!.moveToFailed(new Error("worker process crashed"), "peer-token")
+        await peer.close()
+        await tasks.close()
+      })
+      assert.deepStrictEqual(yield* Effect.promise(() => redis.zrange(`bull:${prefix}-tasks-work:failed`, 0, -1)), ["1"])
+
+      // broker a opens at once, b once it is up: the worker waits for it (waitForBroker)
+      proxy.setDown(true)
+      const up = setTimeout(() => proxy.setDown(false), 300)
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(up)))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const transport = yield* BullMQTransport.make({
+          url: `redis://${redisConnection().host}:${redisConnection().port}`,
+          prefix,
+          brokerId: "a",
+          brokers: { b: { connection: { host: "127.0.0.1", port: proxy.port, db: 1 } } },
+          waitForBroker: true
+        })
+        yield* transport.register(description)
+        // stopped before its first scan (an interval in): only the scan at the stop can report it
+      }))
+
+      const reported = yield* Effect.promise(() => otherRedis.lrange(`bull:${prefix}-results:wait`, 0, -1))
+      assert.strictEqual(reported.length, 1)
+      const data = JSON.parse((yield* Effect.promise(() => otherRedis.hget(`bull:${prefix}-results:${reported[0]}`, "data")))!)
+      assert.deepStrictEqual([data.runId, data.status, data.error.message], ["r-b", "failed", "remote step worker failed: worker process crashed"])
+    })))
 })
