@@ -38,9 +38,10 @@ type ShortUnit = "ms" | "s" | "m" | "h" | "d"
 /**
  * A duration as every option of the worker and its transports takes it: anything `Duration.decode`
  * accepts (a `Duration`, a number of milliseconds, `"30 seconds"`, …), a short form of up to three
- * parts (`"30s"`, `"500ms"`, `"1m30s"`, `"1h30m15s"`), or `"infinity"` where an option may be
- * unbounded. The same forms as the `DURABLE_*` variables; a value below zero is refused when the
- * option is checked.
+ * parts, largest unit first, each unit once (`"30s"`, `"500ms"`, `"1m30s"`, `"1h30m15s"`), or
+ * `"infinity"` where an option may be unbounded. The same forms as the `DURABLE_*` variables; a value
+ * below zero, and what the type cannot tell apart (`"1e3s"`, `"1m30m"`), are refused when the option
+ * is checked.
  *
  * @since 0.3.0
  * @category models

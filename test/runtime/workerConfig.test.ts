@@ -88,6 +88,35 @@ describe("WorkerConfig", () => {
       assert.include(refused.message, 'shutdownTimeout must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got "45 sec"')
     }))
 
+  it.effect("a short form takes up to three parts, largest unit first, each unit once; more parts, a unit again or an exponent fail naming the option", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.flatMap(WorkerConfig.WorkerConfig, (config) => Effect.succeed(config)).pipe(
+          Effect.provide(WorkerConfig.layerConfig().pipe(Layer.provide(fromEnv(env))))
+        )
+      // the documented forms, in code and in the environment
+      for (const [form, millis] of [["30s", 30_000], ["500ms", 500], ["1m30s", 90_000], ["1h30m15s", 5_415_000], ["1.5s", 1_500], ["1d12h", 129_600_000]] as const) {
+        const worker = yield* Worker.make({ pollRetryDelay: form })
+        assert.isString(worker.id, form)
+        assert.strictEqual(Duration.toMillis((yield* read({ DURABLE_POLL_RETRY_DELAY: form })).pollRetryDelay), millis, form)
+      }
+      const rule = 'a short form has up to 3 parts, largest unit first, each unit once ("1h30m15s")'
+      // four parts (more than the option's type takes), a unit written twice ("1m30m" for "1m30s"), or out of order
+      for (const bad of ["1h2m3s4ms", "1m30m", "30s1m", "1s1s"]) {
+        const refused = yield* Effect.flip(Worker.make({ pollRetryDelay: bad as WorkerConfig.DurationOption }))
+        assert.strictEqual(refused._tag, "WorkerConfigError", bad)
+        assert.strictEqual(refused.message, `pollRetryDelay must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got "${bad}": ${rule}`)
+        const unread = yield* Effect.flip(read({ DURABLE_POLL_RETRY_DELAY: bad }))
+        assert.include(String(unread), "DURABLE_POLL_RETRY_DELAY", bad)
+        assert.include(String(unread), `got "${bad}": ${rule}`, bad)
+      }
+      // an amount in exponent form, which `${number}` in the type cannot tell from digits
+      const exponent = yield* Effect.flip(Worker.make({ pollRetryDelay: "1e3s" }))
+      assert.strictEqual(exponent._tag, "WorkerConfigError")
+      assert.include(exponent.message, 'pollRetryDelay must be a duration of zero or more (milliseconds, or a string such as "30 seconds" or "1m30s"), got "1e3s"')
+      assert.include(exponent.message, 'no exponent ("1000s", not "1e3s")')
+    }))
+
   it.effect("DURABLE_HEALTH_PORT turns the probe server on; DURABLE_HEALTH_HOST and DURABLE_HEALTH_METRICS set where and /metrics", () =>
     Effect.gen(function*() {
       const read = (env: Record<string, string>) =>

@@ -186,7 +186,42 @@ export type DefinedOnly<A> =
  */
 export const optional = <A>(config: Config.Config<A>): Config.Config<A | undefined> => Config.withDefault(config, undefined)
 
-const SHORT_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+/** The short form's units, largest first, each with its milliseconds. */
+const SHORT_UNITS: Readonly<Record<string, number>> = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1_000, ms: 1 }
+
+/** The most parts a short form has: as many as `WorkerConfig.DurationOption`'s type takes (`"1h30m15s"`). */
+const SHORT_PARTS = 3
+
+/** A short form's shape: amounts of digits (a decimal point if need be), each with its unit. */
+const SHORT_SHAPE = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/
+
+/**
+ * The parts of a short form, or `undefined` when `value` is not one: up to {@link SHORT_PARTS}
+ * parts, largest unit first, each unit once. `"1m30m"` (meant as `"1m30s"`) or `"30s1m"` would
+ * otherwise be added up into a duration no one wrote.
+ */
+const shortParts = (value: string): ReadonlyArray<readonly [amount: number, millis: number]> | undefined => {
+  if (!SHORT_SHAPE.test(value)) return undefined
+  const parts = Array.from(value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g), ([, amount, unit]) => [Number(amount), SHORT_UNITS[unit!]!] as const)
+  const descending = parts.every(([, millis], i) => i === 0 || millis < parts[i - 1]![1])
+  return parts.length <= SHORT_PARTS && descending ? parts : undefined
+}
+
+/**
+ * Why `value`, written as a short form, is not one, as a clause for the message refusing it: too
+ * many parts, a unit repeated or after a smaller one, or an amount in exponent form (`"1e3s"`,
+ * which `${number}` in the option's type cannot tell from digits). `undefined` for anything else.
+ */
+const shortFormProblem = (value: unknown): string | undefined => {
+  const text = typeof value === "string" ? value.trim() : undefined
+  if (text === undefined) return undefined
+  if (SHORT_SHAPE.test(text) && shortParts(text) === undefined) {
+    return `: a short form has up to ${SHORT_PARTS} parts, largest unit first, each unit once ("1h30m15s")`
+  }
+  return /^(?:\d+(?:\.\d+)?(?:e[+-]?\d+)?(?:ms|s|m|h|d))+$/i.test(text) && /\de/i.test(text)
+    ? `: a short form's amounts are digits, with no exponent ("1000s", not "1e3s")`
+    : undefined
+}
 
 /**
  * Whether a duration is given below zero, or as `NaN`. `Duration.decode` reads either as zero, so
@@ -204,9 +239,9 @@ const belowZero = (value: unknown): boolean =>
 /**
  * A duration as the options and the `DURABLE_*` variables take it: what `Duration.decode` accepts
  * (milliseconds as a number, `"30 seconds"`, `"500 millis"`), and the short forms of Go and
- * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`), and `"infinity"` (any case), so a
- * variable can say what `Duration.infinity` says in code; none for anything else, nor for a value
- * below zero or `NaN`.
+ * Kubernetes that operators write (`"30s"`, `"500ms"`, `"1m30s"`; up to three parts, largest unit
+ * first, each unit once), and `"infinity"` (any case), so a variable can say what `Duration.infinity`
+ * says in code; none for anything else, nor for a value below zero or `NaN`.
  *
  * @internal
  */
@@ -217,10 +252,9 @@ export const decodeDuration = (given: unknown): Option.Option<Duration.Duration>
   const decoded = Duration.decodeUnknown(value)
   if (Option.isSome(decoded)) return decoded
   if (typeof value === "string" && value.toLowerCase() === "infinity") return Option.some(Duration.infinity)
-  if (typeof value !== "string" || !/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(value)) return Option.none()
-  let millis = 0
-  for (const [, amount, unit] of value.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)) millis += Number(amount) * SHORT_UNITS[unit!]!
-  return Option.some(Duration.millis(millis))
+  const parts = typeof value === "string" ? shortParts(value) : undefined
+  if (parts === undefined) return Option.none()
+  return Option.some(Duration.millis(parts.reduce((sum, [amount, millis]) => sum + amount * millis, 0)))
 }
 
 /**
@@ -255,7 +289,7 @@ export const checkDuration = (option: string, value: unknown, rule: DurationRule
     : rule.finite === true
     ? "a finite duration of zero or more"
     : "a duration of zero or more"
-  return Either.left(`${option} must be ${kind} (${durationForms(rule.example)}), got ${showValue(value)}`)
+  return Either.left(`${option} must be ${kind} (${durationForms(rule.example)}), got ${showValue(value)}${shortFormProblem(value) ?? ""}`)
 }
 
 /**
@@ -340,7 +374,7 @@ export const durationConfig = (name: string): Config.Config<Duration.Duration> =
         Either.left(ConfigError.InvalidData(
           [],
           `Expected a duration of zero or more such as "30 seconds" or "30s", got ${JSON.stringify(text)}${
-            /^\s*\d+(\.\d+)?\s*$/.test(text) ? " (a number needs its unit here)" : ""
+            /^\s*\d+(\.\d+)?\s*$/.test(text) ? " (a number needs its unit here)" : shortFormProblem(text) ?? ""
           }`
         )),
       onSome: Either.right
