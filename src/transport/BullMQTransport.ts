@@ -553,30 +553,29 @@ class JobDelivery implements Delivery<NestReply> {
    * job, handed back to wait at once rather than left to its lock.
    */
   private answer<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
+    const { jobId, queue: { holdings }, token } = this
+    // while the answer is out it may take a next job under the token; once it settles, however (written,
+    // refused, or dead before it was sent: a reply that throws as it is encoded), this job is not served
+    // any more (a failed answer's job, should the retries give up, is an orphan to give back)
+    return Effect.acquireUseRelease(
+      Effect.sync(() => holdings.begin(token)),
+      () => this.answered(reply, fetchNext, then),
+      () =>
+        Effect.sync(() => {
+          holdings.release(jobId, token)
+          holdings.end(token)
+        })
+    )
+  }
+
+  /** {@link answer}'s script call and what follows it, while the answer is counted in flight under the token. */
+  private answered<A>(reply: NestReply, fetchNext: boolean, then: (next: JobDelivery | undefined) => A) {
     const { jobId, queue, token } = this
     const target = queue.replyBroker(this.payload)
     const job = { id: jobId, options: this.jobOptions }
-    const { holdings } = queue
     return Effect.async<A, TransportError>((resume) => {
-      // while the answer is out it may take a next job under the token; once it settles, this job is
-      // not served any more (a failed answer's job, should the retries give up, is an orphan to give back)
-      holdings.begin(token)
-      const settled = () => {
-        holdings.release(jobId, token)
-        holdings.end(token)
-      }
-      const failed = (cause: unknown) => {
-        settled()
-        resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
-      }
-      const acknowledged = (answer: Jobs.Answered) => {
-        try {
-          return answeredWith(answer)
-        } finally {
-          settled()
-        }
-      }
-      const answeredWith = ({ next: acked, replayed }: Jobs.Answered) => {
+      const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
+      const acknowledged = ({ next: acked, replayed }: Jobs.Answered) => {
         const applied = replayed
           ? Effect.logInfo(
             `the answer to job ${jobId} on ${queue.name} had been applied before the connection to Redis was lost; ` +

@@ -7,8 +7,10 @@
  */
 import { assert, describe, it, vi } from "@effect/vitest"
 import { Queue, Worker as BullWorker } from "bullmq"
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
@@ -316,6 +318,36 @@ describe("BullMQ transport answers", () => {
       assert.strictEqual(yield* Effect.promise(() => redis.get(lock)), token, "the job is still replica B's")
       assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["1"])
       yield* Option.getOrThrow(job!.keepAlive).renew
+    })))
+
+  it.live("a reply that throws as it is encoded leaves no command in flight under its token: the job, its failed answer lost, is swept back after a reconnect", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(2)
+      const name = `encoder-${prefix}`
+      const transport = yield* BullMQTransport.make({ connection: { ...redisConnection(), connectionName: name }, prefix })
+      const [first] = yield* (yield* transport.register(description)).pollers[0]!.poll(1)
+      const lock = `bull:${prefix}-tasks-work:1:lock`
+      const token = yield* Effect.promise(() => redis.get(lock))
+      // a value JSON.stringify throws on (what the step's check let through: a getter that throws by now)
+      const unencodable = { ...reply(first!), result: { ...reply(first!).result, output: 10n } }
+      const died = yield* Effect.exit(first!.completeAndTakeNext(unencodable as never))
+      assert.isTrue(Exit.isFailure(died) && Cause.isDie(died.cause), "a defect, nothing sent")
+      assert.deepStrictEqual(yield* Effect.promise(() => redis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["1"])
+      // the failed answer the runtime sends then is lost too (Redis refuses the reply): the job stays
+      // active under this worker's lock, served by no task
+      yield* Effect.promise(() => redis.set(`bull:${prefix}-results:id`, "not-a-number"))
+      const failed = { ...reply(first!), result: { ...reply(first!).result, status: "failed" as const, output: undefined } }
+      assert.strictEqual((yield* Effect.flip(first!.complete(failed as never)))._tag, "TransportError")
+      yield* Effect.promise(() => redis.del(`bull:${prefix}-results:id`))
+      assert.strictEqual(yield* Effect.promise(() => redis.get(lock)), token)
+
+      // the connection drops and comes back: the sweep a second later gives the job back to wait at
+      // once, as any job of this worker that no task serves (no take or answer is in flight under its token)
+      const clients = yield* Effect.promise(() => redis.client("LIST") as Promise<string>)
+      const ids = clients.split("\n").filter((line) => line.includes(` name=${name} `)).map((line) => /id=(\d+)/.exec(line)![1]!)
+      for (const id of ids) yield* Effect.promise(() => redis.client("KILL", "ID", id) as Promise<unknown>)
+      yield* until("the job to be given back to wait", async () => (await redis.lrange(`bull:${prefix}-tasks-work:wait`, 0, -1)).includes("1"))
+      assert.strictEqual(yield* Effect.promise(() => redis.exists(lock)), 0)
     })))
 
   it.scoped("a reply for another broker is written there only while the job's lock is this worker's", () =>
