@@ -22,11 +22,13 @@
  * @since 0.1.0
  */
 import { Job, type JobJsonRaw, type JobsOptions, Queue, UnrecoverableError, type Worker as BullWorker } from "bullmq"
+import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
@@ -689,7 +691,13 @@ const handBack = (queue: TaskQueue, next: Jobs.NextJob, token: string) =>
     )
   )
 
-/** A running job's lease: its lock renewed (and its run's beat published, when it beats) every `interval`. */
+/**
+ * A running job's lease: its lock renewed (and its run's beat published, when it beats) every
+ * `interval`. The beat goes whether or not the renewal worked, unless the lock is lost: a renewal
+ * Redis refuses with the lock still held (a write refused at `maxmemory`, say, where a publish is
+ * not) must not silence the run, or an engine with `remoteAdvanceSilenceMs` re-drives the run while
+ * its turn still runs here.
+ */
 class JobLease implements KeepAlive {
   constructor(readonly delivery: JobDelivery, readonly interval: Duration.Duration, readonly beat: string | undefined) {}
 
@@ -697,11 +705,18 @@ class JobLease implements KeepAlive {
   get renew(): Effect.Effect<void, TransportError> {
     const renewLock = this.delivery.renewLock()
     const beat = this.beat
-    return beat === undefined
-      ? renewLock
-      : Effect.zipRight(renewLock, Effect.ignore(Effect.tryPromise(() => this.delivery.queue.home.publishBeat(beat))))
+    if (beat === undefined) return renewLock
+    const publish = Effect.ignore(Effect.tryPromise(() => this.delivery.queue.home.publishBeat(beat)))
+    return Effect.flatMap(
+      Effect.exit(renewLock),
+      (renewed) => Exit.isFailure(renewed) && lostForGood(renewed.cause) ? renewed : Effect.zipRight(publish, renewed)
+    )
   }
 }
+
+/** Whether a renewal's failure says the lock is lost for good (no beat for a turn this worker no longer holds). */
+const lostForGood = (cause: Cause.Cause<TransportError>): boolean =>
+  Option.match(Cause.failureOption(cause), { onNone: () => false, onSome: (error) => error.fatal })
 
 /** Follows `cancel` messages on `<P>-control` (malformed control messages are ignored, as every SDK does). */
 const subscribeCancellations = (client: Redis, channel: string, cancellations: Cancellations) =>

@@ -6,13 +6,14 @@
  * fails in a batch leaves the jobs taken with it served.
  */
 import { assert, describe, it, vi } from "@effect/vitest"
-import { Queue, Worker as BullWorker } from "bullmq"
+import { Job, Queue, Worker as BullWorker } from "bullmq"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
+import * as Workflow from "../../src/core/Workflow.js"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import { TaskWorker } from "../../src/transport/bullmq/internal/jobs.js"
 import type { Delivery } from "../../src/seam/Transport.js"
@@ -349,6 +350,63 @@ describe("BullMQ transport answers", () => {
       yield* until("the job to be given back to wait", async () => (await redis.lrange(`bull:${prefix}-tasks-work:wait`, 0, -1)).includes("1"))
       assert.strictEqual(yield* Effect.promise(() => redis.exists(lock)), 0)
     })))
+
+  it.scoped("a workflow turn's lease renewal Redis refuses, the lock still held, still beats for its run; a lock lost stops the beats", () =>
+    Effect.gen(function*() {
+      const { prefix, redis } = yield* fixture(0)
+      const runId = `run-${prefix}`
+      yield* Effect.promise(async () => {
+        const turns = new Queue(`${prefix}-tasks-flow`, { connection: redisConnection() })
+        const turn = { taskId: `${runId}:wf:1`, runId, workflow: "flow", workflowVersion: "1", input: null, history: [], group: "flow", attempt: 1 }
+        await turns.add("workflow", turn, { removeOnComplete: true })
+        await turns.close()
+      })
+      // the run's beats on the heartbeat channel, as the engine hears them
+      const beats: Array<{ readonly runId: string }> = []
+      yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Redis(redisConnection())
+          client.on("message", (_channel: string, text: string) => void beats.push(JSON.parse(text)))
+          await client.subscribe(`${prefix}-heartbeat`)
+          return client
+        }),
+        (client) => Effect.promise(() => client.quit())
+      )
+      const flow = Workflow.make("flow", () => Effect.succeed(1))
+      const turns = describedWorker("worker-a", { steps: new Map(), workflows: new Map([["flow", flow]]), durableWorkflows: new Map() }, Duration.seconds(1))
+      const transport = yield* BullMQTransport.make({ url: `redis://${redisConnection().host}:${redisConnection().port}`, prefix })
+      const [turn] = yield* (yield* transport.register(turns)).pollers[0]!.poll(1)
+      assert.isDefined(turn)
+      yield* until("the turn's first beat", async () => beats.length === 1)
+      const lease = Option.getOrThrow(turn!.keepAlive)
+
+      // Redis refuses the lock's extension (as a write at maxmemory under noeviction, BullMQ's advised
+      // policy, is refused), the lock still held: the renewal fails, not for good, and the run still beats
+      const lock = `bull:${prefix}-tasks-flow:1:lock`
+      const token = yield* Effect.promise(() => redis.get(lock))
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          vi.spyOn(Job.prototype, "extendLock").mockImplementationOnce(() =>
+            Promise.reject(new Error("OOM command not allowed when used memory > 'maxmemory'."))
+          )
+        ),
+        (spy) => Effect.sync(() => spy.mockRestore())
+      )
+      const refused = yield* Effect.flip(lease.renew)
+      assert.isFalse(refused.fatal, "the lock is still this worker's")
+      assert.strictEqual(yield* Effect.promise(() => redis.get(lock)), token)
+      yield* until("the beat of the refused renewal", async () => beats.length === 2)
+      assert.deepStrictEqual(beats.map((beat) => beat.runId), [runId, runId])
+
+      // renewed: beats; the lock another's: lost for good, and no beat for a turn this worker no longer holds
+      yield* lease.renew
+      yield* until("the beat of the renewal", async () => beats.length === 3)
+      yield* Effect.promise(() => redis.set(lock, "another-worker"))
+      assert.isTrue((yield* Effect.flip(lease.renew)).fatal)
+      yield* Effect.promise(() => redis.publish(`${prefix}-heartbeat`, JSON.stringify({ runId: "marker" })))
+      yield* until("the marker", async () => beats.length === 4)
+      assert.strictEqual(beats[3]!.runId, "marker", "no beat went before it")
+    }))
 
   it.scoped("a reply for another broker is written there only while the job's lock is this worker's", () =>
     Effect.gen(function*() {
