@@ -39,7 +39,7 @@ import { withEventLogger } from "../core/internal/stepLogger.js"
 import * as Step from "../core/Step.js"
 import type * as Workflow from "../core/Workflow.js"
 import { type HandlerKind, type Handlers, names, type Protocol } from "../seam/Protocol.js"
-import { type Registration, RegistrationWaits, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
+import { type Registration, RegistrationLanded, RegistrationWaits, Transport, type WorkerDescription, type WorkerStatus } from "../seam/Transport.js"
 import * as WorkerMetrics from "../seam/WorkerMetrics.js"
 import * as ConcurrencyController from "../services/ConcurrencyController.js"
 import { asLoop, makeDispatcher, type ServingLabel } from "./internal/dispatch.js"
@@ -47,7 +47,7 @@ import { serveHealth } from "./internal/health.js"
 import { makeLeases } from "./internal/leases.js"
 import { makePools } from "./internal/pools.js"
 import { makeReachability } from "./internal/reachability.js"
-import { shutdown } from "./internal/shutdown.js"
+import { deregister, shutdown } from "./internal/shutdown.js"
 import { type Lifecycle, makeStatus, type WorkerState } from "./internal/status.js"
 import { checkDuration } from "../core/internal/options.js"
 import { type DurationOption, resolve, WorkerConfig, WorkerConfigError, type WorkerOptions } from "./WorkerConfig.js"
@@ -228,8 +228,10 @@ export const make = <R = never>(
      * time, each left to finish however long it takes: a beat still unanswered when the next is due
      * has failed ("no answer"), and the worker is unready until it is answered. A broker that accepts
      * and does not answer fails no call otherwise, so readiness and the log would not know it is away.
+     * A beat holds `beating` while it is in flight, and a stop leaves it to end (a request sent cannot
+     * be recalled): the deregistration waits for it, so that no beat reaches the broker after it.
      */
-    const heartbeatLoop = (registration: Registration): Effect.Effect<never, never> =>
+    const heartbeatLoop = (registration: Registration, beating: Effect.Semaphore): Effect.Effect<never, never> =>
       Option.match(registration.heartbeat, {
         onNone: () => Effect.never,
         onSome: (heartbeat) =>
@@ -253,8 +255,7 @@ export const make = <R = never>(
                 onFailure: (error) => failed(error.message)
               }),
               Effect.ensuring(reachability.heartbeatWorked),
-              // a client may hold the call while it waits for the broker: a stop leaves the beat to it
-              Effect.disconnect
+              beating.withPermits(1)
             )
             const unanswered = (bound: Duration.Duration) => {
               const reason = `no answer within ${Duration.format(bound)}`
@@ -265,7 +266,8 @@ export const make = <R = never>(
               const bound = yield* Ref.get(interval)
               const previous = yield* Ref.get(running)
               if (Option.isSome(previous) && Option.isNone(yield* Fiber.poll(previous.value))) return yield* unanswered(bound)
-              const fiber = yield* Effect.fork(beat)
+              // not the loop's child: the loop's stop does not cut a beat in flight, the deregistration waits for it
+              const fiber = yield* Effect.forkDaemon(beat)
               yield* Ref.set(running, Option.some(fiber))
               // its answer, and the interval it may carry, comes before the next wait; up to an interval
               const answered = yield* Fiber.await(fiber).pipe(Effect.timeout(bound), Effect.option)
@@ -346,20 +348,21 @@ export const make = <R = never>(
       // closed by each way the run ends below; this one covers a way none of them foresaw
       yield* Effect.addFinalizer(() => Scope.close(resources, Exit.void))
       // a stop while the worker is still registering (waiting for its broker, its tables or its
-      // queues) ends the wait: nothing was registered, so nothing is deregistered. Disconnected, so
-      // that a registration that ignores its interruption (a transport's uninterruptible call) does
-      // not hold the stop: it is left to end on its own, its resources closed as they come.
+      // queues) ends the wait: the registration is interrupted. What a transport has sent to register
+      // the worker cannot be recalled (`Registration.commit` waits for its answer, and hands the
+      // registration over here): a registration made meanwhile is deregistered, once. A daemon, so
+      // that a registration that ignores its interruption does not hold the run's end: it is waited
+      // for up to `interruptTimeout`, then left to end on its own, its resources closed as they come.
+      const landed = yield* Deferred.make<Registration>()
+      const registerFiber = yield* Scope.extend(transport.register(description), resources).pipe(
+        Effect.provideService(RegistrationWaits, reachability.registrationWaits),
+        Effect.provideService(RegistrationLanded, (made) => Effect.asVoid(Deferred.succeed(landed, made))),
+        Effect.forkDaemon
+      )
       const registering = yield* Effect.raceFirst(
-        Effect.map(
-          Effect.disconnect(
-            Scope.extend(transport.register(description), resources).pipe(
-              Effect.provideService(RegistrationWaits, reachability.registrationWaits)
-            )
-          ),
-          Option.some
-        ),
+        Effect.map(Fiber.join(registerFiber), Option.some),
         Effect.as(Deferred.await(stopRequested), Option.none<Registration>())
-      ).pipe(Effect.exit)
+      ).pipe(Effect.onInterrupt(() => Fiber.interruptFork(registerFiber)), Effect.exit)
       if (Exit.isFailure(registering)) {
         yield* Scope.close(resources, registering)
         yield* Deferred.succeed(shutdownOutcome, undefined)
@@ -367,11 +370,31 @@ export const make = <R = never>(
         return yield* Effect.failCause(registering.cause)
       }
       if (Option.isNone(registering.value)) {
-        yield* Scope.close(resources, Exit.void)
-        yield* Effect.logInfo(`worker ${workerId} stopped before it had registered on ${transport.name}`)
-        yield* Deferred.succeed(shutdownOutcome, undefined)
+        yield* Fiber.interruptFork(registerFiber)
+        const ended = yield* Fiber.await(registerFiber).pipe(Effect.timeout(config.interruptTimeout), Effect.option)
+        const handed = yield* Deferred.poll(landed)
+        const made = Option.isSome(handed)
+          ? Option.some(yield* handed.value)
+          : Option.isSome(ended) && Exit.isSuccess(ended.value)
+          ? Option.some(ended.value.value)
+          : Option.none<Registration>()
         yield* Deferred.interrupt(registered)
-        return
+        if (Option.isNone(made)) {
+          yield* Scope.close(resources, Exit.void)
+          yield* Effect.logInfo(
+            Option.isSome(ended)
+              ? `worker ${workerId} stopped before it had registered on ${transport.name}`
+              : `worker ${workerId} stopped before it had registered on ${transport.name}; its registration did not end within ` +
+                `${Duration.format(config.interruptTimeout)} (interruptTimeout) of its interruption, and is left to end on its own`
+          )
+          yield* Deferred.succeed(shutdownOutcome, undefined)
+          return
+        }
+        yield* Effect.logInfo(`worker ${workerId} stopped while it registered on ${transport.name}; the registration was made meanwhile, and is withdrawn`)
+        const withdrawn = yield* Effect.exit(deregister({ registration: made.value, transport: transport.name, config }))
+        yield* Scope.close(resources, Exit.void)
+        yield* Deferred.done(shutdownOutcome, withdrawn)
+        return yield* withdrawn
       }
       const registration = registering.value.value
       yield* reachability.watch(registration)
@@ -430,7 +453,8 @@ export const make = <R = never>(
         const shared = (pollersOf.get(poller.pool.name) ?? 0) > 1
         loopNames.set(yield* FiberSet.run(loops, dispatcher.pollLoop(poller, work, shared)), poller.name)
       }
-      loopNames.set(yield* FiberSet.run(beats, asLoop("heartbeat", heartbeatLoop(registration))), "heartbeat")
+      const beating = yield* Effect.makeSemaphore(1)
+      loopNames.set(yield* FiberSet.run(beats, asLoop("heartbeat", heartbeatLoop(registration, beating))), "heartbeat")
       loopNames.set(yield* FiberSet.run(beats, asLoop("metrics", sampleMetrics(registration, controller))), "metrics")
 
       // any loop that ends ends the run through the shutdown: a failure, and a defect too (a bug in a
@@ -461,7 +485,8 @@ export const make = <R = never>(
           loopNames,
           work,
           serving,
-          forced: forceRequested
+          forced: forceRequested,
+          beating
         })
       )
       yield* Scope.close(leaseScope, Exit.void)

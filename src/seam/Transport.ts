@@ -299,8 +299,39 @@ export const Registration = {
     heartbeat: Option.none(),
     deregister: Effect.void,
     ...fields
-  })
+  }),
+  /**
+   * Sends what registers the worker at the orchestrator (`announce`: the request that writes its
+   * record), and makes the registration from its answer: what a transport's `register` ends with.
+   * It runs uninterruptibly, since a request sent cannot be recalled (a stop that came meanwhile
+   * would otherwise leave a registration nobody withdraws, until it expires), and it hands the
+   * registration to the runtime ({@link RegistrationLanded}) before anything can interrupt it again:
+   * a stop that came while it was in flight waits for its answer (within `interruptTimeout`) and
+   * deregisters it, once. Bound `announce` (a client timeout): a stop waits no longer than that.
+   *
+   * @since 0.4.0
+   */
+  commit: <A, E, R>(announce: Effect.Effect<A, E, R>, make: (answer: A) => Registration): Effect.Effect<Registration, E, R> =>
+    Effect.uninterruptible(
+      Effect.flatMap(announce, (answer) => {
+        const registration = make(answer)
+        return Effect.flatMap(RegistrationLanded, (landed) => Effect.as(landed(registration), registration))
+      })
+    )
 }
+
+/**
+ * Where {@link Registration.commit} hands over a registration the moment the orchestrator made it.
+ * The runtime provides one to `register`: a registration that ends interrupted (a stop came while
+ * it was in flight) may still have been made, and what was handed over here is then deregistered.
+ * Outside a worker's registration it goes nowhere.
+ *
+ * @since 0.4.0
+ * @category services
+ */
+export class RegistrationLanded extends Context.Reference<RegistrationLanded>()("effect-durable-worker/Transport/RegistrationLanded", {
+  defaultValue: (): (registration: Registration) => Effect.Effect<void> => () => Effect.void
+}) {}
 
 /**
  * Where a transport's `register` tells what it is waiting for: its broker to answer, a queue or a

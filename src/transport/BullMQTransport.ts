@@ -68,7 +68,7 @@ import {
   DeregistrationError,
   type KeepAlive,
   Poller,
-  type Registration,
+  Registration,
   RegistrationError,
   Transport,
   TransportError,
@@ -1068,11 +1068,12 @@ const build = (config: Resolved): Transport["Type"] => {
         yield* sweepOrphansOnReconnect(broker, taskQueues.filter((queue) => queue.home === broker), tokenPrefix)
       }
 
-      // announce the worker only once every subscription is in place
-      yield* Effect.flatMap(worker.status, announce).pipe(
+      // announce the worker only once every subscription is in place; keys written are withdrawn by
+      // a stop that came meanwhile (`commit`)
+      const announced = Effect.flatMap(worker.status, announce).pipe(
         Effect.mapError((e) => new RegistrationError({ transport: NAME, message: e.message, cause: e }))
       )
-      return {
+      return yield* Registration.commit(announced, (): Registration => ({
         pollers,
         heartbeat: Option.some({ interval: Duration.millis(WORKER_HEARTBEAT_INTERVAL_MS), beat }),
         // the client holds its commands while it reconnects (no failure to see): its state tells;
@@ -1108,7 +1109,7 @@ const build = (config: Resolved): Transport["Type"] => {
             )
           )
         )
-      }
+      }))
     })
 
   return { name, protocol, register }

@@ -483,10 +483,7 @@ export const make = (
           ...(slots === undefined ? {} : { task_slots: slots }),
           process_metrics: sample()
         }
-        const ack = yield* atStart(client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" })).pipe(
-          Effect.mapError((error) => startError(error, (message) => `registration failed: ${message}`))
-        )
-        const heartbeatInterval = Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval)
+        // what follows builds the registration; the register request that makes it is sent last (`commit`)
 
         /** Counts the re-registrations the server accepted: a call that began before one needs none. */
         let generation = 0
@@ -899,10 +896,10 @@ export const make = (
           }
         })
 
-        return Registration.make({
+        const registration = (ack: unknown) => Registration.make({
           pollers: [poller("workflow"), poller("activity"), ...(server.queryTasks ? [poller("query")] : [])],
           heartbeat: Option.some({
-            interval: heartbeatInterval,
+            interval: Option.getOrElse(Heartbeat.advertisedInterval(ack), () => resolved.heartbeatInterval),
             // a `heartbeat_interval_seconds` in a reply sets the cadence of the following heartbeats
             beat: (status: WorkerStatus) =>
               Effect.suspend(() => {
@@ -916,6 +913,12 @@ export const make = (
           }),
           deregister
         })
+        // a register request sent is answered, and the registration it made handed over, even if a
+        // stop comes meanwhile (it is then deregistered): the server registers it whatever the client does
+        const send = client.request({ method: "POST", path: "/worker/register", body: registerBody, plane: "worker" })
+        return yield* atStart(Registration.commit(send, registration)).pipe(
+          Effect.mapError((error) => startError(error, (message) => `registration failed: ${message}`))
+        )
       })
 
     return { name, protocol, register }

@@ -8,6 +8,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -46,12 +47,18 @@ export type JournalEntry =
   | { readonly op: "deregister" }
 
 /**
- * How a faulty operation behaves: fail with a message, or never return (and ignore interruption).
+ * How a faulty operation behaves: fail with a message, never return (and ignore interruption), or
+ * take effect only `after` a while (`Late`): the broker has the request, and acts on it then
+ * whether or not its caller still waits, as a request in flight that an interruption of its caller
+ * cannot recall (the caller's wait for the answer is interruptible).
  *
  * @since 0.1.0
  * @category models
  */
-export type Fault = { readonly _tag: "Fail"; readonly message: string; readonly fatal?: boolean } | { readonly _tag: "Hang" }
+export type Fault =
+  | { readonly _tag: "Fail"; readonly message: string; readonly fatal?: boolean }
+  | { readonly _tag: "Hang" }
+  | { readonly _tag: "Late"; readonly after: Duration.DurationInput }
 
 /**
  * Options of the in-memory broker.
@@ -110,6 +117,12 @@ export interface InMemoryBroker {
   readonly setRegisterFault: (fault: Fault | undefined) => Effect.Effect<void>
   /** Makes deregistration fail or hang. */
   readonly setDeregisterFault: (fault: Fault | undefined) => Effect.Effect<void>
+  /**
+   * Makes worker heartbeats fail, hang or land late (a late beat is journalled when it lands).
+   *
+   * @since 0.4.0
+   */
+  readonly setHeartbeatFault: (fault: Fault | undefined) => Effect.Effect<void>
   /** Makes polls fail or hang. */
   readonly setPollFault: (fault: Fault | undefined) => Effect.Effect<void>
   /** Makes replies fail to deliver (the task then stays un-acknowledged). */
@@ -132,12 +145,23 @@ interface Entry {
 
 const NAME = "in-memory"
 
-const runFault = <E>(fault: Fault | undefined, fail: (message: string, fatal: boolean) => E): Effect.Effect<void, E> =>
-  fault === undefined
-    ? Effect.void
-    : fault._tag === "Hang"
-    ? Effect.uninterruptible(Effect.never)
-    : Effect.fail(fail(fault.message, fault.fatal ?? false))
+/** Runs `effect` (what the operation does at the broker) as `fault` says, by default at once. */
+const runFault = <E, A = void>(
+  fault: Fault | undefined,
+  fail: (message: string, fatal: boolean) => E,
+  effect: Effect.Effect<A> = Effect.void as Effect.Effect<A>
+): Effect.Effect<A, E> => {
+  if (fault === undefined) return effect
+  switch (fault._tag) {
+    case "Hang":
+      return Effect.uninterruptible(Effect.never)
+    case "Fail":
+      return Effect.fail(fail(fault.message, fault.fatal ?? false))
+    case "Late":
+      // the broker's side, which the caller's interruption does not reach; the caller waits for its answer
+      return Effect.flatMap(Effect.forkDaemon(Effect.zipRight(Effect.sleep(fault.after), effect)), Fiber.join)
+  }
+}
 
 /**
  * Creates an in-memory broker.
@@ -162,7 +186,8 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       deregister: yield* Ref.make<Fault | undefined>(undefined),
       poll: yield* Ref.make<Fault | undefined>(undefined),
       complete: yield* Ref.make<Fault | undefined>(undefined),
-      abandon: yield* Ref.make<Fault | undefined>(undefined)
+      abandon: yield* Ref.make<Fault | undefined>(undefined),
+      heartbeat: yield* Ref.make<Fault | undefined>(undefined)
     }
     let nextId = 0
 
@@ -197,12 +222,9 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
     const register = (worker: WorkerDescription) =>
       Effect.gen(function*() {
         yield* log({ op: "register", workerId: worker.workerId })
-        yield* Effect.flatMap(
-          Ref.get(faults.register),
-          (fault) => runFault(fault, (message) => new RegistrationError({ transport: NAME, message }))
-        )
-        yield* Ref.set(registered, Option.some(worker))
-        return Registration.make({
+        const fault = yield* Ref.get(faults.register)
+        const announce = runFault(fault, (message) => new RegistrationError({ transport: NAME, message }), Ref.set(registered, Option.some(worker)))
+        return yield* Registration.commit(announce, () => Registration.make({
           pollers: [Poller.make({
             name: "in-memory queue",
             pool: protocol.pools.step,
@@ -221,7 +243,9 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
           })],
           heartbeat: Option.some({
             interval: heartbeatInterval,
-            beat: (status) => Effect.as(log({ op: "heartbeat", status }), Option.none())
+            beat: (status) =>
+              Effect.flatMap(Ref.get(faults.heartbeat), (fault) =>
+                runFault(fault, transportError("heartbeat"), log({ op: "heartbeat", status }))).pipe(Effect.as(Option.none()))
           }),
           deregister: Effect.gen(function*() {
             yield* log({ op: "deregister" })
@@ -231,7 +255,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
             )
             yield* Ref.set(registered, Option.none())
           })
-        })
+        }))
       })
 
     return {
@@ -248,6 +272,7 @@ export const make = (options: InMemoryOptions = {}): Effect.Effect<InMemoryBroke
       setPollFault: (fault) => Ref.set(faults.poll, fault),
       setCompleteFault: (fault) => Ref.set(faults.complete, fault),
       setAbandonFault: (fault) => Ref.set(faults.abandon, fault),
+      setHeartbeatFault: (fault) => Ref.set(faults.heartbeat, fault),
       layer: Layer.succeed(Transport, { name: NAME, protocol, register })
     }
   })

@@ -78,12 +78,54 @@ describe("Worker lifecycle", () => {
       yield* settle
       yield* TestClock.adjust("1 minute")
       assert.strictEqual((yield* worker.status).state, "registering")
-      yield* worker.stop
+      // a registration that ignores its interruption is waited for one interruptTimeout, then left
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      yield* TestClock.adjust(1_999)
+      assert.isNull(stopping.unsafePoll(), "the registration is still waited for")
+      yield* TestClock.adjust(1)
+      yield* Fiber.join(stopping)
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(running)))
       assert.deepStrictEqual(yield* ops, ["register"])
       assert.strictEqual((yield* worker.status).state, "stopped")
       // whoever waits for the registration learns it will not come
       assert.isTrue(Exit.isInterrupted(yield* Effect.exit(worker.registered)))
+    }))
+
+  it.effect("a registration in flight at a stop that lands meanwhile is deregistered once; run and stop succeed", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      // the broker has the request, and makes the registration a second later whatever the worker does
+      yield* broker.setRegisterFault({ _tag: "Late", after: "1 second" })
+      const running = yield* start(worker.run)
+      yield* settle
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      assert.deepStrictEqual(yield* ops, ["register"], "nothing deregistered before the registration's answer")
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(stopping)
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(running)))
+      assert.deepStrictEqual(yield* ops, ["register", "deregister"], "withdrawn once, and never polled")
+      assert.isTrue(Option.isNone(yield* broker.registered), "no registration left behind")
+      assert.strictEqual((yield* worker.status).state, "stopped")
+      assert.isTrue(Exit.isInterrupted(yield* Effect.exit(worker.registered)), "the run never served as registered")
+    }))
+
+  it.effect("a registration that lands at a stop and whose deregistration fails: stop and run fail with the DeregistrationError", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup()
+      yield* broker.setRegisterFault({ _tag: "Late", after: "1 second" })
+      yield* broker.setDeregisterFault({ _tag: "Fail", message: "403 forbidden" })
+      const running = yield* start(worker.run)
+      yield* settle
+      const stopping = yield* Effect.fork(Effect.flip(worker.stop))
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      const fromStop = yield* Fiber.join(stopping)
+      assert.strictEqual(fromStop._tag, "DeregistrationError")
+      const fromRun = yield* Effect.flip(Fiber.join(running))
+      assert.strictEqual(fromRun._tag, "DeregistrationError")
+      assert.deepStrictEqual(yield* ops, ["register", "deregister"])
     }))
 
   it.effect("L1: the first poll follows a successful registration", () =>
@@ -694,6 +736,45 @@ describe("Worker dispatch", () => {
       assert.strictEqual(after.at(-1), "deregister", "no beat after the deregistration")
       yield* TestClock.adjust(5_000)
       assert.strictEqual((yield* ops).at(-1), "deregister")
+    }))
+
+  it.effect("a beat in flight at the stop is answered before the deregistration is sent", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup({ heartbeatInterval: "1 second" })
+      // the broker has each beat, and takes it half a second later whatever the worker does
+      yield* broker.setHeartbeatFault({ _tag: "Late", after: "500 millis" })
+      const running = yield* start(worker.run)
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      const stopping = yield* Effect.fork(worker.stop)
+      yield* settle
+      assert.isFalse((yield* ops).includes("deregister"), "not while the beat is in flight")
+      yield* TestClock.adjust("500 millis")
+      yield* Fiber.join(stopping)
+      yield* Fiber.join(running)
+      const journal = (yield* ops).filter((op) => op !== "poll")
+      assert.deepStrictEqual(journal, ["register", "heartbeat", "deregister"])
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* ops).at(-1), "deregister", "no beat lands after the deregistration")
+    }))
+
+  it.effect("a beat with no answer within interruptTimeout: the deregistration is not sent, and stop says why", () =>
+    Effect.gen(function*() {
+      const { broker, worker, start, ops } = yield* setup({ heartbeatInterval: "1 second" })
+      yield* broker.setHeartbeatFault({ _tag: "Hang" })
+      const running = yield* start(worker.run)
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      const stopping = yield* Effect.fork(Effect.flip(worker.stop))
+      yield* settle
+      yield* TestClock.adjust(1_999)
+      assert.isNull(stopping.unsafePoll(), "the beat is waited for one interruptTimeout")
+      yield* TestClock.adjust(1)
+      const error = yield* Fiber.join(stopping)
+      assert.strictEqual(error._tag, "DeregistrationError")
+      assert.include(error.message, "a heartbeat sent before it got no answer within 2s (interruptTimeout)")
+      assert.isFalse((yield* ops).includes("deregister"))
+      assert.isTrue(Exit.isFailure(yield* Fiber.await(running)))
     }))
 
   it.effect("keeps a running task's lease alive at the transport's interval", () =>

@@ -6,6 +6,7 @@ import * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as Interruption from "../../core/internal/interruption.js"
 import type { Registration } from "../../seam/Transport.js"
 import { DeregistrationError } from "../../seam/TransportError.js"
@@ -33,7 +34,50 @@ export interface ShutdownEnv {
   readonly serving: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, ServingLabel>
   /** Done when the drain deadline is to be cut short (`forceStop`). */
   readonly forced: Deferred.Deferred<void>
+  /** Held by each heartbeat for as long as it is in flight: the deregistration waits for it. */
+  readonly beating: Effect.Semaphore
 }
+
+/**
+ * The deregistration, sent once, after the heartbeat in flight (if any) has been answered: a beat
+ * that reached the broker after it could mark the worker alive again (a transport that registers
+ * anew a worker its broker no longer knows). Both within one `interruptTimeout`: a broker that does
+ * not answer (a Redis client holds its commands while it reconnects) must not hold the stop for as
+ * long as it is away; disconnected, so that not even a deregistration that ignores interruption
+ * does. Its failure is logged, and returned.
+ *
+ * @internal
+ */
+export const deregister = (options: {
+  readonly config: ResolvedWorkerConfig
+  readonly registration: Registration
+  readonly transport: string
+  readonly beating?: Effect.Semaphore | undefined
+}): Effect.Effect<void, DeregistrationError> =>
+  Effect.gen(function*() {
+    const { config, transport } = options
+    const sent = yield* Ref.make(false)
+    const within = Duration.format(config.interruptTimeout)
+    yield* (options.beating === undefined ? Effect.void : options.beating.take(1)).pipe(
+      Effect.zipRight(Ref.set(sent, true)),
+      Effect.zipRight(options.registration.deregister),
+      Effect.disconnect,
+      Effect.timeout(config.interruptTimeout),
+      Effect.catchTag("TimeoutException", () =>
+        Effect.flatMap(Ref.get(sent), (deregistering) =>
+          new DeregistrationError({
+            transport,
+            message: deregistering
+              ? `the deregistration got no answer within ${within} (interruptTimeout); ` +
+                "the worker's registration is left to expire on the broker"
+              : `a heartbeat sent before it got no answer within ${within} (interruptTimeout), so the deregistration was not ` +
+                "sent (the beat could reach the broker after it, and mark the worker alive again); the worker's registration " +
+                "is left to expire on the broker"
+          }))
+      ),
+      Effect.tapError((error) => Effect.logError(`worker stopped, but its deregistration failed: ${error.message}`))
+    )
+  })
 
 /** Interrupts fibers and waits for each up to the bound; returns the labels of those still running. */
 const stopFibers = (
@@ -124,21 +168,6 @@ export const shutdown = (env: ShutdownEnv): Effect.Effect<void, ShutdownError> =
       yield* Effect.logError(`worker stop incomplete: ${stuck.message}`)
       return yield* stuck
     }
-    // a broker that does not answer (a Redis client holds its commands while it reconnects) must not
-    // hold the stop for as long as it is away; disconnected, so that not even a deregistration that
-    // ignores interruption does
-    yield* env.registration.deregister.pipe(
-      Effect.disconnect,
-      Effect.timeoutFail({
-        duration: config.interruptTimeout,
-        onTimeout: () =>
-          new DeregistrationError({
-            transport: env.transport,
-            message: `the deregistration got no answer within ${Duration.format(config.interruptTimeout)} (interruptTimeout); ` +
-              "the worker's registration is left to expire on the broker"
-          })
-      }),
-      Effect.tapError((error) => Effect.logError(`worker stopped, but its deregistration failed: ${error.message}`))
-    )
+    yield* deregister({ config, registration: env.registration, transport: env.transport, beating: env.beating })
     yield* Effect.logInfo("worker stopped and deregistered")
   })
