@@ -5,40 +5,26 @@
  * to expire: the client sends it again once it reconnects, its answer is waited for, and the
  * registration it made is deleted.
  */
-import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { assert, describe, it } from "vitest"
 import { Redis } from "ioredis"
-import type { ChildProcess } from "node:child_process"
 import { redis, Worker } from "../../src/promise.js"
-import { cuttingProxy, type CuttingProxy } from "../support/cuttingProxy.js"
-import { freePort, startRedisServer } from "../support/local.js"
+import { ownRedisBehindProxy } from "../support/cuttingProxy.js"
 
-let server: ChildProcess | undefined
-let proxy: CuttingProxy | undefined
-let port = 0
-
-beforeAll(async () => {
-  port = await freePort()
-  server = await startRedisServer(port)
-  proxy = await cuttingProxy(port)
-})
-afterAll(async () => {
-  await proxy?.close()
-  if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
-})
+const redisServer = ownRedisBehindProxy()
 
 describe("BullMQ: a stop while the worker's announcement is in flight", () => {
   it("deletes the keys the announcement wrote: no registration is left to expire", async () => {
     const workerId = "late-announcement-worker"
-    const direct = new Redis({ port, host: "127.0.0.1", lazyConnect: true })
+    const direct = new Redis({ port: redisServer.port, host: "127.0.0.1", lazyConnect: true })
     await direct.connect()
     try {
       const worker = new Worker({ handleSignals: false, logLevel: "Error", workerId, interruptTimeoutMs: 5_000 })
       worker.step("echo", async (input: number) => input)
       // the first command that names the worker is its announcement: Redis runs it, its reply is lost
-      proxy!.arm(workerId)
-      const running = worker.run(redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: "late" }))
-      for (let i = 0; i < 1_000 && proxy!.cuts() === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
-      assert.strictEqual(proxy!.cuts(), 1, "the announcement reached Redis")
+      redisServer.proxy.arm(workerId)
+      const running = worker.run(redis({ url: `redis://127.0.0.1:${redisServer.proxy.port}`, prefix: "late" }))
+      for (let i = 0; i < 1_000 && redisServer.proxy.cuts() === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.strictEqual(redisServer.proxy.cuts(), 1, "the announcement reached Redis")
       assert.isNotEmpty(await direct.keys(`*${workerId}*`), "Redis ran it")
       await worker.stop()
       await running.catch(() => undefined)

@@ -6,28 +6,14 @@
  * first run took under the worker's lock must be served at once, not left to its lock and the
  * stalled check (30 s here).
  */
-import { afterAll, assert, beforeAll, describe, it, vi } from "vitest"
+import { assert, describe, it, vi } from "vitest"
 import { Worker as BullWorker } from "bullmq"
 import { Redis } from "ioredis"
-import type { ChildProcess } from "node:child_process"
 import { redis, Worker } from "../../src/promise.js"
-import { cuttingProxy, type CuttingProxy } from "../support/cuttingProxy.js"
+import { ownRedisBehindProxy } from "../support/cuttingProxy.js"
 import { startEngine } from "../support/engine.js"
-import { freePort, startRedisServer } from "../support/local.js"
 
-let server: ChildProcess | undefined
-let proxy: CuttingProxy | undefined
-let port = 0
-
-beforeAll(async () => {
-  port = await freePort()
-  server = await startRedisServer(port)
-  proxy = await cuttingProxy(port)
-})
-afterAll(async () => {
-  await proxy?.close()
-  if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
-})
+const redisServer = ownRedisBehindProxy()
 
 /** Everything the worker logged, as text. */
 const captureLogs = () => {
@@ -42,7 +28,7 @@ const captureLogs = () => {
 
 describe("BullMQ: an answer whose reply was lost with the connection", () => {
   it("is recognised as applied when sent again, and the job it took is served at once", async () => {
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port } })
+    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redisServer.port } })
     const logs = captureLogs()
     try {
       // one at a time, so each answer takes the next waiting job with it
@@ -55,9 +41,9 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       engine.register("wf", async (ctx, input) => ctx.step("echo", input))
       const runs = await Promise.all([1, 2, 3].map((i) => engine.start("wf", { i })))
       // the first answer (the only scripts that name an answer's record, sent in full the first time) loses its reply
-      proxy!.arm(":answered")
+      redisServer.proxy.arm(":answered")
       const running = worker.run(
-        redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
+        redis({ url: `redis://127.0.0.1:${redisServer.proxy.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
       )
       const started = Date.now()
       // well under the lock duration: a job left to its lock would take 30 s or more
@@ -66,7 +52,7 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       await worker.stop()
       await running
 
-      assert.strictEqual(proxy!.cuts(), 1)
+      assert.strictEqual(redisServer.proxy.cuts(), 1)
       assert.deepStrictEqual(results.map((r) => [r.status, r.output]), [["completed", 1], ["completed", 2], ["completed", 3]])
       assert.deepStrictEqual([...calls.entries()].sort(), [[1, 1], [2, 1], [3, 1]])
       assert.isBelow(elapsed, 10_000)
@@ -83,13 +69,13 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
   }, 30_000)
 
   it("a job left active under this worker's lock that no task of it serves is given back once the connection is back", async () => {
-    const engine = await startEngine({ connection: { host: "127.0.0.1", port } })
+    const engine = await startEngine({ connection: { host: "127.0.0.1", port: redisServer.port } })
     const logs = captureLogs()
     const taker = new BullWorker(`${engine.effectivePrefix}-tasks-echo`, undefined, {
-      connection: { host: "127.0.0.1", port },
+      connection: { host: "127.0.0.1", port: redisServer.port },
       autorun: false
     })
-    const client = new Redis({ host: "127.0.0.1", port })
+    const client = new Redis({ host: "127.0.0.1", port: redisServer.port })
     try {
       // one slot, held by a first task until the orphan is made: the worker takes nothing meanwhile
       const worker = new Worker({ handleSignals: false, logLevel: "Info", workerId: "reconcile-w1", concurrency: 1 })
@@ -103,7 +89,7 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       })
       engine.register("wf", async (ctx, input) => ctx.step("echo", input))
       const running = worker.run(
-        redis({ url: `redis://127.0.0.1:${proxy!.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
+        redis({ url: `redis://127.0.0.1:${redisServer.proxy.port}`, prefix: engine.prefix, lockDurationMs: 30_000, stalledIntervalMs: 30_000 })
       )
       const first = await engine.start("wf", { i: 1 })
       // the lock of the job it serves names this registration's tokens (its worker id, a nonce, a counter)
@@ -128,7 +114,7 @@ describe("BullMQ: an answer whose reply was lost with the connection", () => {
       release()
       assert.strictEqual((await engine.waitForRun(first, { timeoutMs: 10_000 })).status, "completed")
       const cut = Date.now()
-      proxy!.cutAll()
+      redisServer.proxy.cutAll()
       const result = await engine.waitForRun(runId, { timeoutMs: 10_000 })
       const elapsed = Date.now() - cut
       await worker.stop()
