@@ -428,6 +428,108 @@ describe("Workflow turn outcomes", () => {
       assert.deepStrictEqual(cancelled.commands, [])
     }))
 
+  it.effect("an Effect body that catches the suspension of a concurrent Effect.all still suspends with every branch's step scheduled", () =>
+    Effect.gen(function*() {
+      let ran = 0
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(Effect.all([ctx.step("a"), ctx.step("b")], { concurrency: "unbounded" }))
+          if (exit._tag === "Success") return exit.value
+          yield* ctx.sideEffect(Effect.sync(() => ran++))
+          return "fallback"
+        }))
+      const first = yield* process([wf], [])
+      assert.strictEqual(first.status, "continue")
+      assert.deepStrictEqual(first.commands, [
+        { kind: "call", seq: 0, name: "a", group: "default", input: undefined },
+        { kind: "call", seq: 1, name: "b", group: "default", input: undefined }
+      ])
+      assert.strictEqual(ran, 0)
+      // one branch in history: the other still holds the body
+      const half = yield* process([wf], [{ seq: 0, kind: "call", name: "a", output: 1 }])
+      assert.strictEqual(half.status, "continue")
+      assert.deepStrictEqual(half.commands.map((c) => [c.kind, c.seq]), [["call", 1]])
+      const done = yield* process([wf], [{ seq: 0, kind: "call", name: "a", output: 1 }, { seq: 1, kind: "call", name: "b", output: 2 }])
+      assert.strictEqual(done.status, "completed")
+      assert.deepStrictEqual(done.output, [1, 2])
+      assert.strictEqual(ran, 0)
+      // a cancelled run stays cancelled when the body catches its branches' stop and returns
+      const returning = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.as(Effect.exit(Effect.all([ctx.step("a"), ctx.step("b")], { concurrency: "unbounded" })), "fallback"))
+      const cancelled = yield* process([returning], [], {}, { isCancelled: () => true })
+      assert.strictEqual(cancelled.status, "cancelled")
+      assert.deepStrictEqual(cancelled.commands, [])
+    }))
+
+  it.effect("an Effect body that catches the suspension of a race whose branches all block still suspends", () =>
+    Effect.gen(function*() {
+      const viaExit = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(Effect.race(ctx.step("a"), ctx.waitForSignal("approve")))
+          return exit._tag === "Success" ? "raced" : yield* Effect.as(ctx.step("fallback"), "fallback")
+        }))
+      const viaCause = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.raceAll([ctx.step("a"), ctx.waitForSignal("approve")]).pipe(
+          Effect.catchAllCause(() => Effect.succeed("fallback"))
+        ))
+      for (const wf of [viaExit, viaCause]) {
+        const decision = yield* process([wf], [])
+        assert.strictEqual(decision.status, "continue")
+        assert.deepStrictEqual(decision.commands, [
+          { kind: "call", seq: 0, name: "a", group: "default", input: undefined },
+          { kind: "waitSignal", seq: 1, signal: "approve" }
+        ])
+      }
+    }))
+
+  it.effect("a caught race whose winner is in history completes with the winner, its loser's command kept", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(Effect.race(
+            Effect.as(ctx.waitForSignal("approve"), "approved"),
+            Effect.as(ctx.sleep("1h"), "timed out")
+          ))
+          return exit._tag === "Success" ? exit.value : "caught"
+        }))
+      const decision = yield* process([wf], [{ seq: 1, kind: "timer" }])
+      assert.strictEqual(decision.status, "completed")
+      assert.strictEqual(decision.output, "timed out")
+      assert.deepStrictEqual(decision.commands, [{ kind: "waitSignal", seq: 0, signal: "approve" }])
+    }))
+
+  it.effect("an Effect body that catches the suspension of a concurrent forEach still suspends", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.forEach(["a", "b", "c"], (name) => ctx.step(name), { concurrency: 2 }).pipe(
+          Effect.catchAllCause(() => Effect.as(ctx.sideEffect(Effect.succeed("noted")), "fallback"))
+        ))
+      const first = yield* process([wf], [])
+      assert.strictEqual(first.status, "continue")
+      assert.deepStrictEqual(first.commands.map((c) => [c.kind, c.seq]), [["call", 0], ["call", 1]])
+      // a finished branch frees its slot for the next item
+      const next = yield* process([wf], [{ seq: 0, kind: "call", name: "a", output: 1 }])
+      assert.strictEqual(next.status, "continue")
+      assert.deepStrictEqual(next.commands.map((c) => [c.kind, c.seq]), [["call", 1], ["call", 2]])
+    }))
+
+  it.effect("an op blocked in an uninterruptible region suspends the turn, and the body still unwinds afterwards", () =>
+    Effect.gen(function*() {
+      let released = false
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.scoped(Effect.acquireRelease(ctx.step("reserve"), () => Effect.sync(() => { released = true }))).pipe(
+          Effect.exit,
+          Effect.zipRight(ctx.sideEffect(Effect.succeed("past"))),
+          Effect.ensuring(Effect.sync(() => { released = true }))
+        ))
+      const decision = yield* process([wf], [])
+      assert.strictEqual(decision.status, "continue")
+      assert.deepStrictEqual(decision.commands, [{ kind: "call", seq: 0, name: "reserve", group: "default", input: undefined }])
+      // the body is interrupted once the turn is decided: its finalizer runs within a macrotask
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      assert.isTrue(released)
+    }))
+
   it.effect("an Effect race between a signal and a timer completes once the timer is in history", () =>
     Effect.gen(function*() {
       const wf = Workflow.make("wf", (_: unknown, ctx) =>

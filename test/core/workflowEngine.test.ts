@@ -131,6 +131,26 @@ describe("processWorkflowTask driven by the real nestjs-durable engine", () => {
       assert.isTrue(harness.turns.every((t) => t.decision.status !== "failed"))
     }))
 
+  it.effect("a body that catches the suspension of concurrent steps waits for them on the engine", () =>
+    Effect.gen(function*() {
+      const fan = Workflow.make("fan", (_: unknown, ctx) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(Effect.all([
+            ctx.step("ingestion", { key: "a" }),
+            ctx.step("ingestion", { key: "bb" })
+          ], { concurrency: "unbounded" }))
+          return exit._tag === "Success" ? exit.value : "fallback"
+        }))
+      const harness = yield* makeHarness([fan], ["fan"])
+      const run = yield* Effect.promise(async () => {
+        await harness.engine.start("fan", null, "run-4")
+        return harness.until("run-4", (r) => r?.status === "completed" || r?.status === "failed")
+      })
+      assert.strictEqual(run?.status, "completed")
+      assert.deepStrictEqual(run?.output, [{ rows: 1 }, { rows: 2 }])
+      assert.deepStrictEqual(harness.turns[0]!.decision.status, "continue")
+    }))
+
   it.effect("a replay that no longer matches the history fails the run on the engine", () =>
     Effect.gen(function*() {
       let changed = false

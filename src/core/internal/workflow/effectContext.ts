@@ -3,8 +3,12 @@ import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Scheduler from "effect/Scheduler"
 import { SingleShotGen, YieldWrap } from "effect/Utils"
 import { captureEffectLogs } from "../stepLogger.js"
 import type { SleepDuration } from "./duration.js"
@@ -24,12 +28,15 @@ export type LocalBody<A, E, R> = Effect.Effect<A, E, R> | ((step: LocalStep) => 
 /**
  * What an Effect workflow body gets to reach the outside world durably. Every op takes the next seq;
  * on replay an op whose result is in history returns it without doing anything, a new blocking op
- * (`step`, `sleep`, `waitForSignal`, `child`, `gatherCalls`, `all`) records its command and stops the
- * turn, a new local op (`now`, `sideEffect`, `gather`) runs once and records its result.
+ * (`step`, `sleep`, `waitForSignal`, `child`, `gatherCalls`, `all`) records its command and waits there
+ * for the rest of the turn, a new local op (`now`, `sideEffect`, `gather`) runs once and records its result.
  *
- * Stopping the turn is an interruption of the body (so `catchAll` and `catchTag` never see it; a
- * finalizer still runs). `catchAllCause` and `Effect.exit` do see it, but the fiber that caught it
- * stops again at its next op, and a body that ends after catching it is still suspended there. A failure recorded in history fails the op with {@link StepFailed}, which
+ * A blocked op never resumes in this turn: the fiber that reached it waits there, as does whatever
+ * waits on that fiber (a concurrent `Effect.all` or `forEach`, a race whose branches all blocked),
+ * so no handler (`catchAll`, `catchAllCause`, `Effect.exit`) sees a suspension. A race whose other
+ * branch resolved from history goes on with that winner. Once every fiber of the body waits, the turn
+ * is decided (`continue`, or `cancelled`) and the body is interrupted (its finalizers run; an op they
+ * reach does nothing). A failure recorded in history fails the op with {@link StepFailed}, which
  * workflow code may catch to compensate. Non-determinism and unsupported ops are defects that fail
  * the turn even when caught.
  *
@@ -104,60 +111,109 @@ export interface WorkflowContext {
 }
 
 /**
- * Lets the event loop run (timers and I/O: lock renewals, heartbeats, other tasks' sockets), not only
- * other fibers: `Effect.yieldNow` reschedules on the microtask queue, so a long Effect replay that only
- * used it would still hold the event loop for the whole turn. Not a `Clock` sleep, so it runs the same
- * under a `TestClock`.
+ * What the driver of an Effect body watches (see {@link runEffectBody}): the body's fibers run their
+ * tasks through it, so it knows when none of them can run any more, and how much ctx-owned work (a
+ * local op's body, a deferred replay) is still on its way. It is the `Scheduler` of every fiber of the
+ * body: each task goes on to the scheduler the turn started with, counted while it waits.
  */
-const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
+class FiberMonitor implements Scheduler.Scheduler {
+  /** Tasks of the body's fibers scheduled and not yet run. */
+  pending = 0
+  /** Ctx-owned work on its way: local bodies running, replayed results held back by a yield. */
+  inFlight = 0
+  /** The body's fiber, once started. */
+  fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined = undefined
+  /** Whether the body was found parked (the turn is then closed and the body interrupted). */
+  parked = false
+  /** The driver's wake-up once the body is parked, while the driver waits. */
+  onParked: (() => void) | undefined = undefined
 
-/**
- * The turn whose suspension a fiber took: set (to the turn's {@link Turn.stopToken}) on the fiber
- * whose op blocked or found the run cancelled. Inherited by the fibers it forks afterwards; a child's
- * value never joins back into its parent, so a race or a concurrent `Effect.all` whose child blocked
- * leaves the parent free to go on.
- */
-const stoppedIn = FiberRef.unsafeMake<object | undefined>(undefined, { join: (parent) => parent })
+  constructor(readonly turn: Turn, private readonly scheduler: Scheduler.Scheduler) {}
 
-/**
- * Whether the running fiber (or the fiber it was forked from) already took a suspension of `turn`.
- * A suspension is an interruption, which `catchAllCause` or `Effect.exit` can catch: the body then
- * runs on from a point the live run never passed. Only looked at once an op of the turn blocked or
- * was cancelled, so a replay pays nothing for it.
- */
-const isStopped = (turn: Turn): boolean => {
-  if (turn.stopToken === undefined) return false
-  const fiber = Fiber.getCurrentFiber()
-  return Option.isSome(fiber) && fiber.value.getFiberRef(stoppedIn) === turn.stopToken
+  /**
+   * Lets the event loop run (timers and I/O: lock renewals, heartbeats, other tasks' sockets), not
+   * only other fibers: `Effect.yieldNow` reschedules on the microtask queue, so a long Effect replay
+   * that only used it would still hold the event loop for the whole turn. Not a `Clock` sleep, so it
+   * runs the same under a `TestClock`. In flight while it waits.
+   */
+  readonly yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+    let waiting = true
+    this.inFlight++
+    const handle = setImmediate(() => {
+      waiting = false
+      this.inFlight--
+      resume(Effect.void)
+    })
+    return Effect.sync(() => {
+      if (!waiting) return
+      waiting = false
+      clearImmediate(handle)
+      this.inFlight--
+    })
+  })
+
+  scheduleTask(task: Scheduler.Task, priority: number, fiber?: Fiber.RuntimeFiber<unknown, unknown>): void {
+    this.pending++
+    this.scheduler.scheduleTask(() => {
+      this.pending--
+      task()
+      if (this.pending === 0) this.check()
+    }, priority, fiber)
+  }
+
+  shouldYield(fiber: Fiber.RuntimeFiber<unknown, unknown>): number | false {
+    return this.scheduler.shouldYield(fiber)
+  }
+
+  /**
+   * Run once no fiber of the body has a task waiting (the last one just ran, or the body's first
+   * stretch returned): the body is parked when, in addition, no ctx-owned work is in flight and an op
+   * blocked (or the run was found cancelled, or a fatal error was raised). Nothing the body could do
+   * from there on is the live run's: the turn is closed at once (an op the body still reaches does
+   * nothing) and the body is interrupted, its unwinding left to run after the decision.
+   */
+  check(): void {
+    const fiber = this.fiber
+    if (fiber === undefined || this.parked || this.inFlight > 0) return
+    const turn = this.turn
+    if (turn.blocked === 0 && !turn.cancelled && turn.fatal === undefined) return
+    if (fiber.unsafePoll() !== null) return
+    this.parked = true
+    turn.close()
+    fiber.unsafeInterruptAsFork(FiberId.none)
+    const onParked = this.onParked
+    this.onParked = undefined
+    onParked?.()
+  }
 }
 
 /**
- * Whether the body's own fiber took a suspension of `turn` and still ended with a value or a
- * failure: it caught the interruption, so its result is not the run's (the turn is `continue` or
- * `cancelled`, as if the suspension had not been caught). Call it on the fiber that ran the body.
- *
- * @internal
+ * A blocked op's Effect: it never resumes this turn. The fiber that reached it waits there like the
+ * live run would, so no handler (`catchAllCause`, `Effect.exit`, a race, a concurrent `Effect.all`)
+ * can run on from a point the live run never passed; the driver ends the turn once the body is
+ * parked (see {@link runEffectBody}). Interruptible even inside an uninterruptible region (an
+ * `acquireRelease`'s acquire): a race whose other branch won interrupts it, and so does the driver.
  */
-export const bodyCaughtSuspension = (turn: Turn): boolean => isStopped(turn)
+const suspended: Effect.Effect<never> = Effect.interruptible(
+  // one parameter: a register of any other arity is handed an AbortSignal, whose abort on every
+  // interruption (a DOMException with its stack) would cost more than the whole turn
+  Effect.async<never>((_resume) => {})
+)
 
 const stop: Effect.Effect<never> = Effect.interrupt
 
-/** Turns a replay outcome into the op's Effect: blocked and cancelled ops interrupt the body. */
-const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E> => {
+/** Turns a replay outcome into the op's Effect: blocked and cancelled ops never resume. */
+const fromOutcome = <A, E>(monitor: FiberMonitor, outcome: Outcome<A>): Effect.Effect<A, E> => {
   switch (outcome._tag) {
     case "Value":
-      return turn.takeYield() ? Effect.as(yieldToEventLoop, outcome.value) : Effect.succeed(outcome.value)
+      return monitor.turn.takeYield() ? Effect.as(monitor.yieldToEventLoop, outcome.value) : Effect.succeed(outcome.value)
     case "Failed":
       return Effect.fail(outcome.error as E)
     case "Fatal":
       return Effect.die(outcome.error)
     case "Blocked":
     case "Cancelled":
-      // marks the fiber, so an op it reaches after catching this interruption stops it again
-      return Effect.zipRight(FiberRef.set(stoppedIn, turn.stopToken ??= {}), stop)
+      return suspended
     case "Closed":
       return stop
   }
@@ -172,89 +228,86 @@ const fromOutcome = <A, E>(turn: Turn, outcome: Outcome<A>): Effect.Effect<A, E>
  * `Effect.all`) it is an ordinary suspended Effect.
  */
 class Op<A, E, R> extends Effectable.Class<A, E, R> {
-  constructor(private readonly turn: Turn, private readonly resolve: () => Effect.Effect<A, E, R>) {
+  constructor(private readonly resolve: () => Effect.Effect<A, E, R>) {
     super()
   }
 
-  /**
-   * The op's Effect. A fiber that already took a suspension of this turn (it caught the interruption)
-   * is stopped again without taking a seq, recording a command or running a body: the live run never
-   * went past that suspension, so nothing after it may reach the decision.
-   */
-  private run(): Effect.Effect<A, E, R> {
-    return isStopped(this.turn) ? stop : this.resolve()
-  }
-
   commit(): Effect.Effect<A, E, R> {
-    return this.run()
+    return this.resolve()
   }
 
   override [Symbol.iterator](): Effect.EffectGenerator<Effect.Effect<A, E, R>> {
-    return new SingleShotGen<YieldWrap<Effect.Effect<A, E, R>>, A>(new YieldWrap(this.run()))
+    return new SingleShotGen<YieldWrap<Effect.Effect<A, E, R>>, A>(new YieldWrap(this.resolve()))
   }
 }
 
-const op = <A, E = never, R = never>(turn: Turn, resolve: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  new Op(turn, resolve)
+const op = <A, E = never, R = never>(resolve: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => new Op(resolve)
 
 const bodyOf = <A, E, R>(body: LocalBody<A, E, R>, step: LocalStep): Effect.Effect<A, E, R> =>
   Effect.suspend(() => (typeof body === "function" ? body(step) : body))
 
 /**
  * Runs one local body and captures how it ended; `None` when it was interrupted (the turn is being
- * interrupted, or the body interrupted itself), in which case nothing is recorded.
+ * interrupted, or the body interrupted itself), in which case nothing is recorded. In flight (the
+ * body is not parked while it runs) until it ends.
  */
 const runLocal = <A, E, R>(
-  turn: Turn,
+  monitor: FiberMonitor,
   scope: LocalScope,
   body: LocalBody<A, E, R>
 ): Effect.Effect<Option.Option<LocalResult>, never, R> =>
-  Effect.suspend(() =>
-    bodyOf(body, scope.step).pipe(
+  Effect.suspend(() => {
+    monitor.inFlight++
+    return bodyOf(body, scope.step).pipe(
       captureEffectLogs(scope.events),
       Effect.exit,
       Effect.map((exit): Option.Option<LocalResult> => {
         if (Exit.isSuccess(exit)) return Option.some({ _tag: "Success", value: exit.value })
         if (Cause.isInterruptedOnly(exit.cause)) return Option.none()
-        return Option.some(turn.localFailure(Option.getOrUndefined(failureOfCause(exit.cause))))
-      })
+        return Option.some(monitor.turn.localFailure(Option.getOrUndefined(failureOfCause(exit.cause))))
+      }),
+      Effect.ensuring(Effect.sync(() => {
+        monitor.inFlight--
+      }))
     )
-  )
+  })
 
 const localOp = <A, E, R>(
-  turn: Turn,
+  monitor: FiberMonitor,
   name: string,
   seqAlias: boolean,
   body: LocalBody<A, E, R>
 ): Effect.Effect<A, StepFailed, R> =>
-  op(turn, () => {
+  op(() => {
+    const turn = monitor.turn
     const begin = turn.beginLocal<A>(name, seqAlias)
-    if (begin._tag !== "Run") return fromOutcome<A, StepFailed>(turn, begin)
+    if (begin._tag !== "Run") return fromOutcome<A, StepFailed>(monitor, begin)
     const scope = turn.startLocal(begin.seq, begin.name, turn.now(), undefined)
-    return Effect.flatMap(runLocal(turn, scope, body), (result) =>
+    return Effect.flatMap(runLocal(monitor, scope, body), (result) =>
       Option.isNone(result)
         ? Effect.interrupt
-        : fromOutcome<A, StepFailed>(turn, turn.finishLocal<A>(scope, result.value)))
+        : fromOutcome<A, StepFailed>(monitor, turn.finishLocal<A>(scope, result.value)))
   })
 
-/** Builds the Effect context of one turn over its {@link Turn}. @internal */
-export const makeEffectContext = (turn: Turn): WorkflowContext => {
-  const unsupported = (name: string): Effect.Effect<never> => op(turn, () => fromOutcome(turn, turn.unsupported(name)))
+/** Builds the Effect context of one turn over its {@link Turn}. */
+const makeEffectContext = (monitor: FiberMonitor): WorkflowContext => {
+  const turn = monitor.turn
+  const unsupported = (name: string): Effect.Effect<never> => op(() => fromOutcome(monitor, turn.unsupported(name)))
   return {
     runId: turn.runId,
-    step: (name, input, options) => op(turn, () => fromOutcome(turn, turn.step(name, input, options))),
-    now: () => localOp(turn, "now", true, Effect.sync(() => turn.now())),
-    sideEffect: (body) => localOp(turn, "sideEffect", false, body),
-    sleep: (duration) => op(turn, () => fromOutcome(turn, turn.sleep(duration))),
-    waitForSignal: (name, options) => op(turn, () => fromOutcome(turn, turn.waitForSignal(name, options))),
-    child: (workflow, input) => op(turn, () => fromOutcome(turn, turn.child(workflow, input))),
+    step: (name, input, options) => op(() => fromOutcome(monitor, turn.step(name, input, options))),
+    now: () => localOp(monitor, "now", true, Effect.sync(() => turn.now())),
+    sideEffect: (body) => localOp(monitor, "sideEffect", false, body),
+    sleep: (duration) => op(() => fromOutcome(monitor, turn.sleep(duration))),
+    waitForSignal: (name, options) => op(() => fromOutcome(monitor, turn.waitForSignal(name, options))),
+    child: (workflow, input) => op(() => fromOutcome(monitor, turn.child(workflow, input))),
     gather: <A, E, R>(
       items: ReadonlyArray<readonly [name: string, body: LocalBody<A, E, R>]>,
       options?: GatherOptions
     ): Effect.Effect<Array<A>, GatherFailed, R> =>
-      op(turn, () => {
+      op(() => {
         const begin = turn.beginGather<A>(items.map(([name]) => name))
-        if (begin._tag !== "Run") return fromOutcome<Array<A>, GatherFailed>(turn, begin)
+        if (begin._tag !== "Run") return fromOutcome<Array<A>, GatherFailed>(monitor, begin)
         const startedAt = turn.now()
         const abort = new AbortController()
         const scopes = begin.items.map((item) => turn.startLocal(item.seq, item.name, startedAt, begin.parallelGroup, abort))
@@ -262,7 +315,7 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
         return Effect.forEach(
           scopes,
           (scope, i) =>
-            Effect.tap(runLocal(turn, scope, items[i]![1]), (result) =>
+            Effect.tap(runLocal(monitor, scope, items[i]![1]), (result) =>
               Effect.sync(() => {
                 if (failFast && Option.isSome(result) && result.value._tag === "Failure") abort.abort()
               })),
@@ -273,11 +326,11 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
             if (Option.isNone(result)) return Effect.interrupt
             finished.push(result.value)
           }
-          return fromOutcome<Array<A>, GatherFailed>(turn, turn.finishGather<A>(scopes, finished, begin.parallelGroup))
+          return fromOutcome<Array<A>, GatherFailed>(monitor, turn.finishGather<A>(scopes, finished, begin.parallelGroup))
         }))
       }),
-    gatherCalls: (calls, options) => op(turn, () => fromOutcome(turn, turn.gatherCalls(calls, options))),
-    all: (workflow, inputs, options) => op(turn, () => fromOutcome(turn, turn.all(workflow, inputs, options))),
+    gatherCalls: (calls, options) => op(() => fromOutcome(monitor, turn.gatherCalls(calls, options))),
+    all: (workflow, inputs, options) => op(() => fromOutcome(monitor, turn.all(workflow, inputs, options))),
     // Written out (not spread from a generated object): the context keeps one fast shape.
     sleepUntil: () => unsupported("sleepUntil"),
     continueAsNew: () => unsupported("continueAsNew"),
@@ -294,4 +347,58 @@ export const makeEffectContext = (turn: Turn): WorkflowContext => {
     webhook: () => unsupported("webhook"),
     upsertSearchAttributes: () => unsupported("upsertSearchAttributes")
   }
+}
+
+/**
+ * Runs an Effect workflow body for one turn: its `Exit` once it ends, or `undefined` once it is
+ * parked on an op that is not in history (the turn then suspends: `continue`, or `cancelled`).
+ *
+ * Suspension detection. A blocked op never resumes (see {@link suspended}), so the fiber that
+ * reached it waits there, and so does whatever waits on that fiber: a concurrent `Effect.all` or
+ * `forEach` with a branch blocked, a race whose branches all blocked, an `Effect.exit` or a
+ * `catchAllCause` around any of them. A race whose other branch resolved from history interrupts the
+ * blocked branch and goes on with the winner, as the live run would. The body runs in a fiber of its
+ * own, started at once on the caller's stack, whose fibers (and those they fork) schedule their tasks
+ * through a {@link FiberMonitor}; the body is parked when its first stretch has returned or the last
+ * task waiting has run, no ctx-owned work is in flight (a local op's body, a replayed result held
+ * back by a yield) and an op blocked (or the run was found cancelled, or a fatal error was raised).
+ * The turn is then closed and decided; the body is interrupted (its finalizers run after the
+ * decision, and an op they reach does nothing). A body that replays and blocks in one stretch (the
+ * common turn) is decided without a trip through the scheduler.
+ *
+ * The determinism rule this imposes, as for async bodies: a body waits only on ctx ops and on its own
+ * fibers. Anything else it waits on (a `Clock` sleep, a promise) is not tracked: with an op blocked the
+ * turn is decided without it; with none it is waited for. Put such work in `ctx.sideEffect`.
+ *
+ * Interrupting it closes the turn (ops the body's fibers still reach do nothing) and interrupts the
+ * body, waiting for its finalizers.
+ *
+ * @internal
+ */
+export const runEffectBody = <A, E, R>(
+  turn: Turn,
+  runtime: Runtime.Runtime<R>,
+  body: (ctx: WorkflowContext) => Effect.Effect<A, E, R>
+): Effect.Effect<Exit.Exit<A, E> | undefined> => {
+  const monitor = new FiberMonitor(turn, FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentScheduler))
+  const ctx = makeEffectContext(monitor)
+  const fiber = Runtime.runFork(runtime)(Effect.suspend(() => body(ctx)), { scheduler: monitor })
+  monitor.fiber = fiber
+  if (monitor.pending === 0) monitor.check()
+  if (monitor.parked) return Effect.succeed(undefined)
+  const exit = fiber.unsafePoll()
+  if (exit !== null) return Effect.succeed(exit)
+  return Effect.async<Exit.Exit<A, E> | undefined>((resume) => {
+    monitor.onParked = () => resume(Effect.succeed(undefined))
+    fiber.addObserver((exit) => {
+      if (monitor.parked) return
+      monitor.onParked = undefined
+      resume(Effect.succeed(exit))
+    })
+    return Effect.suspend(() => {
+      monitor.onParked = undefined
+      turn.close()
+      return Fiber.interrupt(fiber)
+    })
+  })
 }

@@ -3,12 +3,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import type * as Runtime from "effect/Runtime"
 import type { WorkflowDecision, WorkflowStepEvent, WorkflowTask } from "../../../wire/WorkflowProtocol.js"
 import type { Workflow, WorkflowRegistry } from "../../Workflow.js"
 import { taskSpanWanted } from "../fiberRefs.js"
 import { externalParent } from "../traceparent.js"
 import { runAsyncTurn } from "./asyncContext.js"
-import { bodyCaughtSuspension, makeEffectContext } from "./effectContext.js"
+import { runEffectBody } from "./effectContext.js"
 import { failureOfCause } from "./failure.js"
 import type { FatalReplayError } from "./errors.js"
 import { type BodyOutcome, Turn } from "./replay.js"
@@ -135,14 +136,9 @@ export const runWorkflowTurn = <R = never>(
       turn
     })
     if (body._tag === "Effect") {
-      const run = Effect.map(
-        Effect.exit(Effect.suspend(() => body.run(input.right, makeEffectContext(turn)))),
-        // read on the body's own fiber: a body that caught its suspension's interruption and went on
-        // to a value or a failure is still suspended there (see `bodyCaughtSuspension`)
-        (exit) => bodyCaughtSuspension(turn) ? STOPPED : outcomeOfExit(exit)
-      )
-      // An interrupted turn is closed, so ops a fiber the body left behind still reaches do nothing.
-      return Effect.map(Effect.onInterrupt(run, () => Effect.sync(() => turn.close())), decided)
+      // `undefined`: the body is parked on an op that is not in history (see `runEffectBody`)
+      return Effect.map(runEffectBody(turn, runtime as Runtime.Runtime<R>, (ctx) => body.run(input.right, ctx)), (exit) =>
+        decided(exit === undefined ? STOPPED : outcomeOfExit(exit)))
     }
     return Effect.async<TurnResult>((resume) => {
       const abort = runAsyncTurn(turn, body.run, input.right, (outcome) => {
@@ -170,8 +166,10 @@ export const runWorkflowTurn = <R = never>(
  * unsupported ops all become `failed` decisions. Interrupting it abandons the turn (no decision).
  *
  * How a turn ends:
- * - Effect body: a blocking op that is not in history records its command and interrupts the body;
- *   a body that ends interrupted with an op blocked is `continue` (or `cancelled`).
+ * - Effect body: a blocking op that is not in history records its command and never resumes, so
+ *   the fiber that reached it (and whatever waits on that fiber) stays there; once the body's fibers
+ *   are all parked with an op blocked, the turn is `continue` (or `cancelled`) and the body is
+ *   interrupted. A body that interrupts itself with an op blocked is `continue` too.
  * - Async body: that op returns a promise that never settles. The turn is decided once the body is
  *   provably parked: a macrotask barrier (`setImmediate`) has drained every microtask it queued, no
  *   ctx-owned work (a local op's body, a deferred replay) is in flight, and an op is blocked (or the

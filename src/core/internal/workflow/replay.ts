@@ -266,11 +266,6 @@ export class Turn {
   cancelled = false
   /** The turn has been decided; later ops do nothing and never resolve. */
   closed = false
-  /**
-   * Made when an op of an Effect body first blocks or finds the run cancelled: marks the fibers that
-   * took this turn's suspension (see `effectContext.ts`).
-   */
-  stopToken: object | undefined = undefined
 
   constructor(readonly task: WorkflowTask, private readonly options: TurnOptions) {
     this.runId = task.runId
