@@ -60,4 +60,26 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
       assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
     }))
+
+  it.scoped("a poll that found the loss at the stop (its registration sent again) ends before the DELETE: nothing registered is left", () =>
+    Effect.gen(function*() {
+      // polls held briefly (wall clock): the next one after the loss gets worker_not_registered; the
+      // heartbeat, on the TestClock, never beats
+      const { server } = yield* setup({ maxPollHoldMs: 50 })
+      const { events, seen } = recordEvents(server)
+      const { worker, running } = yield* startWorker(server, { steps: [greet] })
+      yield* registered(server)
+      // the server lost the registration: a poll gets worker_not_registered, and the worker sends its
+      // registration again, which the server makes 300 ms later, whatever the client does meanwhile
+      server.removeRegistration(worker.id)
+      server.injectFault("register", { delayMs: 300 })
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      yield* worker.stop
+      yield* Fiber.join(running)
+      yield* seen("WorkerRegistered", 2)
+      assert.isUndefined(server.registration(worker.id), "no registration left behind")
+      assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
+      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
+      assert.strictEqual(server.requestsTo("heartbeat").length, 0, "the poll found the loss, not a beat")
+    }))
 })
