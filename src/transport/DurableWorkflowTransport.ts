@@ -491,6 +491,14 @@ export const make = (
         let pollWorkedSince = true
         /** The re-registration in flight, which every poller and the heartbeat that found the loss await. */
         let reRegistering: Deferred.Deferred<void, TransportError> | undefined
+        /**
+         * Held by a re-registration while it is sent; the deregistration takes it first. A request
+         * sent cannot be recalled: one that reached the server after the DELETE would register the
+         * worker again, a registration nobody withdraws (until pruned as stale).
+         */
+        const registering = yield* Effect.makeSemaphore(1)
+        /** Set when the deregistration begins: no re-registration is sent from then on. */
+        let withdrawn = false
         const isNotRegistered = (error: DurableWorkflowError) => reasonOf(error) === "worker_not_registered"
         const reRegisterError = (error: DurableWorkflowError) => {
           const refused = refusalOf(error)
@@ -511,6 +519,11 @@ export const make = (
          * the worker as stale, or lost its registrations): once for every poller and the heartbeat
          * that found the loss together, then they resume. `seen` is the generation the caller's
          * request went out in; a re-registration since then already healed what it found.
+         *
+         * Ordered before the deregistration, whoever asks for it (a poll or a beat): it holds
+         * `registering` while it is sent, each request uninterruptibly (a request sent cannot be
+         * recalled, and one cut on the client's side could still reach the server after the DELETE);
+         * the deregistration waits for it, and none is sent once the deregistration has begun.
          */
         const reRegister = (seen: number): Effect.Effect<void, TransportError> =>
           Effect.suspend(() => {
@@ -519,19 +532,26 @@ export const make = (
             const done = Deferred.unsafeMake<void, TransportError>(FiberId.none)
             reRegistering = done
             const send = Effect.gen(function*() {
+              if (withdrawn) {
+                return yield* new TransportError({
+                  transport: NAME,
+                  operation: "register again",
+                  message: `worker ${workerId} is being deregistered: its registration is not sent again`
+                })
+              }
               yield* Effect.logWarning(`the server no longer has the registration of worker ${workerId} (worker_not_registered); registering it again`)
               const slots = taskSlots(yield* description.status)
-              yield* client.request({
-                method: "POST",
-                path: "/worker/register",
-                body: { ...registerBody, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() },
-                plane: "worker"
-              }).pipe(Effect.mapError(reRegisterError))
+              const body = { ...registerBody, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() }
+              // the transport retry, its waits interruptible, its requests not
+              yield* Effect.uninterruptible(client.requestOnce({ method: "POST", path: "/worker/register", body, plane: "worker" })).pipe(
+                Effect.retry({ schedule: Client.transportRetry, while: Client.isTransient }),
+                Effect.mapError(reRegisterError)
+              )
               generation += 1
               pollWorkedSince = false
               yield* Effect.logInfo(`worker ${workerId} registered again`)
             })
-            return send.pipe(
+            return registering.withPermits(1)(send).pipe(
               // the awaiting callers learn how it ended, a stop that cut it short included
               Effect.onExit((exit) =>
                 Effect.suspend(() => {
@@ -870,7 +890,18 @@ export const make = (
           return { worker_id: workerId, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() }
         }
 
+        /**
+         * The DELETE of the registration, after the re-registration in flight (if any) has been
+         * answered, and with none sent after it (`reRegister`). Waiting for one is interruptible: the
+         * runtime bounds the deregistration by `interruptTimeout`.
+         */
         const deregister = Effect.gen(function*() {
+          withdrawn = true
+          if (reRegistering !== undefined) {
+            yield* Effect.logInfo(`worker ${workerId}'s registration is being sent again; it is deregistered once that is answered`)
+          }
+          // the one in flight ends first; any after it finds `withdrawn` set, and is not sent
+          yield* registering.withPermits(1)(Effect.void)
           const answer = yield* Effect.either(client.request({
             method: "DELETE",
             path: `/worker/registrations/${encodeURIComponent(workerId)}`,

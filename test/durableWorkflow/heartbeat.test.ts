@@ -1,27 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import { advertisedInterval } from "../../src/transport/durableWorkflow/internal/heartbeat.js"
-import { greet, setup, startWorker, until } from "./support.js"
+import { greet, setup, startWorker, until, waitScheduled } from "./support.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
-
-/**
- * Waits (wall clock) until some fiber sleeps until exactly `after` from the test clock's now: the
- * worker has handled the last heartbeat reply and started waiting for the next one. Without it, a
- * `TestClock.adjust` could run before the wait is scheduled and would not move it.
- */
-const waitScheduled = (after: Duration.DurationInput) =>
-  Effect.gen(function*() {
-    const deadline = (yield* TestClock.currentTimeMillis) + Duration.toMillis(after)
-    for (let i = 0; i < 1_000; i++) {
-      if (Chunk.some(yield* TestClock.sleeps(), (at) => at === deadline)) return
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
-    }
-    return yield* Effect.dieMessage(`nothing was scheduled ${Duration.format(after)} from now`)
-  })
 
 const beats = (server: DurableWorkflowServer) => server.requestsTo("heartbeat").length
 

@@ -1,9 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
-import type { ServerEvent } from "../support/durableWorkflowServer.js"
-import { greet, registered, setup, startWorker, until } from "./support.js"
+import { deregister } from "../../src/runtime/internal/shutdown.js"
+import * as WorkerConfig from "../../src/runtime/WorkerConfig.js"
+import { Transport } from "../../src/seam/Transport.js"
+import type { DurableWorkflowServer, ServerEvent } from "../support/durableWorkflowServer.js"
+import { describedWorker, servingSteps } from "../support/handlers.js"
+import { greet, registered, setup, startWorker, transportLayer, until, waitScheduled } from "./support.js"
 
 /** The server's events so far, and a wait until one kind was seen `times` times. */
 const recordEvents = (server: { onEvent: (listener: (event: ServerEvent) => void) => () => void }) => {
@@ -81,5 +88,87 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
       assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
       assert.strictEqual(server.requestsTo("heartbeat").length, 0, "the poll found the loss, not a beat")
+    }))
+})
+
+/**
+ * The transport registered on its own (no worker around it), the server then losing the
+ * registration: a beat finds the loss, and sends the registration again.
+ */
+const registeredAlone = (server: DurableWorkflowServer) =>
+  Effect.gen(function*() {
+    const transport = yield* Transport
+    const description = describedWorker("w-alone", servingSteps([greet.name]))
+    const registration = yield* transport.register(description)
+    const heartbeat = Option.getOrThrow(registration.heartbeat)
+    const beat = Effect.flatMap(description.status, heartbeat.beat)
+    return { registration, beat, workerId: description.workerId }
+  }).pipe(Effect.provide(transportLayer(server)))
+
+describe("Durable Workflow transport: its re-registrations come before its deregistration", () => {
+  it.scoped("the deregistration waits for a re-registration in flight: the DELETE goes after it", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { events, seen } = recordEvents(server)
+      const { registration, beat, workerId } = yield* registeredAlone(server)
+      server.removeRegistration(workerId)
+      // the server makes the registration sent again 300 ms after it took the request
+      server.injectFault("register", { delayMs: 300 })
+      const beating = yield* Effect.forkDaemon(beat)
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      yield* registration.deregister
+      yield* seen("WorkerRegistered", 2)
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(beating)))
+      assert.isUndefined(server.registration(workerId), "no registration left behind")
+      assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
+    }))
+
+  it.scoped("a re-registration whose caller is interrupted is still answered before the DELETE, not cut on the client's side", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { events, seen } = recordEvents(server)
+      const { registration, beat, workerId } = yield* registeredAlone(server)
+      server.removeRegistration(workerId)
+      server.injectFault("register", { delayMs: 300 })
+      const beating = yield* Effect.forkDaemon(beat)
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      yield* Fiber.interruptFork(beating)
+      yield* registration.deregister
+      yield* seen("WorkerRegistered", 2)
+      assert.isFalse(server.requestsTo("register")[1]!.aborted, "the request was not cut")
+      assert.isUndefined(server.registration(workerId), "no registration left behind")
+      assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
+    }))
+
+  it.scoped("no re-registration is sent once the deregistration has begun", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { registration, beat, workerId } = yield* registeredAlone(server)
+      yield* registration.deregister
+      // a beat after it finds the worker unknown, and does not register it again
+      const beaten = yield* Effect.either(beat)
+      assert.isTrue(Either.isLeft(beaten))
+      assert.include(Either.isLeft(beaten) ? beaten.left.message : "", "is being deregistered")
+      assert.strictEqual(server.requestsTo("register").length, 1)
+      assert.isUndefined(server.registration(workerId), "no registration left behind")
+    }))
+
+  it.scoped("a re-registration that gets no answer holds the deregistration no longer than interruptTimeout; no DELETE is sent", () =>
+    Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { registration, beat, workerId } = yield* registeredAlone(server)
+      server.removeRegistration(workerId)
+      server.injectFault("register", { delayMs: 1_000 })
+      const beating = yield* Effect.forkDaemon(beat)
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      const config = Either.getOrThrow(WorkerConfig.resolve({ interruptTimeout: "2 seconds" }))
+      const stopping = yield* Effect.fork(Effect.either(deregister({ config, registration, transport: "durable-workflow" })))
+      yield* waitScheduled("2 seconds")
+      yield* TestClock.adjust("2 seconds")
+      const stopped = yield* Fiber.join(stopping)
+      assert.isTrue(Either.isLeft(stopped), "the deregistration failed at interruptTimeout")
+      assert.strictEqual(server.requestsTo("register")[1]!.status, undefined, "the re-registration was still unanswered")
+      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 0, "no DELETE sent")
+      yield* Fiber.await(beating)
     }))
 })

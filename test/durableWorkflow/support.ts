@@ -1,5 +1,7 @@
 import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Exit from "effect/Exit"
@@ -8,6 +10,7 @@ import type * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as MetricState from "effect/MetricState"
 import * as Schedule from "effect/Schedule"
+import * as TestClock from "effect/TestClock"
 import type * as Scope from "effect/Scope"
 import * as DurableWorkflow from "../../src/core/DurableWorkflow.js"
 import type { ReplayInput } from "../../src/core/internal/durableWorkflow/run.js"
@@ -23,6 +26,21 @@ export const QUEUE = "orders"
 /** Waits (wall clock) for a server condition: an event to happen, never a timing rule. */
 export const until = (server: DurableWorkflowServer, check: () => boolean, timeoutMs = 10_000) =>
   Effect.promise(() => server.waitUntil(check, timeoutMs))
+
+/**
+ * Waits (wall clock) until some fiber sleeps until exactly `after` from the test clock's now (the
+ * worker has handled the last heartbeat reply and started waiting for the next one, say). Without
+ * it, a `TestClock.adjust` could run before the wait is scheduled and would not move it.
+ */
+export const waitScheduled = (after: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const deadline = (yield* TestClock.currentTimeMillis) + Duration.toMillis(after)
+    for (let i = 0; i < 1_000; i++) {
+      if (Chunk.some(yield* TestClock.sleeps(), (at) => at === deadline)) return
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+    }
+    return yield* Effect.dieMessage(`nothing was scheduled ${Duration.format(after)} from now`)
+  })
 
 export const transportLayer = (
   server: DurableWorkflowServer,
