@@ -305,8 +305,14 @@ interface Broker {
   readonly client: Redis
   /** Where its Redis is, credentials masked, for messages. */
   readonly where: string
-  /** Adds the reply job on its own (a reply for a task of another broker, a synthetic result). */
-  readonly addNestReply: (reply: NestReply) => Promise<unknown>
+  /**
+   * A reply for a task of another broker (job `of` there, locked with `token`): encoded at once
+   * (throws when it cannot be), as on the task's own broker; the call returned adds its job with a
+   * record of it on this Redis, in one script call, the record kept for `keptMillis`. Called again
+   * (an answer retried after its acknowledgement failed, the reply written), it finds the record and
+   * adds nothing.
+   */
+  readonly replyOnce: (reply: NestReply, of: string, token: string, keptMillis: number) => () => Promise<unknown>
   /**
    * Adds the reply job and acknowledges the task job of `tasks` (a queue of this broker) in one
    * script call, the reply first (the transport's tests watch the order with MONITOR).
@@ -546,7 +552,10 @@ class JobDelivery implements Delivery<NestReply> {
    * both or (refusing the reply, or the lock no longer this worker's) neither but the failing
    * acknowledgement: a refused answer leaves the job active under its lock, to be answered again. A
    * reply for another broker is written there before the job is acknowledged, and only while the job's
-   * lock is still this worker's (so a retried answer of a job it lost writes no reply either).
+   * lock is still this worker's (so a retried answer of a job it lost writes no reply either), with a
+   * record of it there for this take of the job: an answer retried after the reply was written and
+   * the acknowledgement failed (the job still this worker's) acknowledges it without a second reply,
+   * which the engine would take for the step's next attempt.
    *
    * An answer whose outcome the worker never learnt (the connection lost after the script was sent)
    * is sent again, by the client once it reconnects or by the runtime's retry, and the script then
@@ -598,11 +607,17 @@ class JobDelivery implements Delivery<NestReply> {
         const going = Effect.sync(() => then(next))
         resume(replayed ? Effect.zipRight(applied, going) : going)
       }
+      // a reply for another broker is encoded here, at once, as the home broker's script call encodes
+      // its own: one that cannot be is a defect (the runtime answers it once as such), not a
+      // failure to write it, retried and then lost
+      const elsewhere = target === queue.home
+        ? undefined
+        : target.replyOnce(reply, `${queue.home.id}:${queue.name}:${jobId}`, token, Jobs.answerRecordMillis(queue.bull))
       const answer = () =>
-        target === queue.home
+        elsewhere === undefined
           ? target.answer(reply, queue.bull, job, token, fetchNext)
           : Jobs.holdsLock(queue.bull, jobId, token)
-            .then((held) => held ? target.addNestReply(reply) : undefined)
+            .then((held) => held ? elsewhere() : undefined)
             .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
             .then((next) => ({ next, replayed: false }))
       // a parent reference BullMQ's acknowledgement could not follow is removed first (never on an
@@ -977,7 +992,13 @@ const build = (config: Resolved): Transport["Type"] => {
             id,
             client,
             where: describeTarget(target),
-            addNestReply,
+            replyOnce: (reply, of, token, keptMillis) => {
+              const { data, to } = route(reply)
+              const write = to.prepareIfHeld(data)
+              // beside the reply queue's keys; no one else writes it, so the add only runs while it holds nothing
+              const record = `${to.queue.keys[""]}answered:${of}:${token}`
+              return () => write(record, token, keptMillis)
+            },
             answer: (reply, tasks, job, token, fetchNext) => {
               const { data, to } = route(reply)
               return answerJob(to, data, tasks, job, token, fetchNext)

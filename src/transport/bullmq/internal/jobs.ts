@@ -79,6 +79,11 @@ export interface JobWriter {
    */
   readonly writeIfHeld: (data: unknown, key: string, token: string, keptMillis: number) => Promise<string | undefined>
   /**
+   * {@link writeIfHeld} in two steps: `data` encoded at once (throws when it cannot be), the write
+   * made by the call returned, as often as it is called.
+   */
+  readonly prepareIfHeld: (data: unknown) => (key: string, token: string, keptMillis: number) => Promise<string | undefined>
+  /**
    * The jobs' options as BullMQ's add script stores them (its `opts` field), for the answer's fast
    * path; undefined when these jobs cannot take it (options that change where a job is added).
    */
@@ -109,14 +114,9 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
     ? undefined
     : String(await (client as unknown as Redis).eval("return cjson.encode(cmsgpack.unpack(ARGV[1]))", 0, encoded as Buffer))
   let addIfHeld: AddIfHeld | undefined
-  return {
-    queue,
-    client,
-    name,
-    job,
-    options: template.opts,
-    write: (data) => queue.scripts.addJob(client, job(data), template.opts, ""),
-    writeIfHeld: (data, key, token, keptMillis) => {
+  const prepareIfHeld = (data: unknown) => {
+    const added = job(data)
+    return (key: string, token: string, keptMillis: number): Promise<string | undefined> => {
       // defined at the first use: most workers never need it, and a worker's start is short
       addIfHeld ??= addIfHeldCommand(client as unknown as Redis)
       const { command, keys, send } = addIfHeld
@@ -128,10 +128,20 @@ export const jobWriter = async (queue: Queue, name: string, options: JobsOptions
           return send([...args.slice(0, keys), key, token, keptMillis, ...args.slice(keys)])
         }
       }
-      return queue.scripts.addJob(collector as never, job(data), template.opts, "").then((id) =>
+      return queue.scripts.addJob(collector as never, added, template.opts, "").then((id) =>
         id === null || id === undefined ? undefined : String(id)
       )
-    },
+    }
+  }
+  return {
+    queue,
+    client,
+    name,
+    job,
+    options: template.opts,
+    write: (data) => queue.scripts.addJob(client, job(data), template.opts, ""),
+    writeIfHeld: (data, key, token, keptMillis) => prepareIfHeld(data)(key, token, keptMillis),
+    prepareIfHeld,
     storedOptions
   }
 }

@@ -1,0 +1,124 @@
+/**
+ * The BullMQ transport's answer to a task whose reply goes to another broker (its `transport` names
+ * one), on real Redis servers: the reply is written there before the job is acknowledged on its own
+ * broker, two writes on two servers. An acknowledgement that fails after the reply was written (the
+ * job still locked by this worker) is answered again without writing the reply a second time; a reply
+ * that cannot be encoded is a defect, as on the job's own broker, not a transport failure.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Queue } from "bullmq"
+import type { ChildProcess } from "node:child_process"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import { Redis } from "ioredis"
+import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
+import type { Delivery } from "../../src/seam/Transport.js"
+import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
+import { describedWorker, servingSteps } from "../support/handlers.js"
+import { freePort, startRedisServer } from "../support/local.js"
+
+const description = describedWorker("worker-a", servingSteps(["work"]), Duration.seconds(1))
+
+const reply = (delivery: Delivery, output: unknown = "done") => {
+  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
+  return {
+    _tag: "StepResult" as const,
+    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output }
+  }
+}
+
+describe("BullMQ transport answers for another broker", () => {
+  // the job's own broker: a Redis server of this file's (made a replica here for a while), and the
+  // broker the replies go to: the local Redis
+  let home: ChildProcess | undefined
+  let homePort = 0
+  // where no Redis listens: a replica of it never syncs, so it keeps its data
+  let unreachablePort = 0
+  beforeAll(async () => {
+    homePort = await freePort()
+    unreachablePort = await freePort()
+    home = await startRedisServer(homePort)
+  })
+  afterAll(() => {
+    home?.kill("SIGKILL")
+  })
+
+  /** A task on the home broker whose reply goes to broker `b`, a transport registered on it, and clients of both Redis. */
+  const fixture = Effect.gen(function*() {
+    const prefix = uniquePrefix("edwo")
+    const other = redisConnection()
+    const homeRedis = yield* Effect.acquireRelease(
+      Effect.sync(() => new Redis({ host: "127.0.0.1", port: homePort })),
+      (client) => Effect.promise(() => client.replicaof("NO", "ONE").then(() => client.flushall()).then(() => client.quit()))
+    )
+    const otherRedis = yield* Effect.acquireRelease(
+      Effect.sync(() => new Redis(other)),
+      (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
+    )
+    yield* Effect.promise(async () => {
+      const tasks = new Queue(`${prefix}-tasks-work`, { connection: { host: "127.0.0.1", port: homePort } })
+      const runId = `run-${prefix}`
+      await tasks.add("task", { runId, seq: 0, name: "work", stepId: `${runId}:0`, group: "work", attempt: 1, transport: "b" }, {
+        removeOnComplete: true
+      })
+      await tasks.close()
+    })
+    const transport = yield* BullMQTransport.make({
+      connection: { host: "127.0.0.1", port: homePort },
+      prefix,
+      brokerId: "a",
+      brokers: { b: { connection: other } }
+    })
+    const [task] = yield* (yield* transport.register(description)).pollers[0]!.poll(1)
+    assert.isDefined(task)
+    const replies = () => otherRedis.lrange(`bull:${prefix}-results:wait`, 0, -1)
+    return { prefix, homeRedis, otherRedis, task: task!, replies }
+  })
+
+  it.live("an acknowledgement refused after the reply was written there is answered again without a second reply", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture
+      const lock = `bull:${prefix}-tasks-work:1:lock`
+      const token = yield* Effect.promise(() => homeRedis.get(lock))
+      // the home Redis refuses writes (a replica now, as in a failover the worker's connection has not
+      // followed yet): the reply goes to the other broker, the acknowledgement is refused, the job
+      // stays active under this worker's lock
+      yield* Effect.promise(() => homeRedis.replicaof("127.0.0.1", unreachablePort))
+      const refused = yield* Effect.flip(task.complete(reply(task)))
+      assert.strictEqual(refused._tag, "TransportError")
+      assert.match(refused.message, /READONLY/)
+      assert.strictEqual((yield* Effect.promise(replies)).length, 1)
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.get(lock)), token)
+
+      // the runtime's retry, once the home Redis takes writes again: the job is acknowledged, and the
+      // reply already written is not written again
+      yield* Effect.promise(() => homeRedis.replicaof("NO", "ONE"))
+      yield* task.complete(reply(task))
+      const written = yield* Effect.promise(replies)
+      assert.strictEqual(written.length, 1)
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.exists(`bull:${prefix}-tasks-work:1`)), 0)
+      // the record of it, beside the reply queue's keys, names it
+      const records = yield* Effect.promise(() => otherRedis.keys(`bull:${prefix}-results:answered:*`))
+      assert.strictEqual(records.length, 1)
+      assert.strictEqual(yield* Effect.promise(() => otherRedis.get(records[0]!)), `${token}:sent:${written[0]}`)
+    })))
+
+  it.live("a reply that cannot be encoded is a defect, as on the job's own broker: nothing written, the job still held", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture
+      const died = yield* Effect.exit(task.complete(reply(task, 10n) as never))
+      assert.isTrue(Exit.isFailure(died) && Cause.isDie(died.cause), "a defect, not a transport failure")
+      assert.strictEqual((yield* Effect.promise(replies)).length, 0)
+      assert.deepStrictEqual(yield* Effect.promise(() => homeRedis.lrange(`bull:${prefix}-tasks-work:active`, 0, -1)), ["1"])
+      // the failed answer the runtime sends for it then (worker_defect) goes out, once
+      const failed = { ...reply(task), result: { ...reply(task).result, status: "failed" as const, output: undefined } }
+      yield* task.complete(failed as never)
+      const written = yield* Effect.promise(replies)
+      assert.strictEqual(written.length, 1)
+      const data = JSON.parse((yield* Effect.promise(() => otherRedis.hget(`bull:${prefix}-results:${written[0]}`, "data")))!)
+      assert.strictEqual(data.status, "failed")
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.exists(`bull:${prefix}-tasks-work:1`)), 0)
+    })))
+})
