@@ -384,10 +384,13 @@ class JobDelivery implements Delivery<NestReply> {
     return new JobDelivery(queue, job.id!, job.data, job.opts, job, token)
   }
 
-  /** The job an acknowledgement moved to active; throws when its data is not JSON. */
-  static ofNext(queue: TaskQueue, next: Jobs.NextJob, token: string): JobDelivery {
-    const { fields, id } = next
-    return new JobDelivery(queue, id, Jobs.decodeData(fields), Jobs.decodeOptions(fields.opts), fields, token)
+  /**
+   * The job an acknowledgement moved to active, with its data and options decoded (`Jobs.decodeData`,
+   * `Jobs.decodeOptions`, which throw on a job that cannot be read). What throws here is a bug, not
+   * the job's.
+   */
+  static ofNext(queue: TaskQueue, next: Jobs.NextJob, payload: unknown, options: JobsOptions, token: string): JobDelivery {
+    return new JobDelivery(queue, next.id, payload, options, next.fields, token)
   }
 
   private constructor(
@@ -598,11 +601,24 @@ class JobDelivery implements Delivery<NestReply> {
           return resume(Effect.zipRight(applied, Effect.map(handBack(queue, acked, token), () => then(undefined))))
         }
         let next: JobDelivery | undefined
-        try {
-          next = acked === undefined ? undefined : JobDelivery.ofNext(queue, acked, token)
-        } catch {
-          // the answer went through; the job handed over with it cannot be read
-          return resume(Effect.zipRight(applied, Effect.map(failUnreadable(queue, acked!, token), () => then(undefined))))
+        if (acked !== undefined) {
+          let payload: unknown
+          let options: JobsOptions
+          try {
+            payload = Jobs.decodeData(acked.fields)
+            options = Jobs.decodeOptions(acked.fields.opts)
+          } catch {
+            // the answer went through; the job handed over with it cannot be read (a field that is
+            // not JSON, or not what BullMQ reads it as)
+            return resume(Effect.zipRight(applied, Effect.map(failUnreadable(queue, acked, token), () => then(undefined))))
+          }
+          try {
+            next = JobDelivery.ofNext(queue, acked, payload, options, token)
+          } catch (defect) {
+            // a bug here, not the job's: the job goes back to wait, to be served (not failed as
+            // unreadable, nor left to its lock), and the defect is the fiber's
+            return resume(Effect.zipRight(applied, Effect.zipRight(handBack(queue, acked, token), Effect.die(defect))))
+          }
         }
         const going = Effect.sync(() => then(next))
         resume(replayed ? Effect.zipRight(applied, going) : going)
