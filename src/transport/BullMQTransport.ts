@@ -324,6 +324,16 @@ interface Broker {
     token: string,
     fetchNext: boolean
   ) => Promise<Jobs.Answered>
+  /**
+   * Acknowledges the task job of `tasks` (a queue of this broker) whose reply went to another broker,
+   * leaving the record an answer leaves: sent again once applied, it is a replay (see `Jobs.Answered`).
+   */
+  readonly acknowledge: (
+    tasks: BullWorker,
+    job: { readonly id: string; readonly options: JobsOptions },
+    token: string,
+    fetchNext: boolean
+  ) => Promise<Jobs.Answered>
   readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /**
    * Publishes a step result under the claim `key` (on this broker's Redis), in one script call: while
@@ -560,9 +570,10 @@ class JobDelivery implements Delivery<NestReply> {
    * the acknowledgement failed (the job still this worker's) acknowledges it without a second reply,
    * which the engine would take for the step's next attempt.
    *
-   * An answer whose outcome the worker never learnt (the connection lost after the script was sent)
-   * is sent again, by the client once it reconnects or by the runtime's retry, and the script then
-   * finds its own record (see `Jobs.Answered`): nothing is written twice, the log says the answer had
+   * An answer whose outcome the worker never learnt (the connection lost after the script was sent;
+   * for a reply that went to another broker, the acknowledgement's script, which leaves the same
+   * record) is sent again, by the client once it reconnects or by the runtime's retry, and the script
+   * then finds its own record (see `Jobs.Answered`): nothing is written twice, the log says the answer had
    * been applied, and the job that first send took is served here, or, when this call takes no next
    * job, handed back to wait at once rather than left to its lock.
    */
@@ -634,8 +645,7 @@ class JobDelivery implements Delivery<NestReply> {
           ? target.answer(reply, queue.bull, job, token, fetchNext)
           : Jobs.holdsLock(queue.bull, jobId, token)
             .then((held) => held ? elsewhere() : undefined)
-            .then(() => Jobs.completeJob(queue.bull, jobId, job.options, token, fetchNext))
-            .then((next) => ({ next, replayed: false }))
+            .then(() => queue.home.acknowledge(queue.bull, job, token, fetchNext))
       // a parent reference BullMQ's acknowledgement could not follow is removed first (never on an
       // engine's task: it has none), and said
       const answered = Jobs.hasParentReference(this.source)
@@ -1019,6 +1029,7 @@ const build = (config: Resolved): Transport["Type"] => {
               const { data, to } = route(reply)
               return answerJob(to, data, tasks, job, token, fetchNext)
             },
+            acknowledge: answerJob.acknowledge,
             publish: (result: StepResult) =>
               Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
                 Effect.asVoid,

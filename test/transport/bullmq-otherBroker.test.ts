@@ -2,8 +2,9 @@
  * The BullMQ transport's answer to a task whose reply goes to another broker (its `transport` names
  * one), on real Redis servers: the reply is written there before the job is acknowledged on its own
  * broker, two writes on two servers. An acknowledgement that fails after the reply was written (the
- * job still locked by this worker) is answered again without writing the reply a second time; a reply
- * that cannot be encoded is a defect, as on the job's own broker, not a transport failure.
+ * job still locked by this worker) is answered again without writing the reply a second time; one
+ * applied whose outcome was lost is found applied when sent again; a reply that cannot be encoded is
+ * a defect, as on the job's own broker, not a transport failure.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Queue } from "bullmq"
@@ -12,9 +13,11 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import type { Delivery } from "../../src/seam/Transport.js"
+import { cuttingProxy } from "../support/cuttingProxy.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
 import { describedWorker, servingSteps } from "../support/handlers.js"
 import { freePort, startRedisServer } from "../support/local.js"
@@ -45,8 +48,12 @@ describe("BullMQ transport answers for another broker", () => {
     home?.kill("SIGKILL")
   })
 
-  /** A task on the home broker whose reply goes to broker `b`, a transport registered on it, and clients of both Redis. */
-  const fixture = Effect.gen(function*() {
+  /**
+   * Tasks on the home broker whose replies go to broker `b` (one unless told), a transport registered
+   * on it (through `via`, a port in front of it, when given) with the first task taken, and clients
+   * of both Redis.
+   */
+  const fixture = (options: { readonly tasks?: number; readonly via?: number } = {}) => Effect.gen(function*() {
     const prefix = uniquePrefix("edwo")
     const other = redisConnection()
     const homeRedis = yield* Effect.acquireRelease(
@@ -60,13 +67,14 @@ describe("BullMQ transport answers for another broker", () => {
     yield* Effect.promise(async () => {
       const tasks = new Queue(`${prefix}-tasks-work`, { connection: { host: "127.0.0.1", port: homePort } })
       const runId = `run-${prefix}`
-      await tasks.add("task", { runId, seq: 0, name: "work", stepId: `${runId}:0`, group: "work", attempt: 1, transport: "b" }, {
-        removeOnComplete: true
-      })
+      for (let seq = 0; seq < (options.tasks ?? 1); seq++) {
+        const task = { runId, seq, name: "work", stepId: `${runId}:${seq}`, group: "work", attempt: 1, transport: "b" }
+        await tasks.add("task", task, { removeOnComplete: true })
+      }
       await tasks.close()
     })
     const transport = yield* BullMQTransport.make({
-      connection: { host: "127.0.0.1", port: homePort },
+      connection: { host: "127.0.0.1", port: options.via ?? homePort },
       prefix,
       brokerId: "a",
       brokers: { b: { connection: other } }
@@ -79,7 +87,7 @@ describe("BullMQ transport answers for another broker", () => {
 
   it.live("an acknowledgement refused after the reply was written there is answered again without a second reply", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture
+      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture()
       const lock = `bull:${prefix}-tasks-work:1:lock`
       const token = yield* Effect.promise(() => homeRedis.get(lock))
       // the home Redis refuses writes (a replica now, as in a failover the worker's connection has not
@@ -105,9 +113,25 @@ describe("BullMQ transport answers for another broker", () => {
       assert.strictEqual(yield* Effect.promise(() => otherRedis.get(records[0]!)), `${token}:sent:${written[0]}`)
     })))
 
+  it.live("an acknowledgement applied, its outcome lost with the connection, is found applied when sent again: no lost reply, the next job served", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(homePort)), (p) => Effect.promise(() => p.close()))
+      const { homeRedis, prefix, replies, task } = yield* fixture({ tasks: 2, via: proxy.port })
+      // the connection is cut once the acknowledgement (the only command naming the completed set) ran
+      proxy.arm(`${prefix}-tasks-work:completed`)
+      const next = yield* task.completeAndTakeNext!(reply(task))
+      assert.strictEqual(proxy.cuts(), 1)
+      assert.strictEqual((Option.getOrThrow(next).payload as { seq: number }).seq, 1)
+      assert.strictEqual((yield* Effect.promise(replies)).length, 1)
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.exists(`bull:${prefix}-tasks-work:1`)), 0)
+      yield* Option.getOrThrow(next).complete(reply(Option.getOrThrow(next)))
+      assert.strictEqual((yield* Effect.promise(replies)).length, 2)
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.llen(`bull:${prefix}-tasks-work:active`)), 0)
+    })))
+
   it.live("a reply that cannot be encoded is a defect, as on the job's own broker: nothing written, the job still held", () =>
     Effect.scoped(Effect.gen(function*() {
-      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture
+      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture()
       const died = yield* Effect.exit(task.complete(reply(task, 10n) as never))
       assert.isTrue(Exit.isFailure(died) && Cause.isDie(died.cause), "a defect, not a transport failure")
       assert.strictEqual((yield* Effect.promise(replies)).length, 0)

@@ -342,6 +342,42 @@ return {added, finished}
 `
 
 /**
+ * {@link answerLua} without the add, for a job whose reply was written on another Redis: BullMQ's
+ * acknowledge script, run while the job's lock (the key after BullMQ's) holds the token (`ARGV[1]`),
+ * leaving the same record (the last key, for `ARGV[2]` milliseconds; no reply id in it); sent again
+ * once the job is no longer locked with the token, it finds the record and returns what the first run
+ * did, flagged as a replay, as that script does. `ARGV[3]` is the task queue's key prefix.
+ */
+const acknowledgeLua = (finish: LuaScript) =>
+  `${luaFunction("moveToFinished", finish)}
+local token = ARGV[1]
+local recordKey = KEYS[${finish.keys + 2}]
+local finishKeys = {unpack(KEYS, 1, ${finish.keys})}
+local finishArgs = {unpack(ARGV, 4, #ARGV)}
+if redis.call("GET", KEYS[${finish.keys + 1}]) ~= token then
+  local recorded = redis.call("GET", recordKey)
+  if recorded then
+    local answered = cjson.decode(recorded)
+    if answered[1] == token then
+      local nextId = answered[2]
+      if nextId ~= "" and redis.call("GET", ARGV[3] .. nextId .. ":lock") == token then
+        return {0, {redis.call("HGETALL", ARGV[3] .. nextId), nextId, 0, 0}, 1}
+      end
+      return {0, 0, 1}
+    end
+  end
+  return {0, moveToFinished(finishKeys, finishArgs)}
+end
+local finished = moveToFinished(finishKeys, finishArgs)
+if type(finished) ~= "number" or finished >= 0 then
+  local nextId = ""
+  if type(finished) == "table" and type(finished[2]) == "string" then nextId = finished[2] end
+  redis.call("SET", recordKey, cjson.encode({token, nextId, ""}), "PX", ARGV[2])
+end
+return {0, finished}
+`
+
+/**
  * The answer's fast path: the same Redis writes as {@link answerLua}, for the common case only,
  * written out rather than run through BullMQ's general scripts, whose flow,
  * deduplication, rate-limit and metrics handling (and the decoding of their packed arguments) cost
@@ -528,6 +564,17 @@ export const answerRecordMillis = (tasks: Worker): number => Math.max(60_000, 2 
  * @internal
  */
 export const jobAnswerer = (client: Redis): JobAnswerer & {
+  /**
+   * Acknowledges a task job whose reply was written on another Redis, as an answer acknowledges it
+   * and with the same record: sent again after it was applied (its outcome lost with the connection),
+   * it resolves as a replay, writing nothing (see {@link Answered}).
+   */
+  readonly acknowledge: (
+    tasks: Worker,
+    job: { readonly id: string; readonly options: JobsOptions },
+    token: string,
+    fetchNext: boolean
+  ) => Promise<Answered>
   /** Whether the fast path can be taken: false when the installed BullMQ's scripts are not those it was written from. */
   readonly fastPath: boolean
   /** The installed BullMQ's version. */
@@ -603,7 +650,31 @@ export const jobAnswerer = (client: Redis): JobAnswerer & {
         : { next: acknowledged(tasks, job.id, answered[1]), replayed: false }
     )
   }
-  return Object.assign(answer, { fastPath: fastPathHolds, version })
+  // defined at the first use: only a task whose reply goes to another broker needs it
+  let sendAcknowledge: ((args: ReadonlyArray<unknown>) => Promise<[unknown, unknown, unknown?]>) | undefined
+  const acknowledge = (
+    tasks: Worker,
+    job: { readonly id: string; readonly options: JobsOptions },
+    token: string,
+    fetchNext: boolean
+  ): Promise<Answered> => {
+    if (sendAcknowledge === undefined) {
+      const name = `durableWorkerAcknowledge:${version}`
+      client.defineCommand(name, { numberOfKeys: finish.keys + 2, lua: acknowledgeLua(finish) })
+      sendAcknowledge = (client as unknown as Record<string, (args: ReadonlyArray<unknown>) => Promise<[unknown, unknown, unknown?]>>)[name]!
+    }
+    const finishArgs = completionArgs(tasks, job.id, job.options, token, fetchNext)
+    return sendAcknowledge.call(client, [
+      ...finishArgs.slice(0, finish.keys),
+      lockKey(tasks, job.id),
+      answerRecordKey(tasks, job.id),
+      token,
+      answerRecordMillis(tasks),
+      tasks.keys[""],
+      ...finishArgs.slice(finish.keys)
+    ]).then(([, finished, replayed]) => ({ next: acknowledged(tasks, job.id, finished), replayed: replayed === 1 }))
+  }
+  return Object.assign(answer, { acknowledge, fastPath: fastPathHolds, version })
 }
 
 /** What an acknowledgement returned: the next job, if one came; throws BullMQ's error for a failure code. */
