@@ -238,23 +238,6 @@ const completionArgs = (worker: Worker, id: string, options: JobsOptions, token:
   // takes the worker's, as with Job.moveToCompleted (hence undefined passed through)
   worker.scripts.moveToCompletedArgs({ id, opts: options } as MinimalJob, undefined, options.removeOnComplete!, token, fetchNext)
 
-/**
- * Acknowledges job `id` (with its decoded `options`) as completed, with no return value, its lock
- * held with `token`; with `fetchNext`, the same script call moves the next job to active under the
- * same token. Fails as `Job.moveToCompleted` does when the job is not this worker's any more.
- *
- * @internal
- */
-export const completeJob = async (
-  worker: Worker,
-  id: string,
-  options: JobsOptions,
-  token: string,
-  fetchNext: boolean
-): Promise<NextJob | undefined> => {
-  return nextJobOf(await worker.scripts.moveToFinished(id, completionArgs(worker, id, options, token, fetchNext)))
-}
-
 /** The key of job `id`'s lock on `worker`'s queue (BullMQ's layout, as its scripts build it). */
 const lockKey = (worker: Worker, id: string) => `${worker.toKey(id)}:lock`
 
