@@ -530,6 +530,48 @@ describe("Workflow turn outcomes", () => {
       assert.isTrue(released)
     }))
 
+  it.effect("concurrent ops blocked in an uninterruptible region suspend the turn, and the body still unwinds afterwards", () =>
+    Effect.gen(function*() {
+      let unwound = 0
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.scoped(Effect.acquireRelease(Effect.all([ctx.step("a"), ctx.step("b")], { concurrency: 2 }), () => Effect.void)).pipe(
+          Effect.ensuring(Effect.sync(() => {
+            unwound++
+          }))
+        ))
+      for (let i = 0; i < 3; i++) {
+        const decision = yield* process([wf], [])
+        assert.strictEqual(decision.status, "continue")
+        assert.deepStrictEqual(decision.commands.map((c) => [c.kind, c.seq]), [["call", 0], ["call", 1]])
+      }
+      // the branches waiting in the acquire are interrupted with the body: it ends, rather than
+      // staying in memory (its turn and history with it) for good, turn after turn
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      assert.strictEqual(unwound, 3)
+    }))
+
+  it.effect("a turn interrupted while a caught local op runs beside an op blocked in an uninterruptible region ends once the local op does", () =>
+    Effect.gen(function*() {
+      const wf = Workflow.make("wf", (_: unknown, ctx) =>
+        Effect.scoped(Effect.acquireRelease(
+          Effect.all([
+            ctx.step("a"),
+            ctx.sideEffect(Effect.as(Effect.sleep("1 second"), "slow")).pipe(Effect.catchAllCause(() => Effect.succeed("fallback")))
+          ], { concurrency: 2 }),
+          () => Effect.void
+        )))
+      // daemons: without the body's end, the interruption would hang the test's own end too
+      const turn = yield* Effect.forkDaemon(process([wf], []))
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      assert.isNull(turn.unsafePoll(), "the local op is in flight")
+      // the worker's stop, say: the local op in the acquire cannot be cut, and is waited for
+      const stopping = yield* Effect.forkDaemon(Fiber.interrupt(turn))
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      yield* TestClock.adjust("1 second")
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      assert.isNotNull(stopping.unsafePoll(), "the interruption ends once the local op has")
+    }))
+
   it.effect("an Effect race between a signal and a timer completes once the timer is in history", () =>
     Effect.gen(function*() {
       const wf = Workflow.make("wf", (_: unknown, ctx) =>

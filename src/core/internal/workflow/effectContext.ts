@@ -127,8 +127,38 @@ class FiberMonitor implements Scheduler.Scheduler {
   parked = false
   /** The driver's wake-up once the body is parked, while the driver waits. */
   onParked: (() => void) | undefined = undefined
+  /**
+   * The body's fibers waiting at a blocked op (see {@link FiberMonitor.suspended}), once one blocked.
+   * Interrupted with the body: the fiber that waits on them may be in an uninterruptible region (an
+   * `acquireRelease`'s acquire over a concurrent `Effect.all`), where the body's interruption would
+   * never reach them, and the body would never end.
+   */
+  waiting: Set<Fiber.RuntimeFiber<unknown, unknown>> | undefined = undefined
+  private blocked: Effect.Effect<never> | undefined = undefined
 
   constructor(readonly turn: Turn, private readonly scheduler: Scheduler.Scheduler) {}
+
+  /**
+   * A blocked op's Effect: it never resumes this turn. The fiber that reached it waits there like the
+   * live run would, so no handler (`catchAllCause`, `Effect.exit`, a race, a concurrent `Effect.all`)
+   * can run on from a point the live run never passed; the driver ends the turn once the body is
+   * parked (see {@link runEffectBody}). Interruptible even inside an uninterruptible region: a race
+   * whose other branch won interrupts it, and so does the driver (see {@link interruptBody}).
+   */
+  get suspended(): Effect.Effect<never> {
+    return this.blocked ??= suspendedIn(this.waiting ??= new Set())
+  }
+
+  /**
+   * Interrupts the body once its turn is closed: its fiber, and every fiber of it waiting at a
+   * blocked op, which the body's interruption does not reach from inside an uninterruptible region.
+   */
+  interruptBody(): void {
+    const body = this.fiber
+    body?.unsafeInterruptAsFork(FiberId.none)
+    if (this.waiting === undefined) return
+    for (const fiber of this.waiting) if (fiber !== body) fiber.unsafeInterruptAsFork(FiberId.none)
+  }
 
   /**
    * Lets the event loop run (timers and I/O: lock renewals, heartbeats, other tasks' sockets), not
@@ -180,7 +210,7 @@ class FiberMonitor implements Scheduler.Scheduler {
     if (fiber.unsafePoll() !== null) return
     this.parked = true
     turn.close()
-    fiber.unsafeInterruptAsFork(FiberId.none)
+    this.interruptBody()
     const onParked = this.onParked
     this.onParked = undefined
     onParked?.()
@@ -188,17 +218,23 @@ class FiberMonitor implements Scheduler.Scheduler {
 }
 
 /**
- * A blocked op's Effect: it never resumes this turn. The fiber that reached it waits there like the
- * live run would, so no handler (`catchAllCause`, `Effect.exit`, a race, a concurrent `Effect.all`)
- * can run on from a point the live run never passed; the driver ends the turn once the body is
- * parked (see {@link runEffectBody}). Interruptible even inside an uninterruptible region (an
- * `acquireRelease`'s acquire): a race whose other branch won interrupts it, and so does the driver.
+ * What a blocked op waits on: nothing resumes it. One parameter: a register of any other arity is
+ * handed an AbortSignal, whose abort on every interruption (a DOMException with its stack) would cost
+ * more than the whole turn; and no canceler, whose `onInterrupt` would too.
  */
-const suspended: Effect.Effect<never> = Effect.interruptible(
-  // one parameter: a register of any other arity is handed an AbortSignal, whose abort on every
-  // interruption (a DOMException with its stack) would cost more than the whole turn
-  Effect.async<never>((_resume) => {})
-)
+const neverResumed: Effect.Effect<never> = Effect.async<never>((_resume) => {})
+
+/**
+ * {@link FiberMonitor.suspended}: each fiber waiting there is added to `waiting` (and left there
+ * once interrupted: the set lives as long as its turn, and interrupting an ended fiber does nothing).
+ */
+const suspendedIn = (waiting: Set<Fiber.RuntimeFiber<unknown, unknown>>): Effect.Effect<never> =>
+  Effect.interruptible(
+    Effect.withFiberRuntime<never>((fiber) => {
+      waiting.add(fiber)
+      return neverResumed
+    })
+  )
 
 const stop: Effect.Effect<never> = Effect.interrupt
 
@@ -213,7 +249,7 @@ const fromOutcome = <A, E>(monitor: FiberMonitor, outcome: Outcome<A>): Effect.E
       return Effect.die(outcome.error)
     case "Blocked":
     case "Cancelled":
-      return suspended
+      return monitor.suspended
     case "Closed":
       return stop
   }
@@ -353,7 +389,7 @@ const makeEffectContext = (monitor: FiberMonitor): WorkflowContext => {
  * Runs an Effect workflow body for one turn: its `Exit` once it ends, or `undefined` once it is
  * parked on an op that is not in history (the turn then suspends: `continue`, or `cancelled`).
  *
- * Suspension detection. A blocked op never resumes (see {@link suspended}), so the fiber that
+ * Suspension detection. A blocked op never resumes (see {@link FiberMonitor.suspended}), so the fiber that
  * reached it waits there, and so does whatever waits on that fiber: a concurrent `Effect.all` or
  * `forEach` with a branch blocked, a race whose branches all blocked, an `Effect.exit` or a
  * `catchAllCause` around any of them. A race whose other branch resolved from history interrupts the
@@ -398,7 +434,8 @@ export const runEffectBody = <A, E, R>(
     return Effect.suspend(() => {
       monitor.onParked = undefined
       turn.close()
-      return Fiber.interrupt(fiber)
+      monitor.interruptBody()
+      return Fiber.await(fiber)
     })
   })
 }
