@@ -389,9 +389,9 @@ const makeEffectContext = (monitor: FiberMonitor): WorkflowContext => {
  * Runs an Effect workflow body for one turn: its `Exit` once it ends, or `undefined` once it is
  * parked on an op that is not in history (the turn then suspends: `continue`, or `cancelled`).
  *
- * Suspension detection. A blocked op never resumes (see {@link FiberMonitor.suspended}), so the fiber that
- * reached it waits there, and so does whatever waits on that fiber: a concurrent `Effect.all` or
- * `forEach` with a branch blocked, a race whose branches all blocked, an `Effect.exit` or a
+ * Suspension detection. A blocked op never resumes (see {@link FiberMonitor.suspended}), so the
+ * fiber that reached it waits there, and so does whatever waits on that fiber: a concurrent
+ * `Effect.all` or `forEach` with a branch blocked, a race whose branches all blocked, an `Effect.exit` or a
  * `catchAllCause` around any of them. A race whose other branch resolved from history interrupts the
  * blocked branch and goes on with the winner, as the live run would. The body runs in a fiber of its
  * own, started at once on the caller's stack, whose fibers (and those they fork) schedule their tasks
@@ -404,7 +404,9 @@ const makeEffectContext = (monitor: FiberMonitor): WorkflowContext => {
  *
  * The determinism rule this imposes, as for async bodies: a body waits only on ctx ops and on its own
  * fibers. Anything else it waits on (a `Clock` sleep, a promise) is not tracked: with an op blocked the
- * turn is decided without it; with none it is waited for. Put such work in `ctx.sideEffect`.
+ * turn is decided without it; with none it is waited for. Put such work in `ctx.sideEffect`. A
+ * local op's body is waited for however long it runs: one that waits on the body's own fibers (a
+ * `Deferred` that a branch blocked at an op would complete) never ends, and neither does the turn.
  *
  * Interrupting it closes the turn (ops the body's fibers still reach do nothing) and interrupts the
  * body, waiting for its finalizers.
