@@ -334,7 +334,6 @@ interface Broker {
     token: string,
     fetchNext: boolean
   ) => Promise<Jobs.Answered>
-  readonly publish: (result: StepResult) => Effect.Effect<void, TransportError>
   /**
    * Publishes a step result under the claim `key` (on this broker's Redis), in one script call: while
    * `key` holds `token`, or nothing, recording the report in it for `keptMillis`. Whether it went
@@ -342,6 +341,14 @@ interface Broker {
    * its report went out.
    */
   readonly publishIfHeld: (result: StepResult, key: string, token: string, keptMillis: number) => Effect.Effect<boolean, TransportError>
+  /**
+   * Publishes a step result reported for a failure `of` a task queue of another broker, with a record
+   * of it on this broker's Redis (`<results queue>:bridged:<of>`), in one script call, the record kept
+   * for `keptMillis`: while no other `token` recorded a report of it. Whether it went out: false,
+   * publishing nothing, when another recorded it; true, publishing nothing, for the same call sent
+   * again once its report went out.
+   */
+  readonly publishOnce: (result: StepResult, of: string, token: string, keptMillis: number) => Effect.Effect<boolean, TransportError>
   /** Publishes a run or step beat on the broker's `<P>-heartbeat` channel. */
   readonly publishBeat: (message: string) => Promise<unknown>
   /**
@@ -1010,10 +1017,6 @@ const build = (config: Resolved): Transport["Type"] => {
           /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
           const route = (reply: NestReply) =>
             reply._tag === "StepResult" ? { to: results, data: reply.result } : { to: decisions, data: reply.decision }
-          const addNestReply = (reply: NestReply) => {
-            const { data, to } = route(reply)
-            return to.write(data)
-          }
           const broker: Broker = {
             id,
             client,
@@ -1030,13 +1033,14 @@ const build = (config: Resolved): Transport["Type"] => {
               return answerJob(to, data, tasks, job, token, fetchNext)
             },
             acknowledge: answerJob.acknowledge,
-            publish: (result: StepResult) =>
-              Effect.tryPromise(() => addNestReply({ _tag: "StepResult", result })).pipe(
-                Effect.asVoid,
-                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
-              ),
             publishIfHeld: (result, key, token, keptMillis) =>
               Effect.tryPromise(() => results.writeIfHeld(result, key, token, keptMillis)).pipe(
+                Effect.map((id) => id !== undefined),
+                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
+              ),
+            // beside the results queue's keys; no one else writes it, so the add only runs while it holds nothing
+            publishOnce: (result, of, token, keptMillis) =>
+              Effect.tryPromise(() => results.writeIfHeld(result, `${results.queue.keys[""]}bridged:${of}`, token, keptMillis)).pipe(
                 Effect.map((id) => id !== undefined),
                 Effect.mapError(transportError(`publishing to ${results.queue.name}`))
               ),
@@ -1172,7 +1176,8 @@ const build = (config: Resolved): Transport["Type"] => {
  * every worker on the queue reads the same set, and a failure reported twice could fail the step's
  * next attempt. A failure is reported on the broker the task's answer would go to (`replyTo`); on
  * `home`, the queue's own, under this worker's claim, in the same script call: while it holds, or
- * lapsed with no one taking it.
+ * lapsed with no one taking it; on another broker, with a record of the report written there in the
+ * same script call: unless another worker's report is recorded.
  */
 const bridgeFailures = (
   home: Broker,
@@ -1216,13 +1221,24 @@ const bridgeFailures = (
         }
         const reported = Effect.logWarning(`job ${id} on ${queueName} failed (${job.failedReason}); reported a retryable failure`)
         const to = replyTo(job.data)
-        if (to !== home) return yield* Effect.as(Effect.zipRight(to.publish(result), reported), "sent" as const)
+        const kept = ttl(FailedJobs.keptFor(interval, failed, yield* Clock.currentTimeMillis))
+        if (to !== home) {
+          // on another Redis than the claim's, the report is written with a record of it there, kept
+          // as long as a kept claim: one sent again by the client after a lost connection, one held
+          // up past its claim while another worker reported the failure, one sent again by a scan
+          // after its outcome was lost, finds it and writes nothing; the claim is kept either way
+          // (the failure is reported), so the scans leave it
+          if (!(yield* to.publishOnce(result, `${home.id}:${queueName}:${id}:${failed.failedAt}`, token, kept))) {
+            yield* Effect.logDebug(`job ${id} on ${queueName} failed; another worker reported it on broker ${to.id} already, so not sent again`)
+            return "sent" as const
+          }
+          return yield* Effect.as(reported, "sent" as const)
+        }
         // on the claim's own Redis the claim is checked where the report is written, and the report
         // recorded in it for as long as a kept claim lasts (the keep itself): one held up past its
         // claim (a lost connection, the command sent again once it is back) is not written when
         // another worker took the claim meanwhile, and is written once however often and however
         // late it is sent
-        const kept = ttl(FailedJobs.keptFor(interval, failed, yield* Clock.currentTimeMillis))
         if (!(yield* to.publishIfHeld(result, claimKey(failed), token, kept))) {
           yield* Effect.logDebug(`job ${id} on ${queueName} failed; its report was held up past this worker's claim, so not sent`)
           return "held-back" as const

@@ -7,20 +7,22 @@
  * a defect, as on the job's own broker, not a transport failure.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Queue } from "bullmq"
+import { Queue, Worker as BullWorker } from "bullmq"
 import type { ChildProcess } from "node:child_process"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import { Redis } from "ioredis"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import type { Delivery } from "../../src/seam/Transport.js"
 import { cuttingProxy } from "../support/cuttingProxy.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
-import { describedWorker, servingSteps } from "../support/handlers.js"
-import { freePort, startRedisServer } from "../support/local.js"
+import { describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
+import { captureLogs, freePort, startRedisServer } from "../support/local.js"
 
 const description = describedWorker("worker-a", servingSteps(["work"]), Duration.seconds(1))
 
@@ -144,5 +146,110 @@ describe("BullMQ transport answers for another broker", () => {
       const data = JSON.parse((yield* Effect.promise(() => otherRedis.hget(`bull:${prefix}-results:${written[0]}`, "data")))!)
       assert.strictEqual(data.status, "failed")
       assert.strictEqual(yield* Effect.promise(() => homeRedis.exists(`bull:${prefix}-tasks-work:1`)), 0)
+    })))
+})
+
+describe("BullMQ failed-job bridge reporting on another broker", () => {
+  // the task queue's own broker: a Redis server of this file's; the broker its answers go to (the
+  // task's `transport`): the local Redis, behind a proxy the test cuts
+  let home: ChildProcess | undefined
+  let homePort = 0
+  beforeAll(async () => {
+    homePort = await freePort()
+    home = await startRedisServer(homePort)
+  })
+  afterAll(() => {
+    home?.kill("SIGKILL")
+  })
+
+  /** A task of the home broker, its answer for broker `b`, failed at BullMQ's level by a peer that took it. */
+  const failedTask = Effect.gen(function*() {
+    const prefix = uniquePrefix("edwf")
+    const homeRedis = yield* Effect.acquireRelease(
+      Effect.sync(() => new Redis({ host: "127.0.0.1", port: homePort })),
+      (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
+    )
+    const otherRedis = yield* Effect.acquireRelease(
+      Effect.sync(() => new Redis(redisConnection())),
+      (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
+    )
+    const reason = `crashed-${prefix}`
+    const failedAt = yield* Effect.promise(async () => {
+      const connection = { host: "127.0.0.1", port: homePort }
+      const tasks = new Queue(`${prefix}-tasks-work`, { connection })
+      const peer = new BullWorker(`${prefix}-tasks-work`, undefined, { connection: { ...connection, maxRetriesPerRequest: null }, autorun: false })
+      await tasks.add("task", { runId: `run-${prefix}`, seq: 0, name: "work", stepId: `run-${prefix}:0`, group: "work", attempt: 1, transport: "b" })
+      const job = await peer.getNextJob("peer-token", { block: false })
+      await job!.moveToFailed(new Error(reason), "peer-token")
+      await peer.close()
+      await tasks.close()
+      return Number(await homeRedis.zscore(`bull:${prefix}-tasks-work:failed`, "1"))
+    })
+    const reports = () => otherRedis.lrange(`bull:${prefix}-results:wait`, 0, -1)
+    const claim = `bull:${prefix}-tasks-work:failed:bridged:1:*`
+    // the claim on the failure, kept past its 30 s once its report went out
+    const claimKept = () =>
+      homeRedis.keys(claim).then(async (keys) => keys.length === 1 && (await homeRedis.pttl(keys[0]!)) > 30_000)
+    /** A worker's transport registered on both brokers, broker `b` through `otherPort`. */
+    const worker = (otherPort: number) =>
+      Effect.flatMap(
+        BullMQTransport.make({
+          connection: { host: "127.0.0.1", port: homePort },
+          prefix,
+          brokerId: "a",
+          brokers: { b: { connection: { host: "127.0.0.1", port: otherPort } } },
+          stalledInterval: Duration.millis(200)
+        }),
+        (transport) => transport.register(description)
+      )
+    return { prefix, reason, failedAt, homeRedis, otherRedis, reports, claimKept, worker }
+  })
+
+  it.live("a report whose outcome was lost with the connection, sent again by the client, is written there once", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(redisConnection().port)), (p) => Effect.promise(() => p.close()))
+      const { claimKept, failedAt, otherRedis, prefix, reason, reports, worker } = yield* failedTask
+      // the connection to broker b is cut once the report (the only command naming the reason) ran there
+      proxy.arm(reason)
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* worker(proxy.port)
+        // the report went out (sent again once the connection was back, as the client does) and the claim is kept
+        yield* untilTrue("the report's claim kept", claimKept)
+      }))
+      assert.strictEqual(proxy.cuts(), 1)
+      const written = yield* Effect.promise(reports)
+      assert.strictEqual(written.length, 1)
+      // the record of it there, beside the reply queue's keys, names it
+      const records = yield* Effect.promise(() => otherRedis.keys(`bull:${prefix}-results:bridged:*`))
+      assert.deepStrictEqual(records, [`bull:${prefix}-results:bridged:a:${prefix}-tasks-work:1:${failedAt}`])
+      assert.match((yield* Effect.promise(() => otherRedis.get(records[0]!)))!, new RegExp(`:sent:${written[0]}$`))
+    })))
+
+  it.live("a report held up past its claim, sent once another worker reported the failure there, is not written a second time", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() => cuttingProxy(redisConnection().port, { afterMs: 5_000 })),
+        (p) => Effect.promise(() => p.close())
+      )
+      const { claimKept, homeRedis, prefix, reason, reports, worker } = yield* failedTask
+      const logs = captureLogs()
+      // worker 1's report never reaches broker b (dropped, the connection cut), and b stays away: the
+      // client holds the report until it is back
+      proxy.arm(reason, { applied: false })
+      yield* worker(proxy.port).pipe(Effect.provide(logs.layer), Logger.withMinimumLogLevel(LogLevel.Debug))
+      yield* untilTrue("worker 1's report dropped", () => Promise.resolve(proxy.cuts() === 1))
+      proxy.setDown(true)
+      // its claim lapses (deleted here, as its expiry would delete it 30 s in), worker 2 claims the
+      // failure and reports it on b
+      const [claim] = yield* Effect.promise(() => homeRedis.keys(`bull:${prefix}-tasks-work:failed:bridged:1:*`))
+      yield* Effect.promise(() => homeRedis.del(claim!))
+      yield* worker(redisConnection().port)
+      yield* untilTrue("worker 2's report and its claim kept", claimKept)
+      assert.strictEqual((yield* Effect.promise(reports)).length, 1)
+      // b is back: worker 1's client sends the report it held
+      proxy.setDown(false)
+      yield* untilTrue("worker 1's bridge done with the failure", () => Promise.resolve(logs.lines.some((line) => line.includes("job 1 on"))))
+      assert.strictEqual((yield* Effect.promise(reports)).length, 1)
+      assert.isTrue(logs.lines.some((line) => line.includes("another worker reported it on broker b already")), logs.lines.join("\n"))
     })))
 })

@@ -206,9 +206,12 @@ export interface Claims<R> {
  * lapsed and was taken), nothing is kept or given up: the other worker bridges it. On the claim's own
  * Redis, the transport's publish checks the claim in the same script call, takes it again when it
  * lapsed with no one taking it, and records the report in it for as long as it is kept, so that the
- * same call sent again, however late, does not publish twice. A publish to another Redis than the
- * claim's (a task whose answer goes to another broker) held up past the claim may still go out after
- * another worker published the same failure.
+ * same call sent again, however late, does not publish twice. On another Redis than the claim's (a
+ * task whose answer goes to another broker), the publish records the report there in the same script
+ * call, and writes nothing when a report of the failure is recorded already (the same call sent
+ * again, or another worker's, published while this one was held up past its claim, or before a scan
+ * sent it again after its outcome was lost): it says "sent" then too, the failure being reported, and
+ * the claim is kept.
  *
  * @internal
  */
