@@ -395,6 +395,11 @@ class JobDelivery implements Delivery<NestReply> {
   readonly onCancel: (cancel: () => void) => () => void
   /** Whether a live step event of this task failed already (only the first is logged). */
   private progressFailed = false
+  /**
+   * Whether an answer of this task was applied and the worker learnt it (a later answer, the failed
+   * one the runtime sends for a defect once the answer went through, finds it applied).
+   */
+  private applied = false
 
   /** A job BullMQ handed over as a `Job` (the first of a serving chain). */
   static ofJob(queue: TaskQueue, job: Job, token: string): JobDelivery {
@@ -608,13 +613,19 @@ class JobDelivery implements Delivery<NestReply> {
     return Effect.async<A, TransportError>((resume) => {
       const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
       const acknowledged = ({ next: acked, replayed }: Jobs.Answered) => {
-        const applied = replayed
+        const took = acked === undefined ? "" : fetchNext ? `, and job ${acked.id} it took is served now` : `; job ${acked.id} it took is given back`
+        const applied = !replayed
+          ? Effect.void
+          : this.applied
+          // an earlier answer went through, and the worker knew it (a defect after it, say)
           ? Effect.logInfo(
-            `the answer to job ${jobId} on ${queue.name} had been applied before the connection to Redis was lost; ` +
-              "it was not written again" +
-              (acked === undefined ? "" : fetchNext ? `, and job ${acked.id} it took is served now` : `; job ${acked.id} it took is given back`)
+            `an earlier answer to job ${jobId} on ${queue.name} had been applied; it stands, this one was not written` + took
           )
-          : Effect.void
+          : Effect.logInfo(
+            `the answer to job ${jobId} on ${queue.name} had been applied by an earlier send of it whose outcome the ` +
+              "worker had not learnt (the connection to Redis lost meanwhile, say); it was not written again" + took
+          )
+        this.applied = true
         if (acked !== undefined && !fetchNext) {
           return resume(Effect.zipRight(applied, Effect.map(handBack(queue, acked, token), () => then(undefined))))
         }

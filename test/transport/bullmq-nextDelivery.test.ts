@@ -2,7 +2,9 @@
  * The BullMQ transport's delivery of the job an answer hands over, on the real Redis: only a job that
  * cannot be read (see bullmq.test.ts) is failed as such; a bug while the delivery is made (here, the
  * protocol's reading of the task throwing for one marked task, as a bug would) is a defect of the
- * answer's fiber, the answer standing and the job handed over given back to wait, not failed.
+ * answer's fiber, the answer standing and the job handed over given back to wait, not failed; the
+ * failed answer the runtime then sends finds the answer applied, and says so without blaming a lost
+ * connection.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Queue } from "bullmq"
@@ -16,6 +18,7 @@ import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import type { Delivery } from "../../src/seam/Transport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
 import { describedWorker, servingSteps } from "../support/handlers.js"
+import { captureLogs } from "../support/local.js"
 
 /** The input of the task the protocol's reading throws on. */
 const { BUG } = vi.hoisted(() => ({ BUG: "the reading of this task throws" }))
@@ -75,7 +78,10 @@ describe("BullMQ transport: the job an answer hands over", () => {
       assert.strictEqual(yield* Effect.promise(() => redis.exists(`bull:${prefix}-tasks-work:2:lock`)), 0)
       // the failed answer the runtime sends for a defect while answering finds the answer applied: no second reply
       const failed = { ...reply(first!), result: { ...reply(first!).result, status: "failed" as const, output: undefined } }
-      yield* first!.complete(failed as never)
+      const logs = captureLogs()
+      yield* first!.complete(failed as never).pipe(Effect.provide(logs.layer))
       assert.strictEqual(yield* Effect.promise(() => redis.llen(`bull:${prefix}-results:wait`)), 1)
+      // said as it is: no connection was lost, the worker knew the earlier answer went through
+      assert.deepStrictEqual(logs.lines, [`INFO an earlier answer to job 1 on ${prefix}-tasks-work had been applied; it stands, this one was not written`])
     }))
 })
