@@ -105,17 +105,27 @@ const registeredAlone = (server: DurableWorkflowServer) =>
     return { registration, beat, workerId: description.workerId }
   }).pipe(Effect.provide(transportLayer(server)))
 
+/**
+ * The worker's registration dropped at the server, a beat forked that finds it so and registers the
+ * worker again, the server answering that registration `delayMs` after it took it: the beat's fiber,
+ * once the registration has reached the server.
+ */
+const reRegistrationHeld = (server: DurableWorkflowServer, workerId: string, beat: Effect.Effect<unknown, unknown>, delayMs: number) =>
+  Effect.gen(function*() {
+    server.removeRegistration(workerId)
+    server.injectFault("register", { delayMs })
+    const beating = yield* Effect.forkDaemon(beat)
+    yield* until(server, () => server.requestsTo("register").length === 2)
+    return beating
+  })
+
 describe("Durable Workflow transport: its re-registrations come before its deregistration", () => {
   it.scoped("the deregistration waits for a re-registration in flight: the DELETE goes after it", () =>
     Effect.gen(function*() {
       const { server } = yield* setup()
       const { events, seen } = recordEvents(server)
       const { registration, beat, workerId } = yield* registeredAlone(server)
-      server.removeRegistration(workerId)
-      // the server makes the registration sent again 300 ms after it took the request
-      server.injectFault("register", { delayMs: 300 })
-      const beating = yield* Effect.forkDaemon(beat)
-      yield* until(server, () => server.requestsTo("register").length === 2)
+      const beating = yield* reRegistrationHeld(server, workerId, beat, 300)
       yield* registration.deregister
       yield* seen("WorkerRegistered", 2)
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(beating)))
@@ -128,10 +138,7 @@ describe("Durable Workflow transport: its re-registrations come before its dereg
       const { server } = yield* setup()
       const { events, seen } = recordEvents(server)
       const { registration, beat, workerId } = yield* registeredAlone(server)
-      server.removeRegistration(workerId)
-      server.injectFault("register", { delayMs: 300 })
-      const beating = yield* Effect.forkDaemon(beat)
-      yield* until(server, () => server.requestsTo("register").length === 2)
+      const beating = yield* reRegistrationHeld(server, workerId, beat, 300)
       yield* Fiber.interruptFork(beating)
       yield* registration.deregister
       yield* seen("WorkerRegistered", 2)
@@ -157,10 +164,7 @@ describe("Durable Workflow transport: its re-registrations come before its dereg
     Effect.gen(function*() {
       const { server } = yield* setup()
       const { registration, beat, workerId } = yield* registeredAlone(server)
-      server.removeRegistration(workerId)
-      server.injectFault("register", { delayMs: 1_000 })
-      const beating = yield* Effect.forkDaemon(beat)
-      yield* until(server, () => server.requestsTo("register").length === 2)
+      const beating = yield* reRegistrationHeld(server, workerId, beat, 1_000)
       const config = Either.getOrThrow(WorkerConfig.resolve({ interruptTimeout: "2 seconds" }))
       const stopping = yield* Effect.fork(Effect.either(deregister({ config, registration, transport: "durable-workflow" })))
       yield* waitScheduled("2 seconds")

@@ -279,6 +279,24 @@ const bullmqScripts = () => {
 }
 
 /**
+ * The Lua both answer scripts run when the job's lock no longer holds `token`: where `recordKey`
+ * holds this token's record of an answer applied, they return what it recorded (the reply's id,
+ * `reply`; the next job, read from `prefix` while its lock still holds the token), flagged as a
+ * replay, writing nothing.
+ */
+const REPLAY_FROM_RECORD = (prefix: string, reply: string) => `  local recorded = redis.call("GET", recordKey)
+  if recorded then
+    local answered = cjson.decode(recorded)
+    if answered[1] == token then
+      local nextId = answered[2]
+      if nextId ~= "" and redis.call("GET", ${prefix} .. nextId .. ":lock") == token then
+        return {${reply}, {redis.call("HGETALL", ${prefix} .. nextId), nextId, 0, 0}, 1}
+      end
+      return {${reply}, 0, 1}
+    end
+  end`
+
+/**
  * BullMQ's add script, then (unless the add returned an error code) its acknowledge script, each on
  * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's. A job
  * whose lock (the key after BullMQ's) does not hold this worker's token (`ARGV[2]`) gets no reply:
@@ -300,17 +318,7 @@ local recordKey = KEYS[${add.keys + finish.keys + 2}]
 local finishKeys = {unpack(KEYS, ${add.keys + 1}, ${add.keys + finish.keys})}
 local finishArgs = {unpack(ARGV, 5 + addArgs, #ARGV)}
 if redis.call("GET", KEYS[${add.keys + finish.keys + 1}]) ~= token then
-  local recorded = redis.call("GET", recordKey)
-  if recorded then
-    local answered = cjson.decode(recorded)
-    if answered[1] == token then
-      local nextId = answered[2]
-      if nextId ~= "" and redis.call("GET", ARGV[4] .. nextId .. ":lock") == token then
-        return {answered[3], {redis.call("HGETALL", ARGV[4] .. nextId), nextId, 0, 0}, 1}
-      end
-      return {answered[3], 0, 1}
-    end
-  end
+${REPLAY_FROM_RECORD("ARGV[4]", "answered[3]")}
   return {0, moveToFinished(finishKeys, finishArgs)}
 end
 local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 5, 4 + addArgs)})
@@ -338,17 +346,7 @@ local recordKey = KEYS[${finish.keys + 2}]
 local finishKeys = {unpack(KEYS, 1, ${finish.keys})}
 local finishArgs = {unpack(ARGV, 4, #ARGV)}
 if redis.call("GET", KEYS[${finish.keys + 1}]) ~= token then
-  local recorded = redis.call("GET", recordKey)
-  if recorded then
-    local answered = cjson.decode(recorded)
-    if answered[1] == token then
-      local nextId = answered[2]
-      if nextId ~= "" and redis.call("GET", ARGV[3] .. nextId .. ":lock") == token then
-        return {0, {redis.call("HGETALL", ARGV[3] .. nextId), nextId, 0, 0}, 1}
-      end
-      return {0, 0, 1}
-    end
-  end
+${REPLAY_FROM_RECORD("ARGV[3]", "0")}
   return {0, moveToFinished(finishKeys, finishArgs)}
 end
 local finished = moveToFinished(finishKeys, finishArgs)
