@@ -29,6 +29,25 @@ const recordEvents = (server: { onEvent: (listener: (event: ServerEvent) => void
   return { events, seen }
 }
 
+/**
+ * Stops a worker whose registration the server made twice (the first, and one sent again), and checks
+ * that one DELETE withdrew it: nothing registered is left.
+ */
+const stoppedWithNothingLeft = (
+  server: DurableWorkflowServer,
+  worker: { readonly id: string; readonly stop: Effect.Effect<void, unknown> },
+  running: Fiber.Fiber<void, unknown>,
+  { events, seen }: ReturnType<typeof recordEvents>
+) =>
+  Effect.gen(function*() {
+    yield* worker.stop
+    yield* Fiber.join(running)
+    yield* seen("WorkerRegistered", 2)
+    assert.isUndefined(server.registration(worker.id), "no registration left behind")
+    assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
+    assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
+  })
+
 describe("Durable Workflow: a registration or a beat in flight at a stop", () => {
   it.scoped("a stop while the register request is at the server: the registration it makes is deregistered, once", () =>
     Effect.gen(function*() {
@@ -49,7 +68,7 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
   it.scoped("a heartbeat in flight at the stop (its registration sent again) ends before the DELETE: nothing registered is left", () =>
     Effect.gen(function*() {
       const { server } = yield* setup({ maxPollHoldMs: 60_000 })
-      const { events, seen } = recordEvents(server)
+      const recorded = recordEvents(server)
       const { worker, running } = yield* startWorker(server, { steps: [greet], heartbeatInterval: "1 second" })
       yield* registered(server)
       // the pollers all wait in held polls: only the heartbeat can find the loss
@@ -60,12 +79,7 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
       server.injectFault("register", { delayMs: 300 })
       yield* TestClock.adjust("1 second")
       yield* until(server, () => server.requestsTo("register").length === 2)
-      yield* worker.stop
-      yield* Fiber.join(running)
-      yield* seen("WorkerRegistered", 2)
-      assert.isUndefined(server.registration(worker.id), "no registration left behind")
-      assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
-      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
+      yield* stoppedWithNothingLeft(server, worker, running, recorded)
     }))
 
   it.scoped("a poll that found the loss at the stop (its registration sent again) ends before the DELETE: nothing registered is left", () =>
@@ -73,7 +87,7 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
       // polls held briefly (wall clock): the next one after the loss gets worker_not_registered; the
       // heartbeat, on the TestClock, never beats
       const { server } = yield* setup({ maxPollHoldMs: 50 })
-      const { events, seen } = recordEvents(server)
+      const recorded = recordEvents(server)
       const { worker, running } = yield* startWorker(server, { steps: [greet] })
       yield* registered(server)
       // the server lost the registration: a poll gets worker_not_registered, and the worker sends its
@@ -81,12 +95,7 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
       server.removeRegistration(worker.id)
       server.injectFault("register", { delayMs: 300 })
       yield* until(server, () => server.requestsTo("register").length === 2)
-      yield* worker.stop
-      yield* Fiber.join(running)
-      yield* seen("WorkerRegistered", 2)
-      assert.isUndefined(server.registration(worker.id), "no registration left behind")
-      assert.deepStrictEqual(events, ["WorkerRegistered", "WorkerRegistered", "WorkerDeregistered"])
-      assert.strictEqual(server.requestsTo("deregisterRegistration").length, 1)
+      yield* stoppedWithNothingLeft(server, worker, running, recorded)
       assert.strictEqual(server.requestsTo("heartbeat").length, 0, "the poll found the loss, not a beat")
     }))
 })
