@@ -307,12 +307,17 @@ interface Broker {
   readonly where: string
   /**
    * A reply for a task of another broker (job `of` there, locked with `token`): encoded at once
-   * (throws when it cannot be), as on the task's own broker; the call returned adds its job with a
-   * record of it on this Redis, in one script call, the record kept for `keptMillis`. Called again
-   * (an answer retried after its acknowledgement failed, the reply written), it finds the record and
-   * adds nothing.
+   * (throws when it cannot be), as on the task's own broker. `send` adds its job with a record of it
+   * on this Redis, in one script call, the record kept until the job is acknowledged (for
+   * `Jobs.PENDING_REPLY_RECORD_MILLIS` at most): called again (an answer retried after its
+   * acknowledgement failed, the reply written), or its command sent again by the client once this
+   * Redis is back, however late, it finds the record and adds nothing. `acknowledged` then keeps the
+   * record `keptMillis` from now, no longer.
    */
-  readonly replyOnce: (reply: NestReply, of: string, token: string, keptMillis: number) => () => Promise<unknown>
+  readonly replyOnce: (reply: NestReply, of: string, token: string) => {
+    readonly send: () => Promise<unknown>
+    readonly acknowledged: (keptMillis: number) => void
+  }
   /**
    * Adds the reply job and acknowledges the task job of `tasks` (a queue of this broker) in one
    * script call, the reply first (the transport's tests watch the order with MONITOR).
@@ -657,13 +662,18 @@ class JobDelivery implements Delivery<NestReply> {
       // failure to write it, retried and then lost
       const elsewhere = target === queue.home
         ? undefined
-        : target.replyOnce(reply, `${queue.home.id}:${queue.name}:${jobId}`, token, Jobs.answerRecordMillis(queue.bull))
+        : target.replyOnce(reply, `${queue.home.id}:${queue.name}:${jobId}`, token)
       const answer = () =>
         elsewhere === undefined
           ? target.answer(reply, queue.bull, job, token, fetchNext)
           : Jobs.holdsLock(queue.bull, jobId, token)
-            .then((held) => held ? elsewhere() : undefined)
+            .then((held) => held ? elsewhere.send() : undefined)
             .then(() => queue.home.acknowledge(queue.bull, job, token, fetchNext))
+            .then((acked) => {
+              // every send of the reply has been answered: its record is kept as an answer's is
+              elsewhere.acknowledged(Jobs.answerRecordMillis(queue.bull))
+              return acked
+            })
       // a parent reference BullMQ's acknowledgement could not follow is removed first (never on an
       // engine's task: it has none), and said
       const answered = Jobs.hasParentReference(this.source)
@@ -1032,12 +1042,16 @@ const build = (config: Resolved): Transport["Type"] => {
             id,
             client,
             where: describeTarget(target),
-            replyOnce: (reply, of, token, keptMillis) => {
+            replyOnce: (reply, of, token) => {
               const { data, to } = route(reply)
               const write = to.prepareIfHeld(data)
               // beside the reply queue's keys; no one else writes it, so the add only runs while it holds nothing
               const record = `${to.queue.keys[""]}answered:${of}:${token}`
-              return () => write(record, token, keptMillis)
+              return {
+                send: () => write(record, token, Jobs.PENDING_REPLY_RECORD_MILLIS),
+                // sent after the add on the same connection; one lost is the day's keep
+                acknowledged: (keptMillis) => void client.pexpire(record, keptMillis).catch(() => undefined)
+              }
             },
             answer: (reply, tasks, job, token, fetchNext) => {
               const { data, to } = route(reply)

@@ -13,6 +13,7 @@ import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
@@ -55,7 +56,7 @@ describe("BullMQ transport answers for another broker", () => {
    * on it (through `via`, a port in front of it, when given) with the first task taken, and clients
    * of both Redis.
    */
-  const fixture = (options: { readonly tasks?: number; readonly via?: number } = {}) => Effect.gen(function*() {
+  const fixture = (options: { readonly tasks?: number; readonly via?: number; readonly otherVia?: number } = {}) => Effect.gen(function*() {
     const prefix = uniquePrefix("edwo")
     const other = redisConnection()
     const homeRedis = yield* Effect.acquireRelease(
@@ -79,7 +80,7 @@ describe("BullMQ transport answers for another broker", () => {
       connection: { host: "127.0.0.1", port: options.via ?? homePort },
       prefix,
       brokerId: "a",
-      brokers: { b: { connection: other } }
+      brokers: { b: { connection: options.otherVia === undefined ? other : { ...other, port: options.otherVia } } }
     })
     const [task] = yield* (yield* transport.register(description)).pollers[0]!.poll(1)
     assert.isDefined(task)
@@ -129,6 +130,31 @@ describe("BullMQ transport answers for another broker", () => {
       yield* Option.getOrThrow(next).complete(reply(Option.getOrThrow(next)))
       assert.strictEqual((yield* Effect.promise(replies)).length, 2)
       assert.strictEqual(yield* Effect.promise(() => homeRedis.llen(`bull:${prefix}-tasks-work:active`)), 0)
+    })))
+
+  it.live("a reply applied there, its outcome lost and broker b away past the record's usual keep, is written once when the client sends it again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(redisConnection().port)), (p) => Effect.promise(() => p.close()))
+      const { homeRedis, otherRedis, prefix, replies, task } = yield* fixture({ otherVia: proxy.port })
+      // the connection to b is cut once the reply (the only command naming its record) ran there
+      proxy.arm(`${prefix}-results:answered:`)
+      const answering = yield* Effect.fork(task.complete(reply(task)))
+      yield* untilTrue("the reply written", () => replies().then((written) => written.length === 1))
+      // b stays away; the client holds the command whose outcome it lost, to send it again
+      proxy.setDown(true)
+      // a minute and a second go by on b (its keys' time to live, moved on as Redis's clock would;
+      // the job's lock on its own broker renewed meanwhile by the task's lease)
+      const [record] = yield* Effect.promise(() => otherRedis.keys(`bull:${prefix}-results:answered:*`))
+      const left = yield* Effect.promise(() => otherRedis.pttl(record!))
+      yield* Effect.promise(() => left <= 61_000 ? otherRedis.del(record!) : otherRedis.pexpire(record!, left - 61_000))
+      proxy.setDown(false)
+      yield* Fiber.join(answering)
+      assert.strictEqual(proxy.cuts(), 1)
+      assert.strictEqual((yield* Effect.promise(replies)).length, 1, "one reply: the same answer sent again is not written twice")
+      assert.strictEqual(yield* Effect.promise(() => homeRedis.exists(`bull:${prefix}-tasks-work:1`)), 0)
+      // the job acknowledged, the record is kept as an answer's is (a minute), no longer
+      yield* untilTrue("the record kept a minute from the acknowledgement", () =>
+        otherRedis.pttl(record!).then((ttl) => ttl > 0 && ttl <= 60_000))
     })))
 
   it.live("a reply that cannot be encoded is a defect, as on the job's own broker: nothing written, the job still held", () =>

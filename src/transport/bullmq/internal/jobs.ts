@@ -532,6 +532,19 @@ export const answerRecordKey = (worker: Worker, id: string): string => `${worker
 export const answerRecordMillis = (tasks: Worker): number => Math.max(60_000, 2 * (tasks.opts.lockDuration ?? 30_000))
 
 /**
+ * How long the record of a reply written on another broker than its job's (see `Broker.replyOnce`)
+ * is kept until the job is acknowledged: a day. That Redis cannot check the job's lock, which is on
+ * the job's own, so the record is all that stops a send of the reply made again; and the client sends
+ * a command whose outcome it lost again whenever that Redis is back, however long it was away (the
+ * task's lease renews the job's lock meanwhile). Once the job is acknowledged it is kept
+ * {@link answerRecordMillis} from then, as an answer's record is. One whose job never is (the worker
+ * stopped before) is gone a day on.
+ *
+ * @internal
+ */
+export const PENDING_REPLY_RECORD_MILLIS = 24 * 60 * 60 * 1000
+
+/**
  * Defines the answer command on `client` (the connection BullMQ's queues of both jobs use) and
  * returns how to call it. Resolves once the reply job is added and the task job acknowledged (with
  * the next job, when one was fetched). Fails, having changed nothing, when Redis refused the reply,
