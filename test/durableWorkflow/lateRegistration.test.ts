@@ -8,6 +8,7 @@ import * as TestClock from "effect/TestClock"
 import { deregister } from "../../src/runtime/internal/shutdown.js"
 import * as WorkerConfig from "../../src/runtime/WorkerConfig.js"
 import { Transport } from "../../src/seam/Transport.js"
+import type { DurableWorkflowOptions } from "../../src/transport/DurableWorkflowTransport.js"
 import type { DurableWorkflowServer, ServerEvent } from "../support/durableWorkflowServer.js"
 import { describedWorker, servingSteps } from "../support/handlers.js"
 import { greet, registered, setup, startWorker, transportLayer, until, waitScheduled } from "./support.js"
@@ -104,7 +105,7 @@ describe("Durable Workflow: a registration or a beat in flight at a stop", () =>
  * The transport registered on its own (no worker around it), the server then losing the
  * registration: a beat finds the loss, and sends the registration again.
  */
-const registeredAlone = (server: DurableWorkflowServer) =>
+const registeredAlone = (server: DurableWorkflowServer, options: Partial<DurableWorkflowOptions> = {}) =>
   Effect.gen(function*() {
     const transport = yield* Transport
     const description = describedWorker("w-alone", servingSteps([greet.name]))
@@ -112,7 +113,7 @@ const registeredAlone = (server: DurableWorkflowServer) =>
     const heartbeat = Option.getOrThrow(registration.heartbeat)
     const beat = Effect.flatMap(description.status, heartbeat.beat)
     return { registration, beat, workerId: description.workerId }
-  }).pipe(Effect.provide(transportLayer(server)))
+  }).pipe(Effect.provide(transportLayer(server, options)))
 
 /**
  * The worker's registration dropped at the server, a beat forked that finds it so and registers the
@@ -184,4 +185,16 @@ describe("Durable Workflow transport: its re-registrations come before its dereg
       assert.strictEqual(server.requestsTo("deregisterRegistration").length, 0, "no DELETE sent")
       yield* Fiber.await(beating)
     }))
+
+  it.live("a re-registration's request the server does not answer ends at requestTimeout, and is sent again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { server } = yield* setup()
+      const { beat, workerId } = yield* registeredAlone(server, { requestTimeout: "200 millis" })
+      const beating = yield* reRegistrationHeld(server, workerId, beat, 5_000)
+      // the transport retry's next send, while the one before is still unanswered at the server
+      yield* until(server, () => server.requestsTo("register").length === 3)
+      assert.strictEqual(server.requestsTo("register")[1]!.status, undefined, "sent again at its timeout, not once answered")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(beating)))
+      assert.isDefined(server.registration(workerId), "registered again")
+    })))
 })
