@@ -618,17 +618,17 @@ class JobDelivery implements Delivery<NestReply> {
     return Effect.async<A, TransportError>((resume) => {
       const failed = (cause: unknown) => resume(Effect.fail(transportError(`answering job ${jobId}`)(cause)))
       const acknowledged = ({ next: acked, replayed }: Jobs.Answered) => {
-        const took = acked === undefined ? "" : fetchNext ? `, and job ${acked.id} it took is served now` : `; job ${acked.id} it took is given back`
         const applied = !replayed
           ? Effect.void
           : this.applied
           // an earlier answer went through, and the worker knew it (a defect after it, say)
           ? Effect.logInfo(
-            `an earlier answer to job ${jobId} on ${queue.name} had been applied; it stands, this one was not written` + took
+            `an earlier answer to job ${jobId} on ${queue.name} had been applied; it stands, this one was not written` +
+              tookPhrase(acked, fetchNext)
           )
           : Effect.logInfo(
             `the answer to job ${jobId} on ${queue.name} had been applied by an earlier send of it whose outcome the ` +
-              "worker had not learnt (the connection to Redis lost meanwhile, say); it was not written again" + took
+              "worker had not learnt (the connection to Redis lost meanwhile, say); it was not written again" + tookPhrase(acked, fetchNext)
           )
         this.applied = true
         if (acked !== undefined && !fetchNext) {
@@ -692,6 +692,10 @@ class JobDelivery implements Delivery<NestReply> {
     })
   }
 }
+
+/** What a replayed answer's log says of the job it took, if any (built only for a replay). */
+const tookPhrase = (acked: Jobs.NextJob | undefined, fetchNext: boolean) =>
+  acked === undefined ? "" : fetchNext ? `, and job ${acked.id} it took is served now` : `; job ${acked.id} it took is given back`
 
 /**
  * Fails at once a job with a field that is not JSON (its data, its options), which came (active,
