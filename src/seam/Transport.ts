@@ -14,6 +14,7 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { Handlers, Pool, Protocol, Task } from "./Protocol.js"
@@ -308,12 +309,16 @@ export const Registration = {
    * registration to the runtime ({@link RegistrationLanded}) before anything can interrupt it again:
    * a stop that came while it was in flight waits for its answer (within `interruptTimeout`) and
    * deregisters it, once. Bound `announce` (a client timeout): a stop waits no longer than that.
+   * `announce` runs in a fiber of its own, interruptible by its own timeouts only (the caller waits
+   * for it uninterruptibly): inside an uninterruptible region a timeout would wait for what it times
+   * out, and bound nothing.
    *
    * @since 0.4.0
    */
   commit: <A, E, R>(announce: Effect.Effect<A, E, R>, make: (answer: A) => Registration): Effect.Effect<Registration, E, R> =>
     Effect.uninterruptible(
-      Effect.flatMap(announce, (answer) => {
+      // a daemon: an interrupted fiber interrupts its children at once, and the request would be cut
+      Effect.flatMap(Effect.flatMap(Effect.forkDaemon(Effect.interruptible(announce)), Fiber.join), (answer) => {
         const registration = make(answer)
         return Effect.flatMap(RegistrationLanded, (landed) => Effect.as(landed(registration), registration))
       })

@@ -6,9 +6,10 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
-import { RegistrationError } from "../../src/seam/Transport.js"
+import { RegistrationError, Transport } from "../../src/seam/Transport.js"
 import type { DurableWorkflowServer } from "../support/durableWorkflowServer.js"
-import { DurableWorkflow, DW, greet, QUEUE, registered, setup, startWorker, until, Worker } from "./support.js"
+import { describedWorker, servingSteps } from "../support/handlers.js"
+import { DurableWorkflow, DW, greet, QUEUE, registered, setup, startWorker, transportLayer, until, Worker } from "./support.js"
 
 const hello = DurableWorkflow.make("orders.hello", (ctx, name: string) => ctx.activity<string>("greeting.compose", [name]))
 
@@ -260,6 +261,21 @@ describe("Durable Workflow registration", () => {
       const error = yield* failedRun(server)
       assert.match(error.message, /^Server compatibility error: unable to read \/api\/cluster\/info: /)
     }))
+
+  it.live("a register request the server does not answer ends at requestTimeout, and is sent again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { server } = yield* setup()
+      // the server answers the first register request 5 s after it took it
+      server.injectFault("register", { delayMs: 5_000 })
+      const registering = yield* Effect.fork(Effect.gen(function*() {
+        const transport = yield* Transport
+        return yield* transport.register(describedWorker("w-timeout", servingSteps([greet.name])))
+      }).pipe(Effect.provide(transportLayer(server, { requestTimeout: "200 millis" }))))
+      // the transport retry's next send, while the one before is still unanswered at the server
+      yield* until(server, () => server.requestsTo("register").length === 2)
+      assert.strictEqual(server.requestsTo("register")[0]!.status, undefined, "sent again at its timeout, not once answered")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(registering)))
+    })))
 
   it.scoped("a failed registration: run fails with it and a later stop sends no DELETE", () =>
     Effect.gen(function*() {
