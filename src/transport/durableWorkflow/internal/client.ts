@@ -180,7 +180,8 @@ export const reportRetry = (budget: Duration.Duration): Schedule.Schedule<unknow
     Schedule.whileOutput(([[, elapsed]]) => Duration.toMillis(elapsed) < budgetMillis),
     Schedule.modifyDelay(([[, elapsed], error], delay) => {
       const asked = error._tag === "DurableWorkflowServerError" ? error.retryAfterMillis : undefined
-      const wanted = asked ?? Math.min(Duration.toMillis(delay), 5_000)
+      // whole milliseconds: jittered waits in fractions add up to a last one that ends a hair short of the budget
+      const wanted = Math.round(asked ?? Math.min(Duration.toMillis(delay), 5_000))
       return Duration.millis(Math.max(0, Math.min(wanted, budgetMillis - Duration.toMillis(elapsed))))
     })
   )
