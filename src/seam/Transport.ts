@@ -14,9 +14,9 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import { unrecallable } from "../core/internal/interruption.js"
 import type { Handlers, Pool, Protocol, Task } from "./Protocol.js"
 import type { DeregistrationError, RegistrationError, TransportError } from "./TransportError.js"
 
@@ -317,8 +317,7 @@ export const Registration = {
    */
   commit: <A, E, R>(announce: Effect.Effect<A, E, R>, make: (answer: A) => Registration): Effect.Effect<Registration, E, R> =>
     Effect.uninterruptible(
-      // a daemon: an interrupted fiber interrupts its children at once, and the request would be cut
-      Effect.flatMap(Effect.flatMap(Effect.forkDaemon(Effect.interruptible(announce)), Fiber.join), (answer) => {
+      Effect.flatMap(unrecallable(announce), (answer) => {
         const registration = make(answer)
         return Effect.flatMap(RegistrationLanded, (landed) => Effect.as(landed(registration), registration))
       })

@@ -38,7 +38,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -49,6 +48,7 @@ import { randomBytes } from "node:crypto"
 import { guardDefinitions } from "../core/DurableWorkflow.js"
 import type { Command } from "../core/internal/durableWorkflow/replay.js"
 import { withReason } from "../core/internal/errors.js"
+import { unrecallable } from "../core/internal/interruption.js"
 import { checkDuration, optional, overRead } from "../core/internal/options.js"
 import { VERSION } from "../core/internal/version.js"
 import * as DurableWorkflowProtocol from "../protocol/DurableWorkflowProtocol.js"
@@ -543,13 +543,9 @@ export const make = (
               yield* Effect.logWarning(`the server no longer has the registration of worker ${workerId} (worker_not_registered); registering it again`)
               const slots = taskSlots(yield* description.status)
               const body = { ...registerBody, ...(slots === undefined ? {} : { task_slots: slots }), process_metrics: sample() }
-              // the transport retry, its waits interruptible, its requests not by the caller: each runs in
-              // a fiber of its own (a daemon: an interrupted fiber interrupts its children at once) that
-              // the caller waits for uninterruptibly, so that requestTimeout still ends one the server
-              // does not answer (inside an uninterruptible region the timeout would wait for the answer,
-              // then call it timed out and send it again)
-              const once = Effect.interruptible(client.requestOnce({ method: "POST", path: "/worker/register", body, plane: "worker" }))
-              yield* Effect.uninterruptible(Effect.flatMap(Effect.forkDaemon(once), Fiber.join)).pipe(
+              // the transport retry, its waits interruptible, its requests not by the caller (`unrecallable`),
+              // so that requestTimeout still ends one the server does not answer
+              yield* unrecallable(client.requestOnce({ method: "POST", path: "/worker/register", body, plane: "worker" })).pipe(
                 Effect.retry({ schedule: Client.transportRetry, while: Client.isTransient }),
                 Effect.mapError(reRegisterError)
               )

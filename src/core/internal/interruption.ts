@@ -7,6 +7,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as HashSet from "effect/HashSet"
 import * as Predicate from "effect/Predicate"
@@ -110,3 +111,15 @@ export const runHandler = <A>(call: () => PromiseLike<A> | A, ctx: Abortable): E
     }
     return Predicate.isPromiseLike(output) ? untilSettled(output, ctx) : Effect.succeed(output)
   })
+
+/**
+ * Runs `effect` to its end whatever its caller does: for a request that cannot be recalled once
+ * sent (one cut on the client's side may still reach the server). It runs in a fiber of its own, a
+ * daemon (an interrupted fiber interrupts its children at once), interruptible by its own means only
+ * (its timeouts), and the caller waits for it uninterruptibly: inside an uninterruptible region
+ * alone, a timeout would wait for what it times out, and bound nothing.
+ *
+ * @internal
+ */
+export const unrecallable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.uninterruptible(Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join))
