@@ -1042,6 +1042,11 @@ const build = (config: Resolved): Transport["Type"] => {
           /** The queue a reply goes to (step results and workflow decisions each have theirs), and its job's data. */
           const route = (reply: NestReply) =>
             reply._tag === "StepResult" ? { to: results, data: reply.result } : { to: decisions, data: reply.decision }
+          const publishIfHeld = (result: StepResult, key: string, token: string, keptMillis: number) =>
+            Effect.tryPromise(() => results.writeIfHeld(result, key, token, keptMillis)).pipe(
+              Effect.map((id) => id !== undefined),
+              Effect.mapError(transportError(`publishing to ${results.queue.name}`))
+            )
           const broker: Broker = {
             id,
             client,
@@ -1062,17 +1067,10 @@ const build = (config: Resolved): Transport["Type"] => {
               return answerJob(to, data, tasks, job, token, fetchNext)
             },
             acknowledge: answerJob.acknowledge,
-            publishIfHeld: (result, key, token, keptMillis) =>
-              Effect.tryPromise(() => results.writeIfHeld(result, key, token, keptMillis)).pipe(
-                Effect.map((id) => id !== undefined),
-                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
-              ),
+            publishIfHeld,
             // beside the results queue's keys; no one else writes it, so the add only runs while it holds nothing
             publishOnce: (result, of, token, keptMillis) =>
-              Effect.tryPromise(() => results.writeIfHeld(result, `${results.queue.keys[""]}bridged:${of}`, token, keptMillis)).pipe(
-                Effect.map((id) => id !== undefined),
-                Effect.mapError(transportError(`publishing to ${results.queue.name}`))
-              ),
+              publishIfHeld(result, `${results.queue.keys[""]}bridged:${of}`, token, keptMillis),
             publishBeat: (message: string) => client.publish(Naming.heartbeatChannel(prefix), message),
             addStepEvent
           }

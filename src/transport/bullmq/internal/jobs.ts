@@ -297,6 +297,18 @@ const REPLAY_FROM_RECORD = (prefix: string, reply: string) => `  local recorded 
   end`
 
 /**
+ * The Lua both answer scripts run to acknowledge a job whose lock holds `token`: BullMQ's
+ * `moveToFinished`, then, unless it returned an error code, the answer's record at `recordKey` (the
+ * token, the id of the job it moved to active or "", the reply's id `reply`) kept for `millis`.
+ */
+const FINISH_AND_RECORD = (reply: string, millis: string) => `local finished = moveToFinished(finishKeys, finishArgs)
+if type(finished) ~= "number" or finished >= 0 then
+  local nextId = ""
+  if type(finished) == "table" and type(finished[2]) == "string" then nextId = finished[2] end
+  redis.call("SET", recordKey, cjson.encode({token, nextId, ${reply}}), "PX", ${millis})
+end`
+
+/**
  * BullMQ's add script, then (unless the add returned an error code) its acknowledge script, each on
  * its own slice of the keys and arguments: `ARGV[1]` says how many arguments are the add's. A job
  * whose lock (the key after BullMQ's) does not hold this worker's token (`ARGV[2]`) gets no reply:
@@ -323,12 +335,7 @@ ${REPLAY_FROM_RECORD("ARGV[4]", "answered[3]")}
 end
 local added = addStandardJob({unpack(KEYS, 1, ${add.keys})}, {unpack(ARGV, 5, 4 + addArgs)})
 if type(added) == "number" and added < 0 then return {added, 0} end
-local finished = moveToFinished(finishKeys, finishArgs)
-if type(finished) ~= "number" or finished >= 0 then
-  local nextId = ""
-  if type(finished) == "table" and type(finished[2]) == "string" then nextId = finished[2] end
-  redis.call("SET", recordKey, cjson.encode({token, nextId, tostring(added)}), "PX", ARGV[3])
-end
+${FINISH_AND_RECORD("tostring(added)", "ARGV[3]")}
 return {added, finished}
 `
 
@@ -349,12 +356,7 @@ if redis.call("GET", KEYS[${finish.keys + 1}]) ~= token then
 ${REPLAY_FROM_RECORD("ARGV[3]", "0")}
   return {0, moveToFinished(finishKeys, finishArgs)}
 end
-local finished = moveToFinished(finishKeys, finishArgs)
-if type(finished) ~= "number" or finished >= 0 then
-  local nextId = ""
-  if type(finished) == "table" and type(finished[2]) == "string" then nextId = finished[2] end
-  redis.call("SET", recordKey, cjson.encode({token, nextId, ""}), "PX", ARGV[2])
-end
+${FINISH_AND_RECORD('""', "ARGV[2]")}
 return {0, finished}
 `
 
@@ -830,7 +832,7 @@ export class TaskJob<DataType = any, ReturnType = any, NameType extends string =
     jobId?: string
   ): Job<T, R, N> {
     const job = TaskJob.read<T, R, N>(queue, json, jobId)
-    if (json.parent !== undefined || json.parentKey !== undefined) (job as unknown as TaskJob).parentStored = true
+    if (hasParentReference(json)) (job as unknown as TaskJob).parentStored = true
     return job
   }
 
