@@ -1,28 +1,19 @@
 import { Queue } from "bullmq"
-import type { ChildProcess } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { Redis } from "ioredis"
-import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { assert, describe, it } from "vitest"
 import { redis, Worker } from "../../src/promise.js"
-import { freePort, startRedisServer } from "../support/local.js"
+import { ownRedisServer } from "../support/ownRedis.js"
 
 
 describe("BullMQ transport with several brokers", () => {
-  let second: ChildProcess | undefined
-  let port = 0
-  beforeAll(async () => {
-    port = await freePort()
-    second = await startRedisServer(port)
-  })
-  afterAll(() => {
-    second?.kill("SIGKILL")
-  })
+  const second = ownRedisServer()
 
   /** A fresh prefix on broker A (the local Redis) and B (the one started here), and a quiet worker. */
   const twoBrokers = () => ({
     prefix: `edw-${randomUUID().slice(0, 8)}`,
     main: { host: "127.0.0.1", port: 6379 },
-    other: { host: "127.0.0.1", port },
+    other: { host: "127.0.0.1", port: second.port },
     worker: new Worker({ handleSignals: false, logLevel: "None" })
   })
 

@@ -8,7 +8,7 @@
 import { assert, describe, it } from "vitest"
 import { Redis } from "ioredis"
 import { redis, Worker } from "../../src/promise.js"
-import { ownRedisBehindProxy } from "../support/cuttingProxy.js"
+import { ownRedisBehindProxy } from "../support/ownRedis.js"
 
 const redisServer = ownRedisBehindProxy()
 

@@ -10,7 +10,7 @@ import { assert, describe, it, vi } from "vitest"
 import { Worker as BullWorker } from "bullmq"
 import { Redis } from "ioredis"
 import { redis, Worker } from "../../src/promise.js"
-import { ownRedisBehindProxy } from "../support/cuttingProxy.js"
+import { ownRedisBehindProxy } from "../support/ownRedis.js"
 import { startEngine } from "../support/engine.js"
 
 const redisServer = ownRedisBehindProxy()

@@ -6,10 +6,7 @@
  * it cannot know (applied, reply lost), which is what a Redis restart or a network cut right after a
  * write leaves; the broker itself is real.
  */
-import { afterAll, beforeAll } from "vitest"
-import type { ChildProcess } from "node:child_process"
 import { connect, createServer, type Socket } from "node:net"
-import { freePort, startRedisServer } from "./local.js"
 
 /** A running proxy. */
 export interface CuttingProxy {
@@ -104,34 +101,5 @@ export const cuttingProxy = async (target: number, options: { readonly afterMs?:
         for (const socket of sockets) socket.destroy()
         server.close(() => resolve())
       })
-  }
-}
-
-/**
- * A Redis server of the test file's own, started before its tests and killed by its PID after them,
- * with a {@link cuttingProxy} in front: `port` is the server's (for the engine and the test's own
- * clients), `proxy` the way in that the test cuts (for the worker).
- */
-export const ownRedisBehindProxy = (): { readonly port: number; readonly proxy: CuttingProxy } => {
-  let server: ChildProcess | undefined
-  let proxy: CuttingProxy | undefined
-  let port = 0
-  beforeAll(async () => {
-    port = await freePort()
-    server = await startRedisServer(port)
-    proxy = await cuttingProxy(port)
-  })
-  afterAll(async () => {
-    await proxy?.close()
-    if (server?.pid !== undefined) process.kill(server.pid, "SIGKILL")
-  })
-  return {
-    get port() {
-      return port
-    },
-    get proxy() {
-      if (proxy === undefined) throw new Error("the proxy is started before the file's tests")
-      return proxy
-    }
   }
 }

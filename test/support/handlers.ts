@@ -3,7 +3,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Step from "../../src/core/Step.js"
 import type { Handlers } from "../../src/seam/Protocol.js"
-import type { WorkerDescription } from "../../src/seam/Transport.js"
+import type { Delivery, WorkerDescription } from "../../src/seam/Transport.js"
 
 /** What a worker serving these steps (each answering `null`) describes itself with. */
 export const servingSteps = (names: ReadonlyArray<string>): Handlers =>
@@ -29,6 +29,15 @@ export const describedWorker = (
   pollTimeout,
   status: Effect.succeed({ runtime: "node", concurrency: { mode: "fixed", limit: 1 }, inFlight: 0 })
 })
+
+/** The completed step result answering a step task `delivery`, with `output` (by default the step's seq). */
+export const completedReply = (delivery: Delivery, output?: unknown) => {
+  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
+  return {
+    _tag: "StepResult" as const,
+    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output: output ?? payload.seq }
+  }
+}
 
 /** Waits until `check` holds (every 10 ms, 10 s at most), else fails the test naming `what`. */
 export const untilTrue = (what: string, check: () => Promise<boolean>): Effect.Effect<void> =>

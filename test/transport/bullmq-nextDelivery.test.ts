@@ -17,7 +17,7 @@ import { vi } from "vitest"
 import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import type { Delivery } from "../../src/seam/Transport.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
-import { describedWorker, servingSteps } from "../support/handlers.js"
+import { completedReply, describedWorker, servingSteps } from "../support/handlers.js"
 import { captureLogs } from "../support/local.js"
 
 /** The input of the task the protocol's reading throws on. */
@@ -36,13 +36,7 @@ vi.mock("../../src/protocol/NestDurableProtocol.js", async (importOriginal) => {
 
 const description = describedWorker("worker-a", servingSteps(["work"]), Duration.seconds(1))
 
-const reply = (delivery: Delivery) => {
-  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
-  return {
-    _tag: "StepResult" as const,
-    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output: payload.seq }
-  }
-}
+const reply = (delivery: Delivery) => completedReply(delivery)
 
 describe("BullMQ transport: the job an answer hands over", () => {
   it.scoped("a bug while its delivery is made is a defect; the answer stands and the job goes back to wait, not failed", () =>

@@ -6,9 +6,8 @@
  * applied whose outcome was lost is found applied when sent again; a reply that cannot be encoded is
  * a defect, as on the job's own broker, not a transport failure.
  */
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Queue, Worker as BullWorker } from "bullmq"
-import type { ChildProcess } from "node:child_process"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -22,33 +21,22 @@ import * as BullMQTransport from "../../src/transport/BullMQTransport.js"
 import type { Delivery } from "../../src/seam/Transport.js"
 import { cuttingProxy } from "../support/cuttingProxy.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
-import { describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
-import { captureLogs, freePort, startRedisServer } from "../support/local.js"
+import { completedReply, describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
+import { captureLogs, freePort } from "../support/local.js"
+import { ownRedisServer } from "../support/ownRedis.js"
 
 const description = describedWorker("worker-a", servingSteps(["work"]), Duration.seconds(1))
 
-const reply = (delivery: Delivery, output: unknown = "done") => {
-  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
-  return {
-    _tag: "StepResult" as const,
-    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output }
-  }
-}
+const reply = (delivery: Delivery, output: unknown = "done") => completedReply(delivery, output)
 
 describe("BullMQ transport answers for another broker", () => {
   // the job's own broker: a Redis server of this file's (made a replica here for a while), and the
   // broker the replies go to: the local Redis
-  let home: ChildProcess | undefined
-  let homePort = 0
+  const home = ownRedisServer()
   // where no Redis listens: a replica of it never syncs, so it keeps its data
   let unreachablePort = 0
   beforeAll(async () => {
-    homePort = await freePort()
     unreachablePort = await freePort()
-    home = await startRedisServer(homePort)
-  })
-  afterAll(() => {
-    home?.kill("SIGKILL")
   })
 
   /**
@@ -60,7 +48,7 @@ describe("BullMQ transport answers for another broker", () => {
     const prefix = uniquePrefix("edwo")
     const other = redisConnection()
     const homeRedis = yield* Effect.acquireRelease(
-      Effect.sync(() => new Redis({ host: "127.0.0.1", port: homePort })),
+      Effect.sync(() => new Redis({ host: "127.0.0.1", port: home.port })),
       (client) => Effect.promise(() => client.replicaof("NO", "ONE").then(() => client.flushall()).then(() => client.quit()))
     )
     const otherRedis = yield* Effect.acquireRelease(
@@ -68,7 +56,7 @@ describe("BullMQ transport answers for another broker", () => {
       (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
     )
     yield* Effect.promise(async () => {
-      const tasks = new Queue(`${prefix}-tasks-work`, { connection: { host: "127.0.0.1", port: homePort } })
+      const tasks = new Queue(`${prefix}-tasks-work`, { connection: { host: "127.0.0.1", port: home.port } })
       const runId = `run-${prefix}`
       for (let seq = 0; seq < (options.tasks ?? 1); seq++) {
         const task = { runId, seq, name: "work", stepId: `${runId}:${seq}`, group: "work", attempt: 1, transport: "b" }
@@ -77,7 +65,7 @@ describe("BullMQ transport answers for another broker", () => {
       await tasks.close()
     })
     const transport = yield* BullMQTransport.make({
-      connection: { host: "127.0.0.1", port: options.via ?? homePort },
+      connection: { host: "127.0.0.1", port: options.via ?? home.port },
       prefix,
       brokerId: "a",
       brokers: { b: { connection: options.otherVia === undefined ? other : { ...other, port: options.otherVia } } }
@@ -118,7 +106,7 @@ describe("BullMQ transport answers for another broker", () => {
 
   it.live("an acknowledgement applied, its outcome lost with the connection, is found applied when sent again: no lost reply, the next job served", () =>
     Effect.scoped(Effect.gen(function*() {
-      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(homePort)), (p) => Effect.promise(() => p.close()))
+      const proxy = yield* Effect.acquireRelease(Effect.promise(() => cuttingProxy(home.port)), (p) => Effect.promise(() => p.close()))
       const { homeRedis, prefix, replies, task } = yield* fixture({ tasks: 2, via: proxy.port })
       // the connection is cut once the acknowledgement (the only command naming the completed set) ran
       proxy.arm(`${prefix}-tasks-work:completed`)
@@ -178,21 +166,13 @@ describe("BullMQ transport answers for another broker", () => {
 describe("BullMQ failed-job bridge reporting on another broker", () => {
   // the task queue's own broker: a Redis server of this file's; the broker its answers go to (the
   // task's `transport`): the local Redis, behind a proxy the test cuts
-  let home: ChildProcess | undefined
-  let homePort = 0
-  beforeAll(async () => {
-    homePort = await freePort()
-    home = await startRedisServer(homePort)
-  })
-  afterAll(() => {
-    home?.kill("SIGKILL")
-  })
+  const home = ownRedisServer()
 
   /** A task of the home broker, its answer for broker `b`, failed at BullMQ's level by a peer that took it. */
   const failedTask = Effect.gen(function*() {
     const prefix = uniquePrefix("edwf")
     const homeRedis = yield* Effect.acquireRelease(
-      Effect.sync(() => new Redis({ host: "127.0.0.1", port: homePort })),
+      Effect.sync(() => new Redis({ host: "127.0.0.1", port: home.port })),
       (client) => Effect.promise(() => deletePrefixKeys(client, prefix).then(() => client.quit()))
     )
     const otherRedis = yield* Effect.acquireRelease(
@@ -201,7 +181,7 @@ describe("BullMQ failed-job bridge reporting on another broker", () => {
     )
     const reason = `crashed-${prefix}`
     const failedAt = yield* Effect.promise(async () => {
-      const connection = { host: "127.0.0.1", port: homePort }
+      const connection = { host: "127.0.0.1", port: home.port }
       const tasks = new Queue(`${prefix}-tasks-work`, { connection })
       const peer = new BullWorker(`${prefix}-tasks-work`, undefined, { connection: { ...connection, maxRetriesPerRequest: null }, autorun: false })
       await tasks.add("task", { runId: `run-${prefix}`, seq: 0, name: "work", stepId: `run-${prefix}:0`, group: "work", attempt: 1, transport: "b" })
@@ -220,7 +200,7 @@ describe("BullMQ failed-job bridge reporting on another broker", () => {
     const worker = (otherPort: number) =>
       Effect.flatMap(
         BullMQTransport.make({
-          connection: { host: "127.0.0.1", port: homePort },
+          connection: { host: "127.0.0.1", port: home.port },
           prefix,
           brokerId: "a",
           brokers: { b: { connection: { host: "127.0.0.1", port: otherPort } } },

@@ -19,7 +19,7 @@ import { TaskWorker } from "../../src/transport/bullmq/internal/jobs.js"
 import type { Delivery } from "../../src/seam/Transport.js"
 import { cuttingProxy } from "../support/cuttingProxy.js"
 import { deletePrefixKeys, redisConnection, uniquePrefix } from "../support/engine.js"
-import { describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
+import { completedReply, describedWorker, servingSteps, untilTrue } from "../support/handlers.js"
 
 /** Waits on the wall clock for Redis I/O (not for a timing rule): re-checks every 10 ms, up to 10 s. */
 const until = untilTrue
@@ -69,13 +69,7 @@ const workQueuePoller = (prefix: string) =>
     Effect.map((registration) => registration.pollers[0]!)
   )
 
-const reply = (delivery: Delivery) => {
-  const payload = delivery.payload as { runId: string; seq: number; stepId: string }
-  return {
-    _tag: "StepResult" as const,
-    result: { runId: payload.runId, seq: payload.seq, stepId: payload.stepId, status: "completed" as const, output: payload.seq }
-  }
-}
+const reply = (delivery: Delivery) => completedReply(delivery)
 
 describe("BullMQ transport answers", () => {
   it.scoped("a reply Redis refuses leaves its job unacknowledged and nothing handed over; answered again, both go through", () =>
